@@ -1,0 +1,125 @@
+// Package engine runs users: it adds and removes them while a run goes on,
+// and lets each one cycle through setup, actions and think time. This is
+// the closed model (a number of users); an open-model executor will start
+// iterations at an arrival rate on top of the same users.
+package engine
+
+import (
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/transport"
+)
+
+// Config sets up an engine.
+type Config struct {
+	Scenario *scenario.Scenario
+	Target   *url.URL
+	Seed     uint64
+	Timeout  time.Duration     // per request; default 10 s
+	Grace    time.Duration     // how long a removed user may finish its action; default 5 s
+	Insecure bool              // skip TLS checks
+	Recorder *metrics.Recorder // where users record
+	Print    func(user int, msg string)
+	// OnAction, if set, is called from a user's goroutine as each action starts.
+	OnAction func(user int, action string)
+}
+
+// Engine holds the running users. Safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	mu     sync.Mutex
+	users  []*vu // in the order they were added
+	nextID int
+	gone   sync.WaitGroup // users removed or stopped, not yet done
+	late   atomic.Int64
+}
+
+// New returns an engine with no users.
+func New(cfg Config) *Engine {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	return &Engine{cfg: cfg}
+}
+
+// SetUsers adds or removes users until n are running. Removal takes the
+// most recently added first; each removed user finishes its action (within
+// the grace period) and its teardown in the background.
+func (e *Engine) SetUsers(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.users) < n {
+		e.nextID++
+		v := e.newUser(e.nextID)
+		e.users = append(e.users, v)
+		go v.run(e.cfg.OnAction)
+	}
+	for len(e.users) > n {
+		v := e.users[len(e.users)-1]
+		e.users = e.users[:len(e.users)-1]
+		e.retire(v)
+	}
+}
+
+func (e *Engine) newUser(id int) *vu {
+	client := transport.NewClient(transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure})
+	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late}
+	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
+		ID: id, Seed: e.cfg.Seed, HTTP: client, Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+	})
+	return v
+}
+
+// retire asks v to stop and cancels it if it has not within the grace period.
+func (e *Engine) retire(v *vu) {
+	close(v.stop)
+	e.gone.Add(1)
+	go func() {
+		defer e.gone.Done()
+		t := time.NewTimer(e.cfg.Grace)
+		defer t.Stop()
+		select {
+		case <-v.done:
+		case <-t.C:
+			v.cancel()
+			<-v.done
+		}
+	}()
+}
+
+// Users returns the number of users running (not counting those stopping).
+func (e *Engine) Users() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.users)
+}
+
+// States counts users by state, including those stopping.
+func (e *Engine) States() map[State]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[State]int{}
+	for _, v := range e.users {
+		out[v.State()]++
+	}
+	return out
+}
+
+// Late returns how many think-time wake-ups came more than lateAfter (50 ms) late: a
+// sign that the generator itself is short of CPU.
+func (e *Engine) Late() int64 { return e.late.Load() }
+
+// Stop removes every user and waits until all are done: each gets the
+// grace period to finish its action, then is cancelled.
+func (e *Engine) Stop() {
+	e.SetUsers(0)
+	e.gone.Wait()
+}

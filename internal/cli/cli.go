@@ -1,0 +1,121 @@
+// Package cli turns command lines into calls on headroom's packages.
+// Commands parse flags into options and call a package; nothing else.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+var Version = "0.1.0-dev"
+
+// Exit codes.
+const (
+	ExitOK    = 0 // done
+	ExitError = 1 // the run could not be done: target unreachable, I/O error, ...
+	ExitUsage = 2 // bad command line or bad scenario; nothing was sent
+)
+
+// Env is the outside world a command sees.
+type Env struct {
+	Args           []string
+	Stdout, Stderr io.Writer
+	IsTerminal     func(w io.Writer) bool // nil: never a terminal
+}
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, env Env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run a bounded load test: a fixed number of users for a duration", runCmd},
+		{"testbed", "start the built-in target server, whose capacity is known", testbedCmd},
+		{"version", "print the version", func(_ context.Context, env Env, _ []string) int {
+			fmt.Fprintf(env.Stdout, "headroom %s\n", Version)
+			return ExitOK
+		}},
+	}
+}
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, env Env) int {
+	if len(env.Args) == 0 || env.Args[0] == "-h" || env.Args[0] == "--help" || env.Args[0] == "help" {
+		usage(env.Stdout)
+		if len(env.Args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name == env.Args[0] {
+			return c.run(ctx, env, env.Args[1:])
+		}
+	}
+	fmt.Fprintf(env.Stderr, "headroom: unknown command %q\n\n", env.Args[0])
+	usage(env.Stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `headroom finds how many users your system supports, and whether a release made it worse.
+
+Usage:
+  headroom <command> [flags]
+
+Commands:
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Start here:
+  headroom testbed --listen 127.0.0.1:8065 &
+  headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
+
+Run 'headroom <command> --help' for its flags.
+`)
+}
+
+// newFlags returns a flag set whose --help prints the given text and the flags.
+func newFlags(env Env, name, synopsis, text string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage:\n  headroom %s %s\n\n%s\nFlags:\n", name, synopsis, strings.TrimLeft(text, "\n"))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags allowing them after positional arguments too
+// ("run chat.star --users 10"), and returns the positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ExitOK, false
+			}
+			return nil, ExitUsage, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func fail(env Env, code int, format string, a ...any) int {
+	fmt.Fprintf(env.Stderr, "headroom: "+format+"\n", a...)
+	return code
+}

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/runner"
+)
+
+// progress prints one live line: rewritten in place on a terminal, every
+// five seconds otherwise (logs stay readable).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	width int
+}
+
+func newProgress(env Env) *progress {
+	tty := env.IsTerminal != nil && env.IsTerminal(env.Stderr)
+	return &progress{w: env.Stderr, tty: tty}
+}
+
+func (p *progress) update(x runner.Progress) {
+	errPct := 0.0
+	if x.Requests > 0 {
+		errPct = 100 * float64(x.Errors) / float64(x.Requests)
+	}
+	line := fmt.Sprintf("%s %s/%s  users %d/%d  req/s %.0f  p50 %s  p99 %s  errors %.2f%%  timeouts %d",
+		x.Phase, clock(x.Elapsed), clock(x.Total), x.Users, x.Want, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+	if x.Phase == "stopping" {
+		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+	}
+	if p.tty {
+		pad := max(0, p.width-len(line))
+		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+		p.width = len(line)
+		return
+	}
+	if x.Phase == "stopping" || time.Since(p.last) >= 5*time.Second {
+		fmt.Fprintln(p.w, line)
+		p.last = time.Now()
+	}
+}
+
+func (p *progress) done() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func clock(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func ms(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 10:
+		return fmt.Sprintf("%.2fms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.1fms", v)
+	}
+	return fmt.Sprintf("%.2fs", v/1000)
+}
+
+// printSummary prints the per-request and per-action tables of a result.
+func printSummary(w io.Writer, r *result.Result) {
+	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs after a %.0fs ramp\n",
+		r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
+	table(w, "REQUEST", append(r.Requests, r.Totals))
+	fmt.Fprintln(w)
+	table(w, "ACTION", r.Actions)
+	g := r.Generator
+	fmt.Fprintf(w, "\ngenerator: CPU %.0f%% of one core (%d cores), peak RSS %.0f MB, %d late wake-ups\n",
+		g.CPUPercent, g.GOMAXPROCS, g.PeakRSSMB, g.LateWakeups)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	errs := topMessages(r)
+	if len(errs) > 0 {
+		fmt.Fprintln(w, "\nerrors:")
+		for _, e := range errs {
+			fmt.Fprintf(w, "  %6d  %s\n", e.n, e.msg)
+		}
+	}
+}
+
+func table(w io.Writer, head string, rows []metrics.Summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tcount\treq/s\terr%%\ttimeouts\tmean\tp50\tp90\tp95\tp99\tmax\t\n", head)
+	for _, s := range rows {
+		errPct := 0.0
+		if s.Count > 0 {
+			errPct = 100 * float64(s.Errors) / float64(s.Count)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Count, s.RPS, errPct, s.Timeouts,
+			ms(s.MeanMs), ms(s.P50Ms), ms(s.P90Ms), ms(s.P95Ms), ms(s.P99Ms), ms(s.MaxMs))
+	}
+	tw.Flush()
+}
+
+type message struct {
+	msg string
+	n   int64
+}
+
+func topMessages(r *result.Result) []message {
+	var out []message
+	for _, s := range r.Actions {
+		for m, n := range s.Messages {
+			out = append(out, message{s.Name + ": " + m, n})
+		}
+	}
+	// largest first, at most 10
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].n > out[j-1].n; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	if len(out) > 10 {
+		out = out[:10]
+	}
+	return out
+}

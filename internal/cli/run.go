@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/runner"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+const runHelp = `
+Runs a bounded load test: --users users, added linearly over --ramp, then
+held for --duration. Each user runs the scenario's setup once, then weighted
+actions with think time between them, over its own keep-alive connection.
+
+Live progress goes to stderr; the per-request table goes to stdout at the
+end, and everything to --out/result.json. Ctrl-C stops the run gracefully
+and still writes the result; a second Ctrl-C quits at once.
+
+The measured window starts after the ramp: the table covers it only.
+
+Examples:
+  headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
+  headroom run my.star --target http://127.0.0.1:8080 --users 50 --duration 2m --seed 7 --metrics-listen 127.0.0.1:9465
+
+Exit codes: 0 done, 1 could not run (e.g. target unreachable), 2 bad flags or scenario.
+`
+
+type runFlags struct {
+	target, out, metricsAddr string
+	users                    int
+	ramp, duration           time.Duration
+	seed                     uint64
+	timeout, grace           time.Duration
+	insecure, quiet          bool
+}
+
+func runCmd(ctx context.Context, env Env, args []string) int {
+	var f runFlags
+	fs := newFlags(env, "run", "SCENARIO.star --target URL [flags]", runHelp)
+	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to, e.g. http://127.0.0.1:8065 (required)")
+	fs.IntVar(&f.users, "users", 10, "number of users to run after the ramp")
+	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
+	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users after the ramp: the measured window")
+	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams: same seed, same sequence of actions")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout, not an error")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
+	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
+	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(env, ExitUsage, "run needs exactly one scenario file, got %d arguments", len(pos))
+	}
+	target, err := parseTarget(f.target)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+	switch {
+	case f.users < 1:
+		return fail(env, ExitUsage, "--users must be at least 1, got %d", f.users)
+	case f.ramp < 0 || f.duration <= 0:
+		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
+	case f.timeout <= 0 || f.grace < 0:
+		return fail(env, ExitUsage, "--timeout must be > 0 and --grace >= 0")
+	}
+	sc, err := scenario.LoadFile(pos[0])
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return ExitUsage
+	}
+	if f.out == "" {
+		f.out = filepath.Join("runs", time.Now().Format("20060102-150405"))
+	}
+	if err := checkOut(f.out); err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+
+	b := &runner.Bounded{
+		Scenario: sc, Target: target, Users: f.users, Ramp: f.ramp, Duration: f.duration, Seed: f.seed,
+		Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: f.out,
+		Command: append([]string{"headroom", "run"}, args...), Version: Version,
+		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+	}
+	if f.metricsAddr != "" {
+		b.Prom = metrics.NewProm()
+		stop, err := serveMetrics(f.metricsAddr, b.Prom)
+		if err != nil {
+			return fail(env, ExitUsage, "--metrics-listen: %v", err)
+		}
+		defer stop()
+		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	}
+	var pr *progress
+	if !f.quiet {
+		pr = newProgress(env)
+		b.Progress = pr.update
+	}
+	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target, f.users, f.ramp, f.duration, f.seed)
+	res, err := b.Run(ctx)
+	if pr != nil {
+		pr.done()
+	}
+	if err != nil {
+		return fail(env, ExitError, "%v", err)
+	}
+	printSummary(env.Stdout, res)
+	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(f.out, result.ResultFile))
+	return ExitOK
+}
+
+func parseTarget(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, errors.New("--target is required, e.g. --target http://127.0.0.1:8065")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--target %q is not an http(s) URL; write e.g. http://127.0.0.1:8065", s)
+	}
+	return u, nil
+}
+
+// checkOut refuses to overwrite a directory that holds something other
+// than a headroom result.
+func checkOut(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--out %s: %v", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, result.ResultFile)); err == nil {
+		return nil // a previous result: overwritten
+	}
+	return fmt.Errorf("--out %s exists and is not a headroom result directory; choose another", dir)
+}
+
+func serveMetrics(addr string, p *metrics.Prom) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", p.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, nil
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+const testbedHelp = `
+Starts the testbed: a small chat-like HTTP API (users, login, channels,
+posts, threads, reactions) whose capacity you set, so its ceiling is known in
+advance. Every request holds one of --workers slots for its route's service
+time (times --scale); more requests wait, and beyond --queue waiting ones the
+server answers 503. It exposes Prometheus metrics at /metrics
+(mattermost_api_time, mattermost_db_store_time, process and Go metrics).
+
+Capacity = workers / mean service time of the mix. For a scenario with mean
+think time Z the ceiling is about workers * (Z + S) / S users. docs/TESTBED.md
+has the model, the service-time table and a worked example.
+
+It binds to loopback by default and runs until Ctrl-C.
+
+Examples:
+  headroom testbed --listen 127.0.0.1:8065
+  headroom testbed --listen 127.0.0.1:8065 --workers 4 --scale 2   # a quarter of the default capacity
+`
+
+func testbedCmd(ctx context.Context, env Env, args []string) int {
+	var (
+		listen string
+		cfg    testbed.Config
+	)
+	def := testbed.Config{}.WithDefaults()
+	fs := newFlags(env, "testbed", "[flags]", testbedHelp)
+	fs.StringVar(&listen, "listen", "127.0.0.1:8065", "address to listen on")
+	fs.IntVar(&cfg.Workers, "workers", def.Workers, "requests served at once")
+	fs.IntVar(&cfg.Queue, "queue", def.Queue, "requests that may wait for a worker; more get 503")
+	fs.Float64Var(&cfg.Scale, "scale", def.Scale, "multiplies every service time (2 = half the capacity)")
+	fs.IntVar(&cfg.Channels, "channels", def.Channels, "public channels created at start")
+	fs.Int64Var(&cfg.Seed, "seed", def.Seed, "seed of the store's content")
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return fail(env, ExitUsage, "testbed takes no arguments, got %q", strings.Join(pos, " "))
+	}
+	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 {
+		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1")
+	}
+	srv := testbed.New(cfg)
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fail(env, ExitError, "testbed: %v", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	c := srv.Config()
+	fmt.Fprintf(env.Stderr, "testbed listening on http://%s (workers %d, queue %d, scale %g); metrics at /metrics; Ctrl-C stops\n",
+		ln.Addr(), c.Workers, c.Queue, c.Scale)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return ExitOK
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return ExitOK
+		}
+		return fail(env, ExitError, "testbed: %v", err)
+	}
+}

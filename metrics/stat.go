@@ -1,0 +1,233 @@
+// Package metrics records what users did: one latency histogram, status
+// counts, errors, timeouts and bytes per request name and per action.
+//
+// Recording is sharded: each user records into one Shard (a worker's
+// recorder), and a Collector merges the shards exactly, once a second, into
+// interval and cumulative Snapshots. Nothing is sampled and nothing is
+// rounded: latencies go into HDR histograms with three significant digits
+// at microsecond resolution.
+package metrics
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Histogram range: 1 µs to 1 hour at three significant digits. A latency
+// above the range is recorded as the highest trackable value.
+const (
+	LowestMicros  = 1
+	HighestMicros = int64(time.Hour / time.Microsecond)
+	SigFigs       = 3
+)
+
+// NewHistogram returns an empty latency histogram in microseconds with the
+// range every headroom histogram shares, so any two can be merged exactly.
+func NewHistogram() *hdr.Histogram {
+	return hdr.New(LowestMicros, HighestMicros, SigFigs)
+}
+
+// Outcome classifies one request or action.
+type Outcome uint8
+
+const (
+	OK       Outcome = iota // completed and counted as success
+	Failed                  // an unexpected status, a transport error, or a failed action
+	Timeout                 // no complete response within the timeout
+	Canceled                // stopped by headroom (user removed, run ended); not a failure of the target
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Failed:
+		return "error"
+	case Timeout:
+		return "timeout"
+	case Canceled:
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// Kind tells whether a sample is one HTTP request or one whole action.
+type Kind uint8
+
+const (
+	Request Kind = iota
+	Action
+)
+
+// Sample is one finished request or action.
+type Sample struct {
+	Kind     Kind
+	Name     string        // request name or action name; never a raw URL
+	Outcome  Outcome       //
+	Status   int           // HTTP status; 0 when no response arrived
+	Latency  time.Duration // start of request to end of response body
+	BytesIn  int64         // response bytes, headers and body
+	BytesOut int64         // request bytes, headers and body
+	Message  string        // why it failed, when it did
+}
+
+// maxMessages bounds the distinct error messages kept per name; the rest
+// are counted under "other".
+const maxMessages = 20
+
+// Stat accumulates samples of one name. It is not safe for concurrent use;
+// shards guard theirs with a lock.
+type Stat struct {
+	Hist     *hdr.Histogram   // latency in microseconds, all outcomes but Canceled
+	Count    int64            // samples, all outcomes but Canceled
+	Errors   int64            // Failed samples (Timeout is counted apart)
+	Timeouts int64            // Timeout samples
+	Canceled int64            // Canceled samples, kept out of everything else
+	Status   map[int]int64    // responses by HTTP status; 0 = no response
+	BytesIn  int64            //
+	BytesOut int64            //
+	Messages map[string]int64 // error messages, at most maxMessages distinct plus "other"
+}
+
+// NewStat returns an empty Stat.
+func NewStat() *Stat {
+	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]int64{}}
+}
+
+// Add records one sample.
+func (s *Stat) Add(x *Sample) {
+	if x.Outcome == Canceled {
+		s.Canceled++
+		return
+	}
+	us := x.Latency.Microseconds()
+	if us < LowestMicros {
+		us = LowestMicros
+	}
+	if us > HighestMicros {
+		us = HighestMicros
+	}
+	_ = s.Hist.RecordValue(us) // in range by construction
+	s.Count++
+	switch x.Outcome {
+	case Failed:
+		s.Errors++
+	case Timeout:
+		s.Timeouts++
+	}
+	s.Status[x.Status]++
+	s.BytesIn += x.BytesIn
+	s.BytesOut += x.BytesOut
+	if x.Message != "" {
+		s.addMessage(x.Message, 1)
+	}
+}
+
+func (s *Stat) addMessage(m string, n int64) {
+	if _, ok := s.Messages[m]; !ok && len(s.Messages) >= maxMessages {
+		m = "other"
+	}
+	s.Messages[m] += n
+}
+
+// Merge adds o into s exactly.
+func (s *Stat) Merge(o *Stat) {
+	s.Hist.Merge(o.Hist)
+	s.Count += o.Count
+	s.Errors += o.Errors
+	s.Timeouts += o.Timeouts
+	s.Canceled += o.Canceled
+	for k, v := range o.Status {
+		s.Status[k] += v
+	}
+	s.BytesIn += o.BytesIn
+	s.BytesOut += o.BytesOut
+	for k, v := range o.Messages {
+		s.addMessage(k, v)
+	}
+}
+
+// Reset empties s, keeping its memory.
+func (s *Stat) Reset() {
+	s.Hist.Reset()
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut = 0, 0, 0, 0, 0, 0
+	clear(s.Status)
+	clear(s.Messages)
+}
+
+// Summary is a Stat reduced to the figures people read. Latencies are in
+// milliseconds; Rate is per second over the window it was computed for.
+type Summary struct {
+	Name     string           `json:"name"`
+	Count    int64            `json:"count"`
+	Errors   int64            `json:"errors"`
+	Timeouts int64            `json:"timeouts"`
+	Canceled int64            `json:"canceled,omitempty"`
+	MeanMs   float64          `json:"mean_ms"`
+	P50Ms    float64          `json:"p50_ms"`
+	P90Ms    float64          `json:"p90_ms"`
+	P95Ms    float64          `json:"p95_ms"`
+	P99Ms    float64          `json:"p99_ms"`
+	MaxMs    float64          `json:"max_ms"`
+	RPS      float64          `json:"rps"`
+	BytesIn  int64            `json:"bytes_in"`
+	BytesOut int64            `json:"bytes_out"`
+	Status   map[string]int64 `json:"status,omitempty"`
+	Messages map[string]int64 `json:"messages,omitempty"`
+}
+
+// Summarize reduces s over a window of the given length.
+func (s *Stat) Summarize(name string, window time.Duration) Summary {
+	h := s.Hist
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	out := Summary{
+		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+	}
+	if s.Count > 0 {
+		out.MeanMs = h.Mean() / 1000
+		out.P50Ms = ms(h.ValueAtPercentile(50))
+		out.P90Ms = ms(h.ValueAtPercentile(90))
+		out.P95Ms = ms(h.ValueAtPercentile(95))
+		out.P99Ms = ms(h.ValueAtPercentile(99))
+		out.MaxMs = ms(h.Max())
+	}
+	if window > 0 {
+		out.RPS = float64(s.Count) / window.Seconds()
+	}
+	if len(s.Status) > 0 {
+		out.Status = map[string]int64{}
+		for k, v := range s.Status {
+			out.Status[statusLabel(k)] = v
+		}
+	}
+	if len(s.Messages) > 0 {
+		out.Messages = maps(s.Messages)
+	}
+	return out
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	c := make(map[string]int64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// statusLabel is how a status is written in results and labels: "200",
+// or "0" when no response arrived.
+func statusLabel(code int) string { return strconv.Itoa(code) }
+
+// Names returns the keys of m sorted.
+func Names(m map[string]*Stat) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

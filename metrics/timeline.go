@@ -1,0 +1,37 @@
+package metrics
+
+import "time"
+
+// Point is one window of the timeline (normally one second). Latencies in
+// milliseconds; rates per second; T in seconds since the run started.
+type Point struct {
+	T            float64 `json:"t"`
+	Users        int     `json:"users"`
+	Requests     int64   `json:"requests"`
+	RPS          float64 `json:"rps"`
+	Errors       int64   `json:"errors"`
+	Timeouts     int64   `json:"timeouts"`
+	MeanMs       float64 `json:"mean_ms"`
+	P50Ms        float64 `json:"p50_ms"`
+	P95Ms        float64 `json:"p95_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	Actions      int64   `json:"actions"`
+	ActionErrors int64   `json:"action_errors"`
+}
+
+// PointOf reduces an interval snapshot to a timeline point. scratch is
+// reused to merge all request names; it is reset first.
+func PointOf(s *Snapshot, since time.Time, users int, scratch *Stat) Point {
+	window := s.End.Sub(s.Start)
+	req := s.Total(Request, scratch).Summarize("", window)
+	p := Point{
+		T:     s.End.Sub(since).Seconds(),
+		Users: users, Requests: req.Count, RPS: req.RPS, Errors: req.Errors, Timeouts: req.Timeouts,
+		MeanMs: req.MeanMs, P50Ms: req.P50Ms, P95Ms: req.P95Ms, P99Ms: req.P99Ms,
+	}
+	for _, st := range s.Actions {
+		p.Actions += st.Count
+		p.ActionErrors += st.Errors + st.Timeouts
+	}
+	return p
+}

@@ -1,0 +1,223 @@
+// Package result reads and writes the result directory a run leaves:
+//
+//	result.json      what happened: configuration, per-request and per-action figures, the timeline
+//	histograms.json  the merged latency histograms, exactly (HDR, base64 V2 compressed)
+//
+// The format is versioned (Format); docs/RESULTS.md describes every field.
+package result
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+)
+
+// Format names this version of the result format.
+const Format = "headroom-result/1"
+
+// Statuses of a run.
+const (
+	Running     = "running"     // still going (a checkpoint), or the process died
+	Completed   = "completed"   // ran its whole duration
+	Interrupted = "interrupted" // stopped early (Ctrl-C); figures cover what ran
+)
+
+// Result is result.json.
+type Result struct {
+	Format    string    `json:"format"`
+	Kind      string    `json:"kind"` // "run" (bounded); later "step", "ceiling"
+	Headroom  string    `json:"headroom"`
+	Status    string    `json:"status"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at"`
+	Config    Config    `json:"config"`
+
+	// Window is the measured part of the run: after the ramp, until the
+	// users were stopped. Requests, Actions and Totals cover it.
+	Window   Window            `json:"window"`
+	Totals   metrics.Summary   `json:"totals"`
+	Requests []metrics.Summary `json:"requests"`
+	Actions  []metrics.Summary `json:"actions"`
+	// Ramp figures, kept apart so they do not blur the table.
+	RampTotals metrics.Summary `json:"ramp_totals"`
+
+	Timeline  []metrics.Point `json:"timeline"`
+	Generator Generator       `json:"generator"`
+	Notes     []string        `json:"notes,omitempty"`
+}
+
+// Window is a span of the run; Start and End are seconds since StartedAt.
+type Window struct {
+	Start   float64 `json:"start_s"`
+	End     float64 `json:"end_s"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Config is everything needed to run it again.
+type Config struct {
+	Command      []string       `json:"command"`
+	Scenario     string         `json:"scenario"`
+	ScenarioHash string         `json:"scenario_hash"`
+	Target       string         `json:"target"`
+	Users        int            `json:"users"`
+	RampS        float64        `json:"ramp_s"`
+	DurationS    float64        `json:"duration_s"`
+	Seed         uint64         `json:"seed"`
+	TimeoutS     float64        `json:"timeout_s"`
+	GraceS       float64        `json:"grace_s"`
+	Think        string         `json:"think"`
+	Actions      []ActionWeight `json:"actions"`
+	Connections  string         `json:"connections"`
+}
+
+// ActionWeight is one action of the scenario and its weight.
+type ActionWeight struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
+}
+
+// Generator describes the machine that made the load, and whether it kept up.
+type Generator struct {
+	Host        string  `json:"host"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+	CPUSeconds  float64 `json:"cpu_seconds"`  // user+system CPU of headroom over the run
+	CPUPercent  float64 `json:"cpu_percent"`  // of one core, mean over the run
+	LateWakeups int64   `json:"late_wakeups"` // think times that ended > 50 ms late
+	PeakRSSMB   float64 `json:"peak_rss_mb"`  //
+	Overloaded  bool    `json:"overloaded"`   // CPU near saturation or many late wake-ups: figures may be the generator's, not the target's
+}
+
+// Histograms is histograms.json: exact latency histograms, microseconds.
+type Histograms struct {
+	Format   string            `json:"format"`
+	Unit     string            `json:"unit"` // "us"
+	Window   string            `json:"window"`
+	Requests map[string]string `json:"requests"` // name -> base64 HDR V2 compressed
+	Actions  map[string]string `json:"actions"`
+}
+
+// Names of the files in a result directory.
+const (
+	ResultFile     = "result.json"
+	HistogramsFile = "histograms.json"
+)
+
+// Write writes r (and, if snap is not nil, its histograms) into dir,
+// creating it. Each file is written to a temporary name and renamed, so a
+// crash leaves the previous checkpoint, never half a file.
+func Write(dir string, r *Result, snap *metrics.Snapshot) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create result dir: %w", err)
+	}
+	r.Format = Format
+	if err := writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
+		return err
+	}
+	if snap == nil {
+		return nil
+	}
+	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
+	for _, pair := range []struct {
+		from map[string]*metrics.Stat
+		to   map[string]string
+	}{{snap.Requests, h.Requests}, {snap.Actions, h.Actions}} {
+		for name, st := range pair.from {
+			if st.Count == 0 {
+				continue
+			}
+			b, err := st.Hist.Encode(hdrV2)
+			if err != nil {
+				return fmt.Errorf("encode histogram %q: %w", name, err)
+			}
+			pair.to[name] = string(b)
+		}
+	}
+	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrNotResult means a directory holds no result.json.
+var ErrNotResult = errors.New("not a headroom result directory")
+
+// Read reads result.json from dir, rejecting other formats with a message
+// that names the version found.
+func Read(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ResultFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w (no %s)", dir, ErrNotResult, ResultFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var probe struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
+	}
+	if probe.Format != Format {
+		if strings.HasPrefix(probe.Format, "headroom-result/") {
+			return nil, fmt.Errorf("%s: result format %q is not supported by this headroom (reads %q)", dir, probe.Format, Format)
+		}
+		return nil, fmt.Errorf("%s: %w (format %q)", dir, ErrNotResult, probe.Format)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
+	}
+	return &r, nil
+}
+
+// ReadHistograms reads histograms.json from dir into a Snapshot whose
+// Stats carry the exact histograms (counts of other figures come from
+// result.json).
+func ReadHistograms(dir string) (*metrics.Snapshot, error) {
+	b, err := os.ReadFile(filepath.Join(dir, HistogramsFile))
+	if err != nil {
+		return nil, err
+	}
+	var h Histograms
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, HistogramsFile, err)
+	}
+	if h.Format != Format {
+		return nil, fmt.Errorf("%s: histogram format %q is not supported (reads %q)", dir, h.Format, Format)
+	}
+	snap := metrics.NewSnapshot()
+	for _, pair := range []struct {
+		from map[string]string
+		to   map[string]*metrics.Stat
+	}{{h.Requests, snap.Requests}, {h.Actions, snap.Actions}} {
+		for name, enc := range pair.from {
+			hist, err := decode(enc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: histogram %q: %v", dir, name, err)
+			}
+			st := metrics.NewStat()
+			st.Hist = hist
+			st.Count = hist.TotalCount()
+			pair.to[name] = st
+		}
+	}
+	return snap, nil
+}

@@ -1,0 +1,288 @@
+package scenario
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/transport"
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+)
+
+// httpValue is user.http: request methods and the user's default headers.
+type httpValue struct {
+	u       *User
+	headers *starlark.Dict // sent with every request; the scenario may change it
+}
+
+var _ starlark.HasAttrs = (*httpValue)(nil)
+
+func (h *httpValue) String() string        { return "<user.http>" }
+func (h *httpValue) Type() string          { return "http" }
+func (h *httpValue) Freeze()               {}
+func (h *httpValue) Truth() starlark.Bool  { return true }
+func (h *httpValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: http") }
+func (h *httpValue) AttrNames() []string {
+	return []string{"cookies", "delete", "get", "head", "headers", "patch", "post", "put", "request"}
+}
+
+func (h *httpValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "headers":
+		return h.headers, nil
+	case "cookies":
+		d := starlark.NewDict(len(h.u.env.HTTP.Cookies()))
+		for k, v := range h.u.env.HTTP.Cookies() {
+			_ = d.SetKey(starlark.String(k), starlark.String(v))
+		}
+		return d, nil
+	case "request":
+		return starlark.NewBuiltin("http.request", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if len(args) == 0 {
+				return nil, fmt.Errorf("http.request: missing method")
+			}
+			m, ok := starlark.AsString(args[0])
+			if !ok {
+				return nil, fmt.Errorf("http.request: method is a %s, want a string", args[0].Type())
+			}
+			return h.do(th, strings.ToUpper(m), b, args[1:], kw)
+		}), nil
+	case "get", "head", "post", "put", "patch", "delete":
+		method := strings.ToUpper(name)
+		return starlark.NewBuiltin("http."+name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			return h.do(th, method, b, args, kw)
+		}), nil
+	}
+	return nil, nil
+}
+
+// do sends one request: url, params=, headers=, json=, body=, name=, expect=, timeout=.
+func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var (
+		rawURL                          string
+		params, headers                 *starlark.Dict
+		jsonV, bodyV, expectV, timeoutV starlark.Value
+		name                            string
+	)
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &rawURL, "params?", &params, "headers?", &headers,
+		"json?", &jsonV, "body?", &bodyV, "name?", &name, "expect?", &expectV, "timeout?", &timeoutV); err != nil {
+		return nil, err
+	}
+	req := &transport.Request{Method: method, URL: rawURL}
+	if params != nil && params.Len() > 0 {
+		q := url.Values{}
+		for _, it := range params.Items() {
+			q.Add(plain(it[0]), plain(it[1]))
+		}
+		sep := "?"
+		if strings.Contains(rawURL, "?") {
+			sep = "&"
+		}
+		req.URL += sep + q.Encode()
+	}
+	for _, it := range h.headers.Items() {
+		req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+	}
+	if headers != nil {
+		for _, it := range headers.Items() {
+			req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+		}
+	}
+	switch {
+	case jsonV != nil && bodyV != nil:
+		return nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
+	case jsonV != nil:
+		enc, err := starlark.Call(th, json.Module.Members["encode"], starlark.Tuple{jsonV}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
+		}
+		req.Body = []byte(enc.(starlark.String))
+		req.Header = append(req.Header, transport.Header{Key: "Content-Type", Value: "application/json"})
+	case bodyV != nil:
+		switch x := bodyV.(type) {
+		case starlark.String:
+			req.Body = []byte(x)
+		case starlark.Bytes:
+			req.Body = []byte(x)
+		default:
+			return nil, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
+		}
+	}
+	expect, err := expectSet(expectV)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	if timeoutV != nil {
+		d, err := Duration(timeoutV)
+		if err != nil {
+			return nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
+		}
+		req.Timeout = d
+	}
+	if name == "" {
+		name = defaultName(method, rawURL)
+	}
+	return h.u.send(name, req, expect), nil
+}
+
+// defaultName is METHOD plus the path without its query: the request name
+// when the scenario gives none. Paths with ids should be named explicitly.
+func defaultName(method, raw string) string {
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		raw = raw[:i]
+	}
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		raw = u.Path
+	}
+	return method + " " + raw
+}
+
+// expectSet reads expect=: an int, or a list/tuple of ints. nil means the
+// default, any status below 400.
+func expectSet(v starlark.Value) ([]int, error) {
+	if v == nil || v == starlark.None {
+		return nil, nil
+	}
+	if i, ok := v.(starlark.Int); ok {
+		n, _ := i.Int64()
+		return []int{int(n)}, nil
+	}
+	it, ok := v.(starlark.Iterable)
+	if !ok {
+		return nil, fmt.Errorf("expect= is a %s, want a status or a list of statuses", v.Type())
+	}
+	var out []int
+	iter := it.Iterate()
+	defer iter.Done()
+	var x starlark.Value
+	for iter.Next(&x) {
+		i, ok := x.(starlark.Int)
+		if !ok {
+			return nil, fmt.Errorf("expect= holds a %s, want statuses such as 200", x.Type())
+		}
+		n, _ := i.Int64()
+		out = append(out, int(n))
+	}
+	return out, nil
+}
+
+func plain(v starlark.Value) string {
+	if s, ok := starlark.AsString(v); ok {
+		return s
+	}
+	return v.String()
+}
+
+// send does the request, records it, and notes failures for the action.
+func (u *User) send(name string, req *transport.Request, expect []int) *responseValue {
+	resp := &transport.Response{}
+	u.env.HTTP.Do(req, resp)
+	s := metrics.Sample{Kind: metrics.Request, Name: name, Status: resp.Status, Latency: resp.Latency,
+		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut}
+	switch {
+	case resp.Canceled:
+		s.Outcome = metrics.Canceled
+	case resp.Timeout:
+		s.Outcome, s.Message = metrics.Timeout, resp.Err.Error()
+	case resp.Err != nil:
+		s.Outcome, s.Message = metrics.Failed, resp.Err.Error()
+	case !expected(resp.Status, expect):
+		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
+	}
+	u.env.Record.Record(&s)
+	u.noteRequest(name, &s)
+	return &responseValue{r: resp, url: req.URL}
+}
+
+func expected(status int, expect []int) bool {
+	if expect == nil {
+		return status >= 100 && status < 400
+	}
+	for _, e := range expect {
+		if e == status {
+			return true
+		}
+	}
+	return false
+}
+
+// responseValue is what user.http.*() returns.
+type responseValue struct {
+	r   *transport.Response
+	url string
+}
+
+var _ starlark.HasAttrs = (*responseValue)(nil)
+
+func (r *responseValue) String() string {
+	return fmt.Sprintf("<response %d %s>", r.r.Status, r.url)
+}
+func (r *responseValue) Type() string          { return "response" }
+func (r *responseValue) Freeze()               {}
+func (r *responseValue) Truth() starlark.Bool  { return starlark.Bool(r.r.Err == nil && r.r.Status < 400) }
+func (r *responseValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: response") }
+func (r *responseValue) AttrNames() []string {
+	return []string{"error", "headers", "json", "ms", "ok", "status", "text"}
+}
+
+func (r *responseValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "status":
+		return starlark.MakeInt(r.r.Status), nil
+	case "ok":
+		return r.Truth(), nil
+	case "text":
+		return starlark.String(r.r.Body), nil
+	case "ms":
+		return starlark.Float(float64(r.r.Latency) / float64(time.Millisecond)), nil
+	case "error":
+		if r.r.Err == nil {
+			return starlark.None, nil
+		}
+		return starlark.String(r.r.Err.Error()), nil
+	case "headers":
+		d := starlark.NewDict(len(r.r.Header))
+		keys := make([]string, 0, len(r.r.Header))
+		vals := map[string]string{}
+		for _, h := range r.r.Header {
+			k := strings.ToLower(h.Key)
+			if _, ok := vals[k]; !ok {
+				keys = append(keys, k)
+				vals[k] = h.Value
+			} else {
+				vals[k] += ", " + h.Value
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			_ = d.SetKey(starlark.String(k), starlark.String(vals[k]))
+		}
+		return d, nil
+	case "json":
+		return starlark.NewBuiltin("response.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
+				return nil, err
+			}
+			if r.r.Err != nil {
+				return nil, fmt.Errorf("response.json: no response (%v)", r.r.Err)
+			}
+			v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{starlark.String(r.r.Body)}, nil)
+			if err != nil {
+				return nil, fmt.Errorf("response.json: status %d body is not JSON: %s", r.r.Status, clip(string(r.r.Body), 80))
+			}
+			return v, nil
+		}), nil
+	}
+	return nil, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,260 @@
+// Package scenario loads Starlark scenarios and runs what one user does:
+// setup, weighted actions, think time, teardown. It knows nothing of
+// scheduling; the engine decides when each user acts.
+//
+// A scenario is a Starlark file that defines:
+//
+//	def setup(user): ...                      # optional, once per user when it starts
+//	def teardown(user): ...                   # optional, once per user when it stops
+//	actions = [action("Name", fn, weight=6.5), ...]   # required, at least one
+//	think_time = think.uniform("1s", "3s")    # optional, default think.constant("1s")
+//
+// Loading runs the file once, checks everything it can before any traffic
+// (syntax, undefined names, types, weights) and freezes the globals, so
+// one Scenario is shared by every user.
+package scenario
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Scenario is a loaded, validated scenario. Safe for concurrent use: its
+// Starlark values are frozen.
+type Scenario struct {
+	Path     string
+	Hash     string // "sha256:<hex>" of the source
+	Setup    starlark.Callable
+	Teardown starlark.Callable
+	Actions  []*Action
+	Think    Think
+	ThinkSrc string // the think_time as written, for results
+}
+
+// Action is one weighted thing a user does.
+type Action struct {
+	Name   string
+	Fn     starlark.Callable
+	Weight float64 // > 0, relative to the other actions
+}
+
+// LoadError is a mistake in a scenario, found before any traffic. Its
+// Error text names the file, line and column, quotes the line and gives a
+// hint.
+type LoadError struct {
+	Path      string
+	Line, Col int32
+	Msg       string
+	Hint      string
+	Src       string // the offending line, if known
+}
+
+func (e *LoadError) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%s:%d:%d: %s", e.Path, e.Line, e.Col, e.Msg)
+	} else {
+		fmt.Fprintf(&b, "%s: %s", e.Path, e.Msg)
+	}
+	if e.Src != "" {
+		fmt.Fprintf(&b, "\n  %4d | %s", e.Line, e.Src)
+		if e.Col > 0 {
+			fmt.Fprintf(&b, "\n       | %s^", strings.Repeat(" ", int(e.Col-1)))
+		}
+	}
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "\n  hint: %s", e.Hint)
+	}
+	return b.String()
+}
+
+// LoadFile reads and loads the scenario at path.
+func LoadFile(path string) (*Scenario, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return Load(path, src)
+}
+
+// Load loads a scenario from source; path names it in messages.
+func Load(path string, src []byte) (*Scenario, error) {
+	sum := sha256.Sum256(src)
+	sc := &Scenario{Path: path, Hash: "sha256:" + hex.EncodeToString(sum[:])}
+	lines := strings.Split(string(src), "\n")
+	fail := func(pos syntax.Position, msg, hint string) error {
+		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
+		if pos.Line > 0 && int(pos.Line) <= len(lines) {
+			e.Src = strings.TrimRight(lines[pos.Line-1], "\r")
+		}
+		return e
+	}
+
+	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
+	opts := &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
+	globals, err := starlark.ExecFileOptions(opts, thread, path, src, predeclared())
+	if err != nil {
+		return nil, loadError(err, path, fail)
+	}
+
+	var errAt = func(name, msg, hint string) error {
+		return fail(globalPos(lines, name), msg, hint)
+	}
+	for _, name := range []string{"setup", "teardown"} {
+		v, ok := globals[name]
+		if !ok || v == starlark.None {
+			continue
+		}
+		fn, err := userFunc(v)
+		if err != nil {
+			return nil, errAt(name, fmt.Sprintf("%s %s", name, err), "define it as: def "+name+"(user): ...")
+		}
+		if name == "setup" {
+			sc.Setup = fn
+		} else {
+			sc.Teardown = fn
+		}
+	}
+
+	av, ok := globals["actions"]
+	if !ok {
+		return nil, fail(syntax.Position{}, "no actions: the scenario must define a list named actions",
+			`add e.g. actions = [action("Browse", browse, weight=1)] where def browse(user): ...`)
+	}
+	list, ok := av.(*starlark.List)
+	if !ok {
+		return nil, errAt("actions", fmt.Sprintf("actions is a %s, want a list of action(...)", av.Type()),
+			`write actions = [action("Browse", browse, weight=1), ...]`)
+	}
+	if list.Len() == 0 {
+		return nil, errAt("actions", "no actions: the actions list is empty",
+			`add at least one: action("Browse", browse, weight=1)`)
+	}
+	seen := map[string]bool{}
+	for i := range list.Len() {
+		a, ok := list.Index(i).(*actionValue)
+		if !ok {
+			return nil, errAt("actions", fmt.Sprintf("actions[%d] is a %s, want action(...)", i, list.Index(i).Type()),
+				`wrap each function: action("Name", fn, weight=1)`)
+		}
+		if seen[a.Name] {
+			return nil, fail(a.pos, fmt.Sprintf("action %q is defined twice", a.Name), "give each action its own name")
+		}
+		seen[a.Name] = true
+		sc.Actions = append(sc.Actions, &a.Action)
+	}
+
+	sc.Think, sc.ThinkSrc = Constant(1e9), `think.constant("1s") (default)`
+	if tv, ok := globals["think_time"]; ok && tv != starlark.None {
+		t, ok := tv.(*thinkValue)
+		if !ok {
+			return nil, errAt("think_time", fmt.Sprintf("think_time is a %s, want think.constant/uniform/exponential/reference(...)", tv.Type()),
+				`e.g. think_time = think.uniform("1s", "3s")`)
+		}
+		sc.Think, sc.ThinkSrc = t.Think, t.src
+	}
+	return sc, nil
+}
+
+// userFunc checks that v can be called with one argument, the user.
+func userFunc(v starlark.Value) (starlark.Callable, error) {
+	fn, ok := v.(starlark.Callable)
+	if !ok {
+		return nil, fmt.Errorf("is a %s, want a function of one argument (the user)", v.Type())
+	}
+	if f, ok := v.(*starlark.Function); ok {
+		n := f.NumParams()
+		if f.HasVarargs() {
+			n--
+		}
+		if f.HasKwargs() {
+			n--
+		}
+		required := 0
+		for i := range n {
+			if f.ParamDefault(i) == nil {
+				required++
+			}
+		}
+		if n == 0 && !f.HasVarargs() {
+			return nil, fmt.Errorf("takes no arguments, want one (the user)")
+		}
+		if required > 1 {
+			return nil, fmt.Errorf("takes %d arguments, want one (the user)", required)
+		}
+	}
+	return fn, nil
+}
+
+// loadError turns a Starlark error into a LoadError with a position and hint.
+func loadError(err error, path string, fail func(syntax.Position, string, string) error) error {
+	var se syntax.Error
+	if errors.As(err, &se) {
+		return fail(se.Pos, "syntax error: "+se.Msg, "check the line above for a missing ':', bracket or quote")
+	}
+	var rl resolve.ErrorList
+	if errors.As(err, &rl) {
+		e := rl[0]
+		hint := "builtins are action, think, fail, and user.http/user.rand/user.state inside functions"
+		if strings.HasPrefix(e.Msg, "undefined:") {
+			hint = "only these names exist at top level: action, think, fail, plus Starlark's own (len, str, ...); " +
+				"HTTP and random helpers are on the user: user.http.get(...), user.rand.int(...)"
+		}
+		return fail(e.Pos, e.Msg, hint)
+	}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		pos := syntax.Position{}
+		stack := ee.CallStack
+		for i := len(stack) - 1; i >= 0; i-- {
+			if stack[i].Pos.Filename() == path {
+				pos = stack[i].Pos
+				break
+			}
+		}
+		msg := ee.Msg
+		var ae *argError
+		hint := "the scenario's top level runs once at load; see docs/SCENARIOS.md"
+		if errors.As(ee.Unwrap(), &ae) {
+			hint = ae.hint
+		}
+		return fail(pos, msg, hint)
+	}
+	return fmt.Errorf("load scenario %s: %w", path, err)
+}
+
+// globalPos finds where a global is assigned, for messages about it.
+func globalPos(lines []string, name string) syntax.Position {
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(l, name) && (strings.HasPrefix(t, name+" ") || strings.HasPrefix(t, name+"=")) ||
+			strings.HasPrefix(l, "def "+name+"(") {
+			return syntax.MakePosition(nil, int32(i+1), 1)
+		}
+	}
+	return syntax.Position{}
+}
+
+// argError is an error from a top-level builtin with a hint for the user.
+type argError struct {
+	msg, hint string
+}
+
+func (e *argError) Error() string { return e.msg }
+
+func checkWeight(w float64) error {
+	if math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
+		return &argError{fmt.Sprintf("action weight must be a positive number, got %v", w),
+			"weights are relative frequencies, e.g. 6.5 and 1 make the first action 6.5 times as frequent"}
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package scenario
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"go.starlark.net/starlark"
+)
+
+// randValue is user.rand: helpers over the user's own random stream, so a
+// run with the same --seed makes the same draws.
+type randValue struct{ r *rand.Rand }
+
+var _ starlark.HasAttrs = (*randValue)(nil)
+
+func (v *randValue) String() string        { return "<user.rand>" }
+func (v *randValue) Type() string          { return "rand" }
+func (v *randValue) Freeze()               {}
+func (v *randValue) Truth() starlark.Bool  { return true }
+func (v *randValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: rand") }
+func (v *randValue) AttrNames() []string {
+	return []string{"chance", "choice", "float", "int", "string"}
+}
+
+const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+func (v *randValue) Attr(name string) (starlark.Value, error) {
+	var fn func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error)
+	switch name {
+	case "int": // int(lo, hi): an int in [lo, hi], both included
+		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var lo, hi int
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 2, &lo, &hi); err != nil {
+				return nil, err
+			}
+			if hi < lo {
+				return nil, fmt.Errorf("%s: hi %d < lo %d", b.Name(), hi, lo)
+			}
+			return starlark.MakeInt(lo + v.r.IntN(hi-lo+1)), nil
+		}
+	case "float": // float(): in [0, 1)
+		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
+				return nil, err
+			}
+			return starlark.Float(v.r.Float64()), nil
+		}
+	case "chance": // chance(p): True with probability p in [0, 1]
+		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var p float64
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &p); err != nil {
+				return nil, err
+			}
+			return starlark.Bool(v.r.Float64() < p), nil
+		}
+	case "choice": // choice(seq): one element, uniformly
+		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var seq starlark.Indexable
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &seq); err != nil {
+				return nil, err
+			}
+			if seq.Len() == 0 {
+				return nil, fmt.Errorf("%s: empty sequence", b.Name())
+			}
+			return seq.Index(v.r.IntN(seq.Len())), nil
+		}
+	case "string": // string(n): n random lowercase letters and digits
+		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var n int
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &n); err != nil {
+				return nil, err
+			}
+			if n < 0 || n > 1<<20 {
+				return nil, fmt.Errorf("%s: length %d out of range [0, 1048576]", b.Name(), n)
+			}
+			buf := make([]byte, n)
+			for i := range buf {
+				buf[i] = letters[v.r.IntN(len(letters))]
+			}
+			return starlark.String(buf), nil
+		}
+	default:
+		return nil, nil
+	}
+	return starlark.NewBuiltin("rand."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		return fn(b, args, kw)
+	}), nil
+}

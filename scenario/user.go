@@ -1,0 +1,221 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/transport"
+	"go.starlark.net/starlark"
+)
+
+// Doer sends a user's HTTP requests; transport.Client implements it.
+type Doer interface {
+	Do(*transport.Request, *transport.Response)
+	Cookies() map[string]string
+}
+
+// Recorder takes finished samples; a metrics.Shard implements it.
+type Recorder interface {
+	Record(*metrics.Sample)
+}
+
+var (
+	_ Doer     = (*transport.Client)(nil)
+	_ Recorder = (*metrics.Shard)(nil)
+)
+
+// Env is what a user gets from the engine.
+type Env struct {
+	ID     int    // 1-based, unique in a run
+	Seed   uint64 // the run's seed; with ID it fixes the user's random streams
+	HTTP   Doer
+	Record Recorder
+	Print  func(user int, msg string) // where print() goes; nil drops it
+	Now    func() time.Time
+}
+
+// Names of the pseudo-actions recorded for setup and teardown.
+const (
+	SetupAction    = "(setup)"
+	TeardownAction = "(teardown)"
+)
+
+// User runs one simulated user's scenario code. Its methods are called
+// from the user's goroutine only, except Cancel.
+type User struct {
+	sc     *Scenario
+	env    Env
+	thread *starlark.Thread
+	value  *userValue
+	choose *rand.Rand // action choice and think time: independent of responses
+	factor float64
+	cum    []float64
+
+	// the action running now
+	failed, timedOut bool
+	why              string
+}
+
+// NewUser prepares a user. Nothing runs until Setup or Run.
+func NewUser(sc *Scenario, env Env) *User {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	u := &User{sc: sc, env: env}
+	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
+	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
+	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
+	u.thread.Print = func(_ *starlark.Thread, msg string) {
+		if env.Print != nil {
+			env.Print(env.ID, msg)
+		}
+	}
+	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}}
+	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
+	total := 0.0
+	for _, a := range sc.Actions {
+		total += a.Weight
+		u.cum = append(u.cum, total)
+	}
+	u.factor = sc.Think.Factor(u.choose)
+	return u
+}
+
+// mix derives a stream seed (SplitMix64 finalizer over the inputs).
+func mix(seed, id, k uint64) uint64 {
+	z := seed ^ (id * 0x9e3779b97f4a7c15) ^ (k * 0xbf58476d1ce4e5b9)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// Next picks the next action by weight.
+func (u *User) Next() *Action {
+	x := u.choose.Float64() * u.cum[len(u.cum)-1]
+	i := sort.SearchFloat64s(u.cum, x)
+	if i < len(u.cum) && u.cum[i] == x {
+		i++
+	}
+	return u.sc.Actions[min(i, len(u.cum)-1)]
+}
+
+// Think draws the pause before the next action.
+func (u *User) Think() time.Duration { return u.sc.Think.Next(u.choose, u.factor) }
+
+// Setup runs setup(user), if the scenario has one, and records it as the
+// action "(setup)". It returns the outcome.
+func (u *User) Setup() metrics.Outcome {
+	if u.sc.Setup == nil {
+		return metrics.OK
+	}
+	return u.call(SetupAction, u.sc.Setup)
+}
+
+// Teardown runs teardown(user), if any.
+func (u *User) Teardown() metrics.Outcome {
+	if u.sc.Teardown == nil {
+		return metrics.OK
+	}
+	return u.call(TeardownAction, u.sc.Teardown)
+}
+
+// Run runs one action and records it.
+func (u *User) Run(a *Action) metrics.Outcome { return u.call(a.Name, a.Fn) }
+
+// Cancel stops the Starlark code at its next step. Safe from any goroutine.
+// The engine pairs it with cancelling the user's HTTP client.
+func (u *User) Cancel(reason string) { u.thread.Cancel(reason) }
+
+func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
+	u.failed, u.timedOut, u.why = false, false, ""
+	start := u.env.Now()
+	_, err := starlark.Call(u.thread, fn, starlark.Tuple{u.value}, nil)
+	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
+	switch {
+	case err != nil && strings.Contains(err.Error(), "Starlark computation cancelled"):
+		s.Outcome = metrics.Canceled
+	case err != nil:
+		s.Outcome, s.Message = metrics.Failed, scriptError(err, u.sc.Path)
+	case u.failed:
+		s.Outcome, s.Message = metrics.Failed, u.why
+	case u.timedOut:
+		s.Outcome, s.Message = metrics.Timeout, u.why
+	}
+	u.env.Record.Record(&s)
+	return s.Outcome
+}
+
+// noteRequest lets a failed request fail the action it belongs to.
+func (u *User) noteRequest(name string, s *metrics.Sample) {
+	switch s.Outcome {
+	case metrics.Failed:
+		if !u.failed {
+			u.failed, u.why = true, name+": "+s.Message
+		}
+	case metrics.Timeout:
+		if !u.failed && !u.timedOut {
+			u.timedOut, u.why = true, name+": "+s.Message
+		}
+	}
+}
+
+// scriptError is the message of an exception in scenario code: the
+// innermost scenario line and the error, e.g. "chat.star:42: key "id" not in dict".
+func scriptError(err error, path string) string {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f.Msg
+	}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if p := ee.CallStack[i].Pos; p.Filename() == path {
+				return fmt.Sprintf("%s:%d: %s", shortPath(path), p.Line, ee.Msg)
+			}
+		}
+		return ee.Msg
+	}
+	return err.Error()
+}
+
+func shortPath(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// userValue is the user argument scenario functions receive.
+type userValue struct {
+	id    int
+	http  *httpValue
+	state *starlark.Dict
+	rand  *randValue
+}
+
+var _ starlark.HasAttrs = (*userValue)(nil)
+
+func (v *userValue) String() string        { return fmt.Sprintf("<user %d>", v.id) }
+func (v *userValue) Type() string          { return "user" }
+func (v *userValue) Freeze()               {}
+func (v *userValue) Truth() starlark.Bool  { return true }
+func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
+func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "state"} }
+func (v *userValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "id":
+		return starlark.MakeInt(v.id), nil
+	case "http":
+		return v.http, nil
+	case "state":
+		return v.state, nil
+	case "rand":
+		return v.rand, nil
+	}
+	return nil, nil
+}
