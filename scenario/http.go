@@ -221,9 +221,11 @@ var _ starlark.HasAttrs = (*responseValue)(nil)
 func (r *responseValue) String() string {
 	return fmt.Sprintf("<response %d %s>", r.r.Status, r.url)
 }
-func (r *responseValue) Type() string          { return "response" }
-func (r *responseValue) Freeze()               {}
-func (r *responseValue) Truth() starlark.Bool  { return starlark.Bool(r.r.Err == nil && r.r.Status < 400) }
+func (r *responseValue) Type() string { return "response" }
+func (r *responseValue) Freeze()      {}
+func (r *responseValue) Truth() starlark.Bool {
+	return starlark.Bool(r.r.Err == nil && r.r.Status < 400)
+}
 func (r *responseValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: response") }
 func (r *responseValue) AttrNames() []string {
 	return []string{"error", "headers", "json", "ms", "ok", "status", "text"}

@@ -23,7 +23,7 @@ type Think interface {
 // Constant pauses for d every time.
 type Constant time.Duration
 
-func (c Constant) Factor(*rand.Rand) float64                 { return 1 }
+func (c Constant) Factor(*rand.Rand) float64                  { return 1 }
 func (c Constant) Next(_ *rand.Rand, f float64) time.Duration { return scale(time.Duration(c), f) }
 func (c Constant) Mean() time.Duration                        { return time.Duration(c) }
 
