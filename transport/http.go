@@ -267,7 +267,7 @@ func (c *Client) fail(resp *Response, err error, start time.Time) {
 	switch {
 	case c.canceled.Load():
 		resp.Canceled, resp.Err = true, ErrCanceled
-	case errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err):
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
 		resp.Timeout, resp.Err = true, fmt.Errorf("timeout after %v", resp.Latency.Round(time.Millisecond))
 	default:
 		resp.Err = err

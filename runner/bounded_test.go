@@ -1,0 +1,291 @@
+package runner
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/scenario"
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+)
+
+// httpbinServer starts go-httpbin, a real third-party server, on loopback.
+func httpbinServer(t *testing.T) *url.URL {
+	t.Helper()
+	srv := httptest.NewServer(httpbin.New(httpbin.WithMaxDuration(10 * time.Second)).Handler())
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u
+}
+
+func load(t *testing.T, src string) *scenario.Scenario {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "test.star")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.LoadFile(path)
+	if err != nil {
+		t.Fatalf("load scenario: %v", err)
+	}
+	return sc
+}
+
+func run(t *testing.T, b *Bounded) *result.Result {
+	t.Helper()
+	if b.Timeout == 0 {
+		b.Timeout = 5 * time.Second
+	}
+	if b.Grace == 0 {
+		b.Grace = time.Second
+	}
+	res, err := b.Run(context.Background())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+func request(t *testing.T, r *result.Result, name string) metrics.Summary {
+	t.Helper()
+	for _, s := range r.Requests {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no request %q in %+v", name, r.Requests)
+	return metrics.Summary{}
+}
+
+func TestDelayIsMeasuredToTheEndOfTheBody(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def wait(user):
+    user.http.get("/delay/0.2", name="delay")
+actions = [action("Wait", wait)]
+think_time = think.constant(0)
+`)
+	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 4, Duration: 2 * time.Second})
+	s := request(t, res, "delay")
+	if s.Count < 12 {
+		t.Fatalf("only %d requests in 2 s with 4 users", s.Count)
+	}
+	if s.P50Ms < 200 || s.P50Ms > 260 {
+		t.Errorf("p50 of /delay/0.2 = %.1f ms, want 200-260", s.P50Ms)
+	}
+	if s.Errors != 0 || s.Timeouts != 0 {
+		t.Errorf("errors %d timeouts %d, want none", s.Errors, s.Timeouts)
+	}
+}
+
+func TestStatusErrorsAndTimeoutsAreCountedApart(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def unavailable(user):
+    r = user.http.get("/status/503", name="503")
+    if r.status != 503:
+        fail("got %d" % r.status)
+def slow(user):
+    r = user.http.get("/delay/2", name="slow", timeout="300ms")
+    if r.error == None:
+        fail("no timeout")
+def teapot_ok(user):
+    user.http.get("/status/418", name="418-expected", expect=[418])
+actions = [action("Unavailable", unavailable), action("Slow", slow), action("Teapot", teapot_ok)]
+think_time = think.constant("20ms")
+`)
+	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 3, Duration: 2 * time.Second})
+
+	s503 := request(t, res, "503")
+	if s503.Count == 0 || s503.Errors != s503.Count || s503.Timeouts != 0 {
+		t.Errorf("503: count %d errors %d timeouts %d; want every one an error, no timeouts", s503.Count, s503.Errors, s503.Timeouts)
+	}
+	if s503.Status["503"] != s503.Count {
+		t.Errorf("503: status counts %v, want all under 503", s503.Status)
+	}
+	slow := request(t, res, "slow")
+	if slow.Count == 0 || slow.Timeouts != slow.Count || slow.Errors != 0 {
+		t.Errorf("slow: count %d timeouts %d errors %d; want every one a timeout and none an error", slow.Count, slow.Timeouts, slow.Errors)
+	}
+	if slow.P50Ms < 290 || slow.P50Ms > 450 {
+		t.Errorf("slow: p50 %.1f ms, want about the 300 ms timeout", slow.P50Ms)
+	}
+	tea := request(t, res, "418-expected")
+	if tea.Count == 0 || tea.Errors != 0 {
+		t.Errorf("418 with expect=[418]: count %d errors %d, want no errors", tea.Count, tea.Errors)
+	}
+	for _, a := range res.Actions {
+		switch a.Name {
+		case "Unavailable":
+			if a.Errors != a.Count || a.Messages["503: status 503"] != a.Count {
+				t.Errorf("action Unavailable: %d of %d failed, messages %v", a.Errors, a.Count, a.Messages)
+			}
+		case "Slow":
+			if a.Timeouts != a.Count {
+				t.Errorf("action Slow: %d of %d timed out", a.Timeouts, a.Count)
+			}
+		}
+	}
+}
+
+func TestActionExceptionIsAnErrorNotACrash(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def broken(user):
+    user.http.get("/get", name="get")
+    x = {}["missing"]
+def fine(user):
+    user.http.get("/get", name="get")
+actions = [action("Broken", broken), action("Fine", fine)]
+think_time = think.constant("10ms")
+`)
+	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 2, Duration: time.Second})
+	var broken, fine metrics.Summary
+	for _, a := range res.Actions {
+		switch a.Name {
+		case "Broken":
+			broken = a
+		case "Fine":
+			fine = a
+		}
+	}
+	if broken.Count == 0 || broken.Errors != broken.Count {
+		t.Fatalf("Broken: %d of %d failed, want all", broken.Errors, broken.Count)
+	}
+	if fine.Count == 0 || fine.Errors != 0 {
+		t.Errorf("Fine: %d of %d failed, want none (the run must go on)", fine.Errors, fine.Count)
+	}
+	want := `test.star:4: key "missing" not in dict`
+	if broken.Messages[want] != broken.Count {
+		t.Errorf("Broken messages = %v, want %q", broken.Messages, want)
+	}
+}
+
+func TestWeightsGiveTheirShare(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def a(user):
+    user.http.get("/get", name="a")
+def b(user):
+    user.http.get("/get", name="b")
+actions = [action("A", a, weight=8), action("B", b, weight=2)]
+think_time = think.constant("2ms")
+`)
+	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 8, Duration: 2 * time.Second})
+	var na, nb int64
+	for _, s := range res.Actions {
+		switch s.Name {
+		case "A":
+			na = s.Count
+		case "B":
+			nb = s.Count
+		}
+	}
+	n := na + nb
+	if n < 1000 {
+		t.Fatalf("only %d actions; too few to check a split", n)
+	}
+	share := float64(na) / float64(n)
+	if share < 0.77 || share > 0.83 {
+		t.Errorf("A's share = %.3f of %d actions, want 0.80 ± 0.03", share, n)
+	}
+}
+
+func TestSameSeedSameActions(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def a(user):
+    user.http.get("/get", name="a")
+def b(user):
+    user.http.get("/get", name="b")
+def c(user):
+    user.http.get("/get", name="c")
+actions = [action("A", a, weight=5), action("B", b, weight=3), action("C", c, weight=1)]
+think_time = think.exponential("5ms")
+`)
+	sequences := func(seed uint64) map[int][]string {
+		var mu sync.Mutex
+		seq := map[int][]string{}
+		run(t, &Bounded{Scenario: sc, Target: target, Users: 4, Duration: time.Second, Seed: seed,
+			OnAction: func(user int, action string) {
+				mu.Lock()
+				seq[user] = append(seq[user], action)
+				mu.Unlock()
+			}})
+		return seq
+	}
+	first, second, other := sequences(42), sequences(42), sequences(43)
+	same, differ := 0, 0
+	for user, s1 := range first {
+		s2, s3 := second[user], other[user]
+		n := min(len(s1), len(s2), len(s3))
+		if n < 20 {
+			t.Fatalf("user %d made only %d actions", user, n)
+		}
+		for i := range n {
+			if s1[i] != s2[i] {
+				t.Fatalf("user %d: action %d is %s with seed 42 and %s with seed 42 again", user, i, s1[i], s2[i])
+			}
+			same++
+			if s1[i] != s3[i] {
+				differ++
+			}
+		}
+	}
+	if differ == 0 {
+		t.Errorf("seed 43 made the same %d actions as seed 42: the seed does not reach the users", same)
+	}
+}
+
+func TestUnreachableTargetFailsBeforeTraffic(t *testing.T) {
+	sc := load(t, "def a(user):\n    pass\nactions = [action(\"A\", a)]\n")
+	u, _ := url.Parse("http://127.0.0.1:1")
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := (&Bounded{Scenario: sc, Target: u, Users: 1, Duration: time.Second, Out: out}).Run(context.Background())
+	if err == nil {
+		t.Fatal("run against a closed port succeeded")
+	}
+	if _, statErr := os.Stat(out); !os.IsNotExist(statErr) {
+		t.Errorf("a result directory was written for a run that never started")
+	}
+}
+
+func TestInterruptStillWritesTheResult(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n")
+	out := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := (&Bounded{Scenario: sc, Target: target, Users: 2, Duration: time.Minute, Out: out, Grace: time.Second}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("interrupt took %v to stop the run", el)
+	}
+	back, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Status != result.Interrupted || res.Status != result.Interrupted {
+		t.Errorf("status %q, want interrupted", back.Status)
+	}
+	if back.Totals.Count == 0 || len(back.Timeline) == 0 {
+		t.Errorf("interrupted result lost its figures: totals %+v, %d timeline points", back.Totals, len(back.Timeline))
+	}
+	snap, err := result.ReadHistograms(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Requests["get"].Count; got != back.Totals.Count {
+		t.Errorf("histograms.json holds %d samples, result.json counts %d", got, back.Totals.Count)
+	}
+}
