@@ -103,7 +103,7 @@ func Load(path string, src []byte) (*Scenario, error) {
 	opts := &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
 	globals, err := starlark.ExecFileOptions(opts, thread, path, src, predeclared())
 	if err != nil {
-		return nil, loadError(err, path, fail)
+		return nil, loadError(err, path, src, fail)
 	}
 
 	var errAt = func(name, msg, hint string) error {
@@ -196,16 +196,23 @@ func userFunc(v starlark.Value) (starlark.Callable, error) {
 }
 
 // loadError turns a Starlark error into a LoadError with a position and hint.
-func loadError(err error, path string, fail func(syntax.Position, string, string) error) error {
+func loadError(err error, path string, src []byte, fail func(syntax.Position, string, string) error) error {
 	var se syntax.Error
 	if errors.As(err, &se) {
-		return fail(se.Pos, "syntax error: "+se.Msg, "check the line above for a missing ':', bracket or quote")
+		pos := se.Pos
+		if strings.Contains(se.Msg, "got newline") || strings.Contains(se.Msg, "got indent") {
+			pos = endOfPreviousLine(src, pos) // the mistake is where the line ended
+		}
+		return fail(pos, "syntax error: "+se.Msg, "look for a missing ':', bracket, comma or quote")
 	}
 	var rl resolve.ErrorList
 	if errors.As(err, &rl) {
 		e := rl[0]
 		hint := "builtins are action, think, fail, and user.http/user.rand/user.state inside functions"
-		if strings.HasPrefix(e.Msg, "undefined:") {
+		if name, ok := strings.CutPrefix(e.Msg, "undefined: "); ok {
+			if near := nearest(name); near != "" && !strings.Contains(e.Msg, "did you mean") {
+				e.Msg += " (did you mean " + near + "?)"
+			}
 			hint = "only these names exist at top level: action, think, fail, plus Starlark's own (len, str, ...); " +
 				"HTTP and random helpers are on the user: user.http.get(...), user.rand.int(...)"
 		}
@@ -257,4 +264,55 @@ func checkWeight(w float64) error {
 			"weights are relative frequencies, e.g. 6.5 and 1 make the first action 6.5 times as frequent"}
 	}
 	return nil
+}
+
+// endOfPreviousLine moves a position at the start of a line to the end of
+// the last non-blank line before it.
+func endOfPreviousLine(src []byte, pos syntax.Position) syntax.Position {
+	lines := strings.Split(string(src), "\n")
+	for l := int(pos.Line) - 1; l >= 1 && pos.Col <= 1; l-- {
+		if t := strings.TrimRight(lines[l-1], " \t\r"); t != "" {
+			return syntax.MakePosition(nil, int32(l), int32(len(t)+1))
+		}
+	}
+	return pos
+}
+
+// nearest suggests the predeclared or universal name closest to an
+// undefined one, if one is within two edits.
+func nearest(name string) string {
+	best, bestD := "", 3
+	names := []string{}
+	for k := range predeclared() {
+		names = append(names, k)
+	}
+	for k := range starlark.Universe {
+		names = append(names, k)
+	}
+	for _, k := range names {
+		if d := editDistance(name, k); d < bestD || (d == bestD && k < best) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

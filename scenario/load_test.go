@@ -1,0 +1,95 @@
+package scenario
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadErrorsNameFileLineAndFix(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      []string // substrings of the message
+	}{
+		{"syntax error", "def a(user)\n    pass\nactions = [action(\"A\", a)]\n",
+			[]string{"s.star:1:12: syntax error", "def a(user)", "hint:"}},
+		{"no actions", "def a(user):\n    pass\n",
+			[]string{"s.star: no actions", "actions = ["}},
+		{"empty actions", "actions = []\n",
+			[]string{"s.star:1:1: no actions: the actions list is empty"}},
+		{"negative weight", "def a(user):\n    pass\nactions = [\n    action(\"A\", a, weight=-2),\n]\n",
+			[]string{"s.star:4:", "weight must be a positive number, got -2", "action(\"A\", a, weight=-2)", "relative frequencies"}},
+		{"weight not a number", "def a(user):\n    pass\nactions = [action(\"A\", a, weight=\"high\")]\n",
+			[]string{"s.star:3:", "weight is a string, want a number"}},
+		{"unknown builtin", "def a(user):\n    pass\nactions = [acton(\"A\", a)]\n",
+			[]string{"s.star:3:12: undefined: acton", "did you mean action", "hint:"}},
+		{"action function takes two", "def a(user, other):\n    pass\nactions = [action(\"A\", a)]\n",
+			[]string{"takes 2 arguments, want one (the user)"}},
+		{"action not a function", "actions = [action(\"A\", 42)]\n",
+			[]string{"s.star:1:", "is a int, want a function"}},
+		{"actions not a list", "def a(user):\n    pass\nactions = a\n",
+			[]string{"s.star:3:1: actions is a function, want a list"}},
+		{"duplicate action", "def a(user):\n    pass\nactions = [action(\"A\", a), action(\"A\", a)]\n",
+			[]string{"action \"A\" is defined twice"}},
+		{"bad think", "def a(user):\n    pass\nactions = [action(\"A\", a)]\nthink_time = think.uniform(\"2s\", \"1s\")\n",
+			[]string{"s.star:4:", "need 0 <= min <= max"}},
+		{"bad duration", "def a(user):\n    pass\nactions = [action(\"A\", a)]\nthink_time = think.constant(\"soon\")\n",
+			[]string{"s.star:4:", "bad duration \"soon\"", "250ms"}},
+		{"setup with no args", "def setup():\n    pass\ndef a(user):\n    pass\nactions = [action(\"A\", a)]\n",
+			[]string{"s.star:1:1: setup takes no arguments", "def setup(user)"}},
+		{"top-level runtime error", "x = {}[\"k\"]\n",
+			[]string{"s.star:1:", "key \"k\" not in dict"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load("s.star", []byte(c.src))
+			if err == nil {
+				t.Fatal("loaded without error")
+			}
+			var le *LoadError
+			if !errors.As(err, &le) {
+				t.Errorf("error is a %T, want *LoadError: %v", err, err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message lacks %q:\n%s", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadGoodScenario(t *testing.T) {
+	sc, err := Load("ok.star", []byte(`
+def setup(user):
+    user.state["n"] = 0
+def teardown(user, reason=None):
+    pass
+def a(user):
+    pass
+def b(user):
+    pass
+actions = [action("A", a, weight=6.5219), action("B", b)]
+think_time = think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Setup == nil || sc.Teardown == nil || len(sc.Actions) != 2 {
+		t.Fatalf("setup %v teardown %v actions %d", sc.Setup, sc.Teardown, len(sc.Actions))
+	}
+	if sc.Actions[0].Weight != 6.5219 || sc.Actions[1].Weight != 1 {
+		t.Errorf("weights %v %v", sc.Actions[0].Weight, sc.Actions[1].Weight)
+	}
+	ref, ok := sc.Think.(Reference)
+	if !ok || ref.Min != time.Second || ref.Avg != 5*time.Second || ref.Rates[0].Rate != 5.4 {
+		t.Errorf("think = %#v", sc.Think)
+	}
+	if !strings.HasPrefix(sc.Hash, "sha256:") || len(sc.Hash) != 7+64 {
+		t.Errorf("hash %q", sc.Hash)
+	}
+	if sc.ThinkSrc != `think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])` {
+		t.Errorf("think source %q", sc.ThinkSrc)
+	}
+}
