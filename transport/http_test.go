@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+)
+
+func server(t *testing.T, h http.Handler) (*url.URL, *atomic.Int64) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	conns := &atomic.Int64{}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u, conns
+}
+
+func TestKeepAliveOneConnectionPerUser(t *testing.T) {
+	u, conns := server(t, httpbin.New().Handler())
+	c := NewClient(Options{Target: u})
+	defer c.Close()
+	for i := range 20 {
+		var r Response
+		c.Do(&Request{Method: "GET", URL: fmt.Sprintf("/get?i=%d", i)}, &r)
+		if r.Err != nil || r.Status != 200 {
+			t.Fatalf("request %d: status %d err %v", i, r.Status, r.Err)
+		}
+		if r.BytesIn <= int64(len(r.Body)) || r.BytesOut == 0 {
+			t.Errorf("bytes in %d (body %d) out %d", r.BytesIn, len(r.Body), r.BytesOut)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("20 sequential requests opened %d connections, want 1 kept alive", n)
+	}
+	other := NewClient(Options{Target: u})
+	defer other.Close()
+	var r Response
+	other.Do(&Request{Method: "GET", URL: "/get"}, &r)
+	if n := conns.Load(); n != 2 {
+		t.Errorf("a second user shares a connection: %d connections, want 2", n)
+	}
+}
+
+func TestCookiesArePerUser(t *testing.T) {
+	u, _ := server(t, httpbin.New().Handler())
+	a, b := NewClient(Options{Target: u}), NewClient(Options{Target: u})
+	var r Response
+	a.Do(&Request{Method: "GET", URL: "/cookies/set?session=alice"}, &r)
+	a.Do(&Request{Method: "GET", URL: "/cookies"}, &r)
+	if !strings.Contains(string(r.Body), `"session": "alice"`) && !strings.Contains(string(r.Body), `"session":"alice"`) {
+		t.Errorf("user a's cookie not sent back: %s", r.Body)
+	}
+	b.Do(&Request{Method: "GET", URL: "/cookies"}, &r)
+	if strings.Contains(string(r.Body), "alice") {
+		t.Errorf("user b sees user a's cookie: %s", r.Body)
+	}
+	a.Do(&Request{Method: "GET", URL: "/cookies/delete?session="}, &r)
+	if _, ok := a.Cookies()["session"]; ok {
+		t.Errorf("deleted cookie still kept: %v", a.Cookies())
+	}
+}
+
+func TestServerClosingIdleConnectionIsRetriedOnce(t *testing.T) {
+	u, conns := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/close" {
+			w.Header().Set("Connection", "close")
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	c := NewClient(Options{Target: u})
+	var r Response
+	c.Do(&Request{Method: "GET", URL: "/close"}, &r)
+	c.Do(&Request{Method: "GET", URL: "/after"}, &r)
+	if r.Err != nil || r.Status != 200 {
+		t.Fatalf("after a Connection: close, next request failed: %v", r.Err)
+	}
+	if conns.Load() != 2 {
+		t.Errorf("%d connections, want 2", conns.Load())
+	}
+}
+
+func TestCancelStopsTheRequestInFlight(t *testing.T) {
+	u, _ := server(t, httpbin.New().Handler())
+	c := NewClient(Options{Target: u, Timeout: 10 * time.Second})
+	done := make(chan Response)
+	go func() {
+		var r Response
+		c.Do(&Request{Method: "GET", URL: "/delay/5"}, &r)
+		done <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.Cancel()
+	select {
+	case r := <-done:
+		if !r.Canceled || r.Timeout {
+			t.Errorf("canceled request: canceled=%v timeout=%v err=%v", r.Canceled, r.Timeout, r.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Cancel did not stop the request within 3 s")
+	}
+}
+
+func TestRefusedConnectionIsAnError(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	c := NewClient(Options{Target: u, Timeout: time.Second})
+	var r Response
+	c.Do(&Request{Method: "GET", URL: "/"}, &r)
+	if r.Err == nil || r.Timeout || r.Canceled || r.Status != 0 {
+		t.Errorf("refused: err=%v timeout=%v canceled=%v status=%d", r.Err, r.Timeout, r.Canceled, r.Status)
+	}
+	c.Do(&Request{Method: "GET", URL: "ftp://x/"}, &r)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "bad URL") {
+		t.Errorf("bad scheme: %v", r.Err)
+	}
+}
