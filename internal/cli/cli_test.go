@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+func headroom(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(context.Background(), Env{Args: args, Stdout: &o, Stderr: &e})
+	return code, o.String(), e.String()
+}
+
+func write(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBadInputExitsNonZeroAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	good := write(t, dir, "good.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\n")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"syntax error", []string{"run", write(t, dir, "syntax.star", "def a(user)\n    pass\nactions = [action('A', a)]\n"), "--target", tb.URL},
+			ExitUsage, []string{"syntax.star:1:12: syntax error", "hint:"}},
+		{"no actions", []string{"run", write(t, dir, "none.star", "def a(user):\n    pass\n"), "--target", tb.URL},
+			ExitUsage, []string{"none.star: no actions"}},
+		{"negative weight", []string{"run", write(t, dir, "neg.star", "def a(user):\n    pass\nactions = [action('A', a, weight=-1)]\n"), "--target", tb.URL},
+			ExitUsage, []string{"neg.star:3:", "weight must be a positive number"}},
+		{"unreachable target", []string{"run", good, "--target", "http://127.0.0.1:1"},
+			ExitError, []string{"cannot reach target http://127.0.0.1:1", "connection refused", "hint:"}},
+		{"missing target", []string{"run", good}, ExitUsage, []string{"--target is required"}},
+		{"bad target", []string{"run", good, "--target", "127.0.0.1:8065"}, ExitUsage, []string{"is not an http(s) URL"}},
+		{"missing scenario file", []string{"run", filepath.Join(dir, "nope.star"), "--target", tb.URL}, ExitUsage, []string{"nope.star", "no such file"}},
+		{"zero users", []string{"run", good, "--target", tb.URL, "--users", "0"}, ExitUsage, []string{"--users must be at least 1"}},
+		{"unknown flag", []string{"run", good, "--userz", "3"}, ExitUsage, []string{"flag provided but not defined: -userz"}},
+		{"unknown command", []string{"runn"}, ExitUsage, []string{`unknown command "runn"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+strings.ReplaceAll(c.name, " ", "-"))
+			code, _, stderr := headroom(t, append(c.args, "--out", out, "--duration", "1s")...)
+			if c.name == "unknown command" {
+				code, _, stderr = headroom(t, c.args...)
+			}
+			if code != c.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+				t.Errorf("a stack trace reached the user:\n%s", stderr)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s was created for a run that never started", out)
+			}
+		})
+	}
+}
+
+func TestOutRefusesForeignDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "notes.txt", "mine")
+	good := write(t, t.TempDir(), "good.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	code, _, stderr := headroom(t, "run", good, "--target", "http://127.0.0.1:1", "--out", dir)
+	if code != ExitUsage || !strings.Contains(stderr, "is not a headroom result directory") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestHelpTeaches(t *testing.T) {
+	code, out, _ := headroom(t, "--help")
+	if code != ExitOK || !strings.Contains(out, "headroom run examples/chat.star") {
+		t.Errorf("top-level help (exit %d):\n%s", code, out)
+	}
+	for _, cmd := range []string{"run", "testbed"} {
+		code, _, stderr := headroom(t, cmd, "--help")
+		if code != ExitOK || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, "-") {
+			t.Errorf("%s --help (exit %d):\n%s", cmd, code, stderr)
+		}
+	}
+	if code, out, _ := headroom(t, "version"); code != 0 || !strings.HasPrefix(out, "headroom ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+// TestRunChatAgainstTestbed is the README's main job, small: the example
+// scenario against the testbed, with the table and a complete result.json.
+func TestRunChatAgainstTestbed(t *testing.T) {
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	out := filepath.Join(t.TempDir(), "first")
+	code, stdout, stderr := headroom(t, "run", "../../examples/chat.star", "--target", tb.URL,
+		"--users", "30", "--ramp", "1s", "--duration", "3s", "--out", out, "--seed", "7")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, w := range []string{"GET /api/v4/channels/{id}/posts", "all requests", "SwitchChannel", "p99", "result: "} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("table lacks %q:\n%s", w, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "users 30/30") {
+		t.Errorf("no live progress with all users:\n%s", stderr)
+	}
+	res, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != "run" || res.Status != result.Completed || res.Config.Seed != 7 || res.Config.Users != 30 ||
+		!strings.HasPrefix(res.Config.ScenarioHash, "sha256:") || res.StartedAt.IsZero() || !res.EndedAt.After(res.StartedAt) {
+		t.Errorf("result header: kind %q status %q seed %d users %d hash %q", res.Kind, res.Status, res.Config.Seed, res.Config.Users, res.Config.ScenarioHash)
+	}
+	if res.Totals.Count == 0 || res.Totals.Errors != 0 || len(res.Requests) < 3 || len(res.Actions) < 3 {
+		t.Errorf("figures: totals %+v, %d requests, %d actions", res.Totals, len(res.Requests), len(res.Actions))
+	}
+	if len(res.Timeline) < 3 || res.Window.Seconds < 2.5 {
+		t.Errorf("timeline %d points, window %.1fs", len(res.Timeline), res.Window.Seconds)
+	}
+	// the raw JSON carries the documented per-request fields
+	raw, _ := os.ReadFile(filepath.Join(out, result.ResultFile))
+	var generic map[string]any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		t.Fatal(err)
+	}
+	req0 := generic["requests"].([]any)[0].(map[string]any)
+	for _, f := range []string{"count", "errors", "timeouts", "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms", "rps"} {
+		if _, ok := req0[f]; !ok {
+			t.Errorf("requests[0] lacks %q", f)
+		}
+	}
+	snap, err := result.ReadHistograms(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Requests {
+		if h := snap.Requests[s.Name]; h == nil || h.Count != s.Count {
+			t.Errorf("histogram of %q does not match its count %d", s.Name, s.Count)
+		} else if p99 := float64(h.Hist.ValueAtPercentile(99)) / 1000; p99 != s.P99Ms {
+			t.Errorf("%q: p99 from histograms.json %.3f != result.json %.3f", s.Name, p99, s.P99Ms)
+		}
+	}
+}
