@@ -1,0 +1,63 @@
+// Package control holds the controllers of a ceiling run: pure decisions
+// from observations to a target user count. They read no clock and do no
+// I/O: time arrives in each Observation, so a controller is tested by
+// feeding it a sequence of observations.
+package control
+
+import (
+	"fmt"
+	"time"
+)
+
+// Observation is what a controller sees at each evaluation (about once a
+// second).
+type Observation struct {
+	Elapsed time.Duration // since the run started
+	Users   int           // users running now
+	Fired   []string      // health checks that fired now (failed closed included); empty = healthy
+}
+
+// Healthy reports whether no check fired.
+func (o Observation) Healthy() bool { return len(o.Fired) == 0 }
+
+// Decision is what to do next.
+type Decision struct {
+	Users  int    // target user count
+	Done   bool   // the controller has its answer (or gave up)
+	Reason string // set when something changed: why
+}
+
+// Estimate is the supported users as known so far. Value, Low and High
+// are users; Found is false while the answer is not yet within the
+// controller's precision (or never can be: Why says).
+type Estimate struct {
+	Value  float64 `json:"value"`
+	Low    float64 `json:"low"`
+	High   float64 `json:"high"`
+	Method string  `json:"method"`
+	Found  bool    `json:"found"`
+	Why    string  `json:"why,omitempty"`
+}
+
+// Controller decides the user count of a ceiling run. Not safe for
+// concurrent use.
+type Controller interface {
+	Decide(o Observation) Decision
+	Estimate() Estimate
+	// Levels returns the load levels tried, for the result.
+	Levels() []Level
+}
+
+// Level is one load level a controller held and judged.
+type Level struct {
+	Users       int            `json:"users"`
+	Start       float64        `json:"start_s"` // when the level was reached, seconds since start
+	JudgeStart  float64        `json:"judge_start_s,omitempty"`
+	End         float64        `json:"end_s"`
+	Evaluations int            `json:"evaluations"` // judged evaluations
+	Unhealthy   int            `json:"unhealthy"`   // of which some check fired
+	Fired       map[string]int `json:"fired,omitempty"`
+	Verdict     string         `json:"verdict"` // "healthy", "unhealthy", or "" while held
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

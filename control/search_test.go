@@ -1,0 +1,134 @@
+package control
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// simulate runs a controller against a system that is healthy below
+// ceiling users; blip is the chance that a healthy evaluation still fires.
+// It returns the estimate and how long the search took.
+func simulate(t *testing.T, c Controller, ceiling int, blip float64, limit time.Duration) (Estimate, time.Duration) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(7, 7))
+	users := 0
+	for el := time.Duration(0); el < limit; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if users >= ceiling || r.Float64() < blip {
+			o.Fired = []string{"p99"}
+		}
+		d := c.Decide(o)
+		if d.Users < 0 {
+			t.Fatalf("negative users %d", d.Users)
+		}
+		users = d.Users // the engine reaches the target within the second
+		if d.Done {
+			return c.Estimate(), el
+		}
+	}
+	return c.Estimate(), limit
+}
+
+func TestSearchFindsTheCeilingWithinPrecision(t *testing.T) {
+	for _, truth := range []int{7, 95, 218, 1000, 4321} {
+		for _, blip := range []float64{0, 0.1} {
+			s := NewSearch(SearchConfig{Max: 20000, Settle: 10 * time.Second, Judge: 10 * time.Second})
+			est, took := simulate(t, s, truth, blip, 4*time.Hour)
+			if !est.Found {
+				t.Errorf("truth %d blip %.1f: not found: %s", truth, blip, est.Why)
+				continue
+			}
+			if est.Low >= float64(truth) || est.High < float64(truth) {
+				t.Errorf("truth %d blip %.1f: interval [%v, %v) misses it", truth, blip, est.Low, est.High)
+			}
+			if (est.High-est.Low)/est.Low > 0.05 && est.High-est.Low > 1 {
+				t.Errorf("truth %d: interval [%v, %v) wider than 5%%", truth, est.Low, est.High)
+			}
+			// truth is the first unhealthy count: truth-1 users is exact
+			if err := (float64(truth-1) - est.Value) / float64(truth); err > 0.05 {
+				t.Errorf("truth %d: value %v is %.1f%% under", truth, est.Value, 100*err)
+			}
+			t.Logf("truth %5d blip %.1f: %v in [%v, %v) after %v, %d levels", truth, blip, est.Value, est.Low, est.High, took, len(s.Levels()))
+		}
+	}
+}
+
+func TestSearchReportsNoCeilingBelowMax(t *testing.T) {
+	s := NewSearch(SearchConfig{Max: 300, Settle: time.Second, Judge: 5 * time.Second})
+	est, _ := simulate(t, s, 1_000_000, 0, time.Hour)
+	if est.Found || est.Low != 300 || !strings.Contains(est.Why, "never unhealthy up to --max-users 300") {
+		t.Errorf("estimate %+v", est)
+	}
+}
+
+func TestSearchReportsUnhealthyFromTheStart(t *testing.T) {
+	s := NewSearch(SearchConfig{Max: 300, Settle: time.Second, Judge: 5 * time.Second})
+	est, _ := simulate(t, s, 0, 0, time.Hour)
+	if est.Found || est.Low != 0 || !strings.Contains(est.Why, "unhealthy from the start") {
+		t.Errorf("estimate %+v", est)
+	}
+	levels := s.Levels()
+	if levels[len(levels)-1].Users != 1 {
+		t.Errorf("last level tried %d users, want down to 1", levels[len(levels)-1].Users)
+	}
+}
+
+func TestSearchIgnoresASingleBlip(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 100, Max: 1000, Settle: 2 * time.Second, Judge: 10 * time.Second})
+	users := 0
+	var levels []Level
+	for el := time.Duration(0); el < 40*time.Second; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if el == 5*time.Second { // one evaluation fires while judging 100 users
+			o.Fired = []string{"p99"}
+		}
+		users = s.Decide(o).Users
+		levels = s.Levels()
+	}
+	if len(levels) == 0 || levels[0].Verdict != "healthy" || levels[0].Unhealthy != 1 {
+		t.Fatalf("levels %+v: one blip must not fail a level", levels)
+	}
+}
+
+func TestSearchRampsUpAndSettlesBeforeJudging(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 200, Max: 1000, RampRate: 50, Settle: 5 * time.Second, Judge: 5 * time.Second})
+	var got []int
+	users := 0
+	for el := time.Duration(0); el < 8*time.Second; el += time.Second {
+		d := s.Decide(Observation{Elapsed: el, Users: users, Fired: []string{"x"}}) // unhealthy throughout
+		users = d.Users
+		got = append(got, d.Users)
+	}
+	want := []int{50, 100, 150, 200, 200, 200, 200, 200}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("targets %v, want %v (50 users/s up to 200, then held while settling)", got, want)
+		}
+	}
+	if len(s.Levels()) != 0 {
+		t.Errorf("a level was judged during its settle period")
+	}
+}
+
+func TestSearchGoesDownAtOnce(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 100, Max: 1000, Settle: time.Second, Judge: 3 * time.Second, FailFast: 100})
+	users := 0
+	var targets []int
+	for el := time.Duration(0); el < 12*time.Second; el += time.Second {
+		d := s.Decide(Observation{Elapsed: el, Users: users, Fired: []string{"x"}})
+		users = d.Users
+		targets = append(targets, d.Users)
+	}
+	// 100 judged unhealthy, then straight to 50 (no ramp down)
+	found := false
+	for i := 1; i < len(targets); i++ {
+		if targets[i-1] == 100 && targets[i] == 50 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("targets %v: want a drop from 100 to 50 in one step", targets)
+	}
+}
