@@ -57,18 +57,18 @@ func (c SearchConfig) withDefaults() SearchConfig {
 // held for Settle (so the checks' windows see only that level) and judged
 // over Judge by majority, so one blip does not end the search.
 type Search struct {
-	cfg      SearchConfig
-	lo, hi   int // highest healthy level, lowest unhealthy level; 0 = none yet
-	level    int // the level being moved to or held
-	cur      *Level
-	reached  time.Duration // when the level was reached; <0 while moving
-	lastT    time.Duration
-	target   float64 // users being ramped towards the level
-	levels   []Level
-	run      int // consecutive unhealthy judged evaluations
-	done     bool
-	why      string
-	started  bool
+	cfg     SearchConfig
+	lo, hi  int // highest healthy level, lowest unhealthy level; 0 = none yet
+	level   int // the level being moved to or held
+	cur     *Level
+	reached time.Duration // when the level was reached; <0 while moving
+	lastT   time.Duration
+	target  float64 // users being ramped towards the level
+	levels  []Level
+	run     int // consecutive unhealthy judged evaluations
+	done    bool
+	why     string
+	started bool
 }
 
 var _ Controller = (*Search)(nil)
