@@ -17,6 +17,7 @@ import (
 func predeclared() starlark.StringDict {
 	return starlark.StringDict{
 		"action": starlark.NewBuiltin("action", builtinAction),
+		"check":  starlark.NewBuiltin("check", builtinCheck),
 		"fail":   starlark.NewBuiltin("fail", builtinFail),
 		"json":   json.Module,
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
@@ -225,4 +226,49 @@ func thinkReference(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		}
 	}
 	return newThink(t, b, args, kw), nil
+}
+
+// CheckSpec is a health check as a scenario wrote it. The ceiling command
+// validates its query (PromQL) and reports mistakes at Path:Line.
+type CheckSpec struct {
+	Name      string
+	Query     string
+	Threshold float64
+	Below     bool // fires when the value is below Threshold, instead of above
+	Path      string
+	Line      int32
+}
+
+type checkValue struct{ CheckSpec }
+
+func (c *checkValue) String() string        { return fmt.Sprintf("check(%q)", c.Name) }
+func (c *checkValue) Type() string          { return "check" }
+func (c *checkValue) Freeze()               {}
+func (c *checkValue) Truth() starlark.Bool  { return true }
+func (c *checkValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: check") }
+
+// check(name, query, threshold, below=False)
+func builtinCheck(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var name, query string
+	var threshold starlark.Value
+	var below bool
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "name", &name, "query", &query, "threshold", &threshold, "below?", &below); err != nil {
+		return nil, &argError{err.Error(), `write check("p99 latency (s)", "histogram_quantile(0.99, ...)", threshold=2)`}
+	}
+	t, ok := starlark.AsFloat(threshold)
+	if !ok {
+		return nil, &argError{fmt.Sprintf("check %q: threshold is a %s, want a number", name, threshold.Type()),
+			"thresholds are numbers in the query's unit, e.g. threshold=0.1 for 100 ms when the query is in seconds"}
+	}
+	if math.IsNaN(t) || math.IsInf(t, 0) {
+		return nil, &argError{fmt.Sprintf("check %q: threshold %v is not a finite number", name, t), "use a finite number"}
+	}
+	if strings.TrimSpace(name) == "" || strings.TrimSpace(query) == "" {
+		return nil, &argError{"check needs a name and a query", `e.g. check("error rate (%)", "...", threshold=1)`}
+	}
+	c := &checkValue{CheckSpec{Name: name, Query: query, Threshold: t, Below: below}}
+	if cs := th.CallStack(); len(cs) >= 2 {
+		c.Path, c.Line = cs[len(cs)-2].Pos.Filename(), cs[len(cs)-2].Pos.Line
+	}
+	return c, nil
 }

@@ -37,7 +37,8 @@ type Scenario struct {
 	Teardown starlark.Callable
 	Actions  []*Action
 	Think    Think
-	ThinkSrc string // the think_time as written, for results
+	ThinkSrc string      // the think_time as written, for results
+	Checks   []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
 }
 
 // Action is one weighted thing a user does.
@@ -151,6 +152,10 @@ func Load(path string, src []byte) (*Scenario, error) {
 		}
 		seen[a.Name] = true
 		sc.Actions = append(sc.Actions, &a.Action)
+	}
+
+	if sc.Checks, err = checksOf(globals, lines, fail); err != nil {
+		return nil, err
 	}
 
 	sc.Think, sc.ThinkSrc = Constant(1e9), `think.constant("1s") (default)`
@@ -315,4 +320,63 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// checksOf reads the optional global checks = [check(...), ...].
+func checksOf(globals starlark.StringDict, lines []string, fail func(syntax.Position, string, string) error) ([]CheckSpec, error) {
+	v, ok := globals["checks"]
+	if !ok || v == starlark.None {
+		return nil, nil
+	}
+	list, ok := v.(*starlark.List)
+	if !ok {
+		return nil, fail(globalPos(lines, "checks"), fmt.Sprintf("checks is a %s, want a list of check(...)", v.Type()),
+			`write checks = [check("p99 latency (s)", "histogram_quantile(...)", threshold=2), ...]`)
+	}
+	out := []CheckSpec{}
+	seen := map[string]bool{}
+	for i := range list.Len() {
+		c, ok := list.Index(i).(*checkValue)
+		if !ok {
+			return nil, fail(globalPos(lines, "checks"), fmt.Sprintf("checks[%d] is a %s, want check(...)", i, list.Index(i).Type()),
+				`each entry is check("name", "PromQL query", threshold=N)`)
+		}
+		if seen[c.Name] {
+			return nil, fail(syntax.MakePosition(nil, c.Line, 1), fmt.Sprintf("check %q is defined twice", c.Name), "give each check its own name")
+		}
+		seen[c.Name] = true
+		out = append(out, c.CheckSpec)
+	}
+	return out, nil
+}
+
+// LoadChecksFile loads a Starlark file that defines only checks = [...],
+// for --checks. The file sees the same builtins as a scenario.
+func LoadChecksFile(path string) ([]CheckSpec, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read checks: %w", err)
+	}
+	lines := strings.Split(string(src), "\n")
+	fail := func(pos syntax.Position, msg, hint string) error {
+		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
+		if pos.Line > 0 && int(pos.Line) <= len(lines) {
+			e.Src = strings.TrimRight(lines[pos.Line-1], "\r")
+		}
+		return e
+	}
+	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
+	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true},
+		thread, path, src, predeclared())
+	if err != nil {
+		return nil, loadError(err, path, src, fail)
+	}
+	checks, err := checksOf(globals, lines, fail)
+	if err != nil {
+		return nil, err
+	}
+	if checks == nil {
+		return nil, fail(syntax.Position{}, "no checks: the file must define checks = [check(...), ...]", `e.g. checks = [check("p99 latency (s)", "...", threshold=2)]`)
+	}
+	return checks, nil
 }

@@ -93,3 +93,25 @@ think_time = think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])
 		t.Errorf("think source %q", sc.ThinkSrc)
 	}
 }
+
+func TestChecksInScenario(t *testing.T) {
+	sc, err := Load("c.star", []byte(`
+def a(user):
+    pass
+actions = [action("A", a)]
+checks = [
+    check("p99 (s)", "histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[20s])) by (le))", threshold=2),
+    check("throughput floor", "sum(rate(loadtest_http_request_time_count[20s]))", threshold=10, below=True),
+]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Checks) != 2 || sc.Checks[0].Threshold != 2 || !sc.Checks[1].Below || sc.Checks[1].Line != 7 {
+		t.Errorf("checks %+v", sc.Checks)
+	}
+	_, err = Load("c.star", []byte("def a(user):\n    pass\nactions = [action('A', a)]\nchecks = [check('x', 'up', threshold='high')]\n"))
+	if err == nil || !strings.Contains(err.Error(), "c.star:4:") || !strings.Contains(err.Error(), "threshold is a string, want a number") {
+		t.Errorf("non-number threshold: %v", err)
+	}
+}
