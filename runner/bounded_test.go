@@ -72,7 +72,7 @@ def wait(user):
 actions = [action("Wait", wait)]
 think_time = think.constant(0)
 `)
-	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 4, Duration: 2 * time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 4, Duration: 2 * time.Second})
 	s := request(t, res, "delay")
 	if s.Count < 12 {
 		t.Fatalf("only %d requests in 2 s with 4 users", s.Count)
@@ -101,7 +101,7 @@ def teapot_ok(user):
 actions = [action("Unavailable", unavailable), action("Slow", slow), action("Teapot", teapot_ok)]
 think_time = think.constant("20ms")
 `)
-	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 3, Duration: 2 * time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 3, Duration: 2 * time.Second})
 
 	s503 := request(t, res, "503")
 	if s503.Count == 0 || s503.Errors != s503.Count || s503.Timeouts != 0 {
@@ -146,7 +146,7 @@ def fine(user):
 actions = [action("Broken", broken), action("Fine", fine)]
 think_time = think.constant("10ms")
 `)
-	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 2, Duration: time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second})
 	var broken, fine metrics.Summary
 	for _, a := range res.Actions {
 		switch a.Name {
@@ -178,7 +178,7 @@ def b(user):
 actions = [action("A", a, weight=8), action("B", b, weight=2)]
 think_time = think.constant("2ms")
 `)
-	res := run(t, &Bounded{Scenario: sc, Target: target, Users: 8, Duration: 2 * time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 8, Duration: 2 * time.Second})
 	var na, nb int64
 	for _, s := range res.Actions {
 		switch s.Name {
@@ -213,12 +213,12 @@ think_time = think.exponential("5ms")
 	sequences := func(seed uint64) map[int][]string {
 		var mu sync.Mutex
 		seq := map[int][]string{}
-		run(t, &Bounded{Scenario: sc, Target: target, Users: 4, Duration: time.Second, Seed: seed,
+		run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Seed: seed,
 			OnAction: func(user int, action string) {
 				mu.Lock()
 				seq[user] = append(seq[user], action)
 				mu.Unlock()
-			}})
+			}}, Users: 4, Duration: time.Second})
 		return seq
 	}
 	first, second, other := sequences(42), sequences(42), sequences(43)
@@ -248,7 +248,7 @@ func TestUnreachableTargetFailsBeforeTraffic(t *testing.T) {
 	sc := load(t, "def a(user):\n    pass\nactions = [action(\"A\", a)]\n")
 	u, _ := url.Parse("http://127.0.0.1:1")
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := (&Bounded{Scenario: sc, Target: u, Users: 1, Duration: time.Second, Out: out}).Run(context.Background())
+	_, err := (&Bounded{Common: Common{Scenario: sc, Target: u, Out: out}, Users: 1, Duration: time.Second}).Run(context.Background())
 	if err == nil {
 		t.Fatal("run against a closed port succeeded")
 	}
@@ -264,7 +264,7 @@ func TestInterruptStillWritesTheResult(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(1500*time.Millisecond, cancel)
 	start := time.Now()
-	res, err := (&Bounded{Scenario: sc, Target: target, Users: 2, Duration: time.Minute, Out: out, Grace: time.Second}).Run(ctx)
+	res, err := (&Bounded{Common: Common{Scenario: sc, Target: target, Out: out, Grace: time.Second}, Users: 2, Duration: time.Minute}).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,12 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 
 	b := &runner.Bounded{
-		Scenario: sc, Target: target, Users: f.users, Ramp: f.ramp, Duration: f.duration, Seed: f.seed,
-		Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: f.out,
-		Command: append([]string{"headroom", "run"}, args...), Version: Version,
-		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		Common: runner.Common{
+			Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: f.out,
+			Command: append([]string{"headroom", "run"}, args...), Version: Version,
+			Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		},
+		Users: f.users, Ramp: f.ramp, Duration: f.duration,
 	}
 	if f.metricsAddr != "" {
 		b.Prom = metrics.NewProm()

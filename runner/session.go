@@ -1,0 +1,202 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// Common is what every kind of run needs.
+type Common struct {
+	Scenario *scenario.Scenario
+	Target   *url.URL
+	Seed     uint64
+	Timeout  time.Duration // per request
+	Grace    time.Duration // for users to finish their action when stopped
+	Insecure bool
+	Out      string   // result directory; "" writes nothing
+	Command  []string // the command line, for the result
+	Version  string
+
+	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
+	Print    func(int, string) // optional: where scenario print() goes
+	OnAction func(int, string) // optional: see engine.Config
+	Tick     time.Duration     // collection period; default 1 s
+	Save     time.Duration     // checkpoint period; default 10 s
+}
+
+// CheckTarget fails when nothing accepts connections at target.
+func CheckTarget(target *url.URL, timeout time.Duration) error {
+	host := target.Host
+	if target.Port() == "" {
+		port := "80"
+		if target.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(target.Hostname(), port)
+	}
+	c, err := net.DialTimeout("tcp", host, timeout)
+	if err != nil {
+		return fmt.Errorf("cannot reach target %s: %v\n  hint: start the server first (e.g. headroom testbed), or fix --target", target, err)
+	}
+	return c.Close()
+}
+
+// session is one run in progress: the engine, the recorder, the figures.
+type session struct {
+	c        *Common
+	rec      *metrics.Recorder
+	eng      *engine.Engine
+	res      *result.Result
+	start    time.Time
+	cpu0     time.Duration
+	interval *metrics.Snapshot // the last tick
+	all      *metrics.Snapshot // the whole run
+	scratch  *metrics.Stat
+}
+
+func (c *Common) open(kind string) (*session, error) {
+	if c.Tick <= 0 {
+		c.Tick = time.Second
+	}
+	if c.Save <= 0 {
+		c.Save = 10 * time.Second
+	}
+	if err := CheckTarget(c.Target, 3*time.Second); err != nil {
+		return nil, err
+	}
+	var obs metrics.Observer
+	if c.Prom != nil {
+		obs = c.Prom
+	}
+	rec := metrics.NewRecorder(0, obs, time.Now)
+	s := &session{
+		c: c, rec: rec,
+		eng: engine.New(engine.Config{
+			Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
+			Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		}),
+		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
+		cpu0: cpuTime(), start: time.Now(),
+	}
+	host, _ := os.Hostname()
+	s.res = &result.Result{
+		Kind: kind, Headroom: c.Version, StartedAt: s.start,
+		Config: result.Config{
+			Command: c.Command, Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.String(),
+			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(), Think: c.Scenario.ThinkSrc,
+			Connections: "per-user keep-alive",
+		},
+		Generator: result.Generator{Host: host, GOMAXPROCS: runtime.GOMAXPROCS(0)},
+	}
+	for _, a := range c.Scenario.Actions {
+		s.res.Config.Actions = append(s.res.Config.Actions, result.ActionWeight{Name: a.Name, Weight: a.Weight})
+	}
+	return s, nil
+}
+
+// setUsers changes the user count and the exposed gauge.
+func (s *session) setUsers(n int) {
+	s.eng.SetUsers(n)
+	if s.c.Prom != nil {
+		s.c.Prom.SetUsers(s.eng.Users())
+	}
+}
+
+// collect drains what users recorded since the last tick into s.interval
+// and s.all, and appends a timeline point.
+func (s *session) collect() metrics.Point {
+	s.interval.Reset()
+	s.rec.Drain(s.interval)
+	s.all.Merge(s.interval)
+	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.scratch)
+	s.res.Timeline = append(s.res.Timeline, p)
+	return p
+}
+
+// stop stops every user (each within the grace period) and collects the rest.
+func (s *session) stop() {
+	s.setUsers(0)
+	s.eng.Stop()
+	s.collect()
+}
+
+// generator fills the generator figures and returns a note when the
+// generator may have been the bottleneck.
+func (s *session) generator(actions int64) string {
+	g := &s.res.Generator
+	cpu := cpuTime() - s.cpu0
+	g.CPUSeconds = cpu.Seconds()
+	if el := time.Since(s.start).Seconds(); el > 0 {
+		g.CPUPercent = 100 * cpu.Seconds() / el
+	}
+	g.LateWakeups = s.eng.Late()
+	g.PeakRSSMB = peakRSSMB()
+	// Late wake-ups happen now and then on any shared machine; one in
+	// twenty actions starting late means users are off their schedule.
+	g.Overloaded = g.CPUPercent > 90*float64(g.GOMAXPROCS) || (actions > 100 && g.LateWakeups*20 > actions)
+	if !g.Overloaded {
+		return ""
+	}
+	return fmt.Sprintf("the generator was overloaded (CPU %.0f%% of %d cores, %d late wake-ups): latencies may be headroom's, not the target's",
+		g.CPUPercent, g.GOMAXPROCS, g.LateWakeups)
+}
+
+// checkpoint writes the result so far, if there is an output directory.
+func (s *session) write(snap *metrics.Snapshot) error {
+	if s.c.Out == "" {
+		return nil
+	}
+	return result.Write(s.c.Out, s.res, snap)
+}
+
+func sumCounts(ss []metrics.Summary) int64 {
+	n := int64(0)
+	for _, s := range ss {
+		n += s.Count
+	}
+	return n
+}
+
+// ticks calls f every tick until it returns false or ctx is done; it
+// returns whether ctx ended it.
+func ticks(ctx context.Context, every time.Duration, f func(now time.Time) bool) (interrupted bool) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case now := <-t.C:
+			if !f(now) {
+				return false
+			}
+		}
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func peakRSSMB() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}
