@@ -13,7 +13,7 @@ import (
 // second).
 type Observation struct {
 	Elapsed time.Duration // since the run started
-	Users   int           // users running now
+	Users   int           // users running now and past their setup
 	Fired   []string      // health checks that fired now (failed closed included); empty = healthy
 }
 
@@ -25,6 +25,10 @@ type Decision struct {
 	Users  int    // target user count
 	Done   bool   // the controller has its answer (or gave up)
 	Reason string // set when something changed: why
+	// Judged is true when this observation counted towards a verdict (a
+	// level's judging period for search; every step for linear). Only
+	// judged observations make the bottleneck.
+	Judged bool
 }
 
 // Estimate is the supported users as known so far. Value, Low and High

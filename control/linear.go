@@ -108,7 +108,7 @@ func (l *Linear) Decide(o Observation) Decision {
 				Reason: fmt.Sprintf("flat over the last %v (slope %.3f users/s): mean %.0f users", l.cfg.Window, s, l.est.Value)}
 		}
 	}
-	return Decision{Users: l.users, Reason: reason}
+	return Decision{Users: l.users, Reason: reason, Judged: true}
 }
 
 func (l *Linear) method() string {

@@ -62,6 +62,7 @@ type Search struct {
 	level   int // the level being moved to or held
 	cur     *Level
 	reached time.Duration // when the level was reached; <0 while moving
+	movedAt time.Duration // when the move to the level began
 	lastT   time.Duration
 	target  float64 // users being ramped towards the level
 	levels  []Level
@@ -101,7 +102,11 @@ func (s *Search) Decide(o Observation) Decision {
 		} else {
 			s.target = float64(s.level)
 		}
-		if int(s.target) >= s.level && o.Users == s.level {
+		// Reached when every user is set up; a level whose setups keep
+		// failing is taken as reached after the time its ramp should take
+		// plus a settle period, so it gets judged (unhealthy) all the same.
+		late := o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.Settle
+		if int(s.target) >= s.level && (o.Users == s.level || late) {
 			s.reached = o.Elapsed
 			s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}}
 		}
@@ -127,9 +132,11 @@ func (s *Search) Decide(o Observation) Decision {
 	}
 	failFast := s.run >= s.cfg.FailFast && 2*s.cur.Unhealthy > s.cur.Evaluations
 	if held < s.cfg.Settle+s.cfg.Judge && !failFast {
-		return Decision{Users: s.level}
+		return Decision{Users: s.level, Judged: true}
 	}
-	return s.judge(o)
+	d := s.judge(o)
+	d.Judged = true
+	return d
 }
 
 // judge closes the current level and picks the next.
@@ -173,7 +180,7 @@ func (s *Search) judge(o Observation) Decision {
 
 func (s *Search) moveTo(n int, o Observation, reason string) Decision {
 	s.level = n
-	s.reached = -1
+	s.reached, s.movedAt = -1, o.Elapsed
 	if float64(n) <= s.target {
 		s.target = float64(n)
 	} else {

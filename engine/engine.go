@@ -113,6 +113,20 @@ func (e *Engine) States() map[State]int {
 	return out
 }
 
+// Ready returns how many running users are past setup (acting or
+// thinking): the load a level really applies.
+func (e *Engine) Ready() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, v := range e.users {
+		if st := v.State(); st == Acting || st == Thinking {
+			n++
+		}
+	}
+	return n
+}
+
 // Late returns how many think-time wake-ups came more than lateAfter (50 ms) late: a
 // sign that the generator itself is short of CPU.
 func (e *Engine) Late() int64 { return e.late.Load() }

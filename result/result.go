@@ -31,7 +31,7 @@ const (
 // Result is result.json.
 type Result struct {
 	Format    string    `json:"format"`
-	Kind      string    `json:"kind"` // "run" (bounded); later "step", "ceiling"
+	Kind      string    `json:"kind"` // "run" (bounded), "ceiling"; later "step"
 	Headroom  string    `json:"headroom"`
 	Status    string    `json:"status"`
 	StartedAt time.Time `json:"started_at"`
@@ -48,6 +48,7 @@ type Result struct {
 	RampTotals metrics.Summary `json:"ramp_totals"`
 
 	Timeline  []metrics.Point `json:"timeline"`
+	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
 	Generator Generator       `json:"generator"`
 	Notes     []string        `json:"notes,omitempty"`
 }

@@ -1,0 +1,270 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/runner"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+const ceilingHelp = `
+Finds the ceiling: how many users the target supports while every health
+check stays under its threshold.
+
+The search controller (default) grows the load geometrically while every
+level is healthy, then bisects between the highest healthy level and the
+lowest unhealthy one until they are within --precision. Each level is held
+until the checks' windows see only that level (--settle), then judged over
+--judge by majority, so one blip does not end the search. The linear
+controller is the reference coordinator's: +8 users every 2 s while healthy,
+-8 when a check fires, done when the count is flat over --linear-window.
+
+Health checks are PromQL. Without --checks or checks = [...] in the scenario
+they are the reference's: client mean latency > 0.1 s, p99 > 2 s, 5xx > 0.025%,
+timeouts > 0.025%, plus the server 5xx rate, CPU and memory when a --scrape
+target exposes mattermost_api_time or node_exporter metrics. A check whose
+query fails or returns nothing counts as firing.
+
+They run on an embedded Prometheus engine fed by headroom's own metrics and
+by the --scrape endpoints every second, or on a real server with
+--prometheus (which must scrape headroom's --metrics-listen address and your
+targets itself; docs/HEALTH.md has the scrape config).
+
+Examples:
+  headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
+  headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
+  headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
+
+Exit codes: 0 ceiling found, 1 could not run or no ceiling within the limits, 2 bad flags, scenario or checks.
+`
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+type percent float64
+
+func (p *percent) String() string { return fmt.Sprintf("%g%%", 100*float64(*p)) }
+func (p *percent) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || v <= 0 || v >= 100 {
+		return errors.New("want a percentage in (0, 100), e.g. 5%")
+	}
+	*p = percent(v / 100)
+	return nil
+}
+
+type ceilingFlags struct {
+	target, out, checks, prometheus, metricsAddr, controller string
+	scrape                                                   multi
+	precision                                                percent
+	maxUsers, startUsers                                     int
+	maxDuration, window, settle, judge                       time.Duration
+	rampRate                                                 float64
+	seed                                                     uint64
+	timeout, grace                                           time.Duration
+	insecure, quiet                                          bool
+	lin                                                      control.LinearConfig
+}
+
+func ceilingCmd(ctx context.Context, env Env, args []string) int {
+	f := ceilingFlags{precision: 0.05}
+	fs := newFlags(env, "ceiling", "SCENARIO.star --target URL [flags]", ceilingHelp)
+	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to (required)")
+	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint to scrape every second into the embedded engine (repeatable): the target's /metrics, a node_exporter")
+	fs.StringVar(&f.prometheus, "prometheus", "", "evaluate the checks on this Prometheus server instead of the embedded engine, e.g. http://127.0.0.1:9090")
+	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's metrics here for an external Prometheus, e.g. 127.0.0.1:9465")
+	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...]; overrides the scenario's and the defaults")
+	fs.DurationVar(&f.window, "window", 15*time.Second, "range window of the default checks (the reference uses 1m)")
+	fs.StringVar(&f.controller, "controller", "search", "search (fast, default) or linear (the reference coordinator)")
+	fs.Var(&f.precision, "precision", "search: stop when the interval is this narrow, relative to its low end")
+	fs.IntVar(&f.startUsers, "start-users", 10, "search: the first level")
+	fs.IntVar(&f.maxUsers, "max-users", 10000, "never run more users than this")
+	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
+	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 3s)")
+	fs.DurationVar(&f.judge, "judge", 10*time.Second, "search: time over which a level is judged")
+	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "search: users added per second at most (logins are costly)")
+	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
+	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
+	fs.DurationVar(&f.lin.Rest, "linear-rest", 2*time.Second, "linear: time between steps")
+	fs.DurationVar(&f.lin.Window, "linear-window", 30*time.Minute, "linear: the user count must be flat this long after the first alert")
+	fs.StringVar(&f.out, "out", "", "result directory; default runs/<time>")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a removed user may finish its action before it is cancelled")
+	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(env, ExitUsage, "ceiling needs exactly one scenario file, got %d arguments", len(pos))
+	}
+	target, err := parseTarget(f.target)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+	if err := f.validate(fs); err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+	sc, err := scenario.LoadFile(pos[0])
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return ExitUsage
+	}
+	out, err := outDir(f.out)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+
+	c := &runner.Ceiling{
+		Common: runner.Common{
+			Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out,
+			Command: append([]string{"headroom", "ceiling"}, args...), Version: Version, Prom: metrics.NewProm(),
+			Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		},
+		MaxDuration: f.maxDuration, ScrapeURLs: f.scrape,
+	}
+	if f.metricsAddr != "" {
+		stop, err := serveMetrics(f.metricsAddr, c.Prom)
+		if err != nil {
+			return fail(env, ExitUsage, "--metrics-listen: %v", err)
+		}
+		defer stop()
+		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	}
+
+	// Where the checks run, and what they can see.
+	var has func(string) bool
+	if f.prometheus != "" {
+		remote, err := health.NewRemote(f.prometheus)
+		if err != nil {
+			return fail(env, ExitUsage, "--prometheus: %v", err)
+		}
+		if err := remote.Ping(ctx); err != nil {
+			return fail(env, ExitError, "%v", err)
+		}
+		c.Evaluator, c.EvaluatorName = remote, "prometheus "+f.prometheus
+		has = func(m string) bool {
+			_, err := remote.Query(ctx, "count("+m+")", time.Now())
+			return err == nil
+		}
+	} else {
+		c.Store = health.NewStore(15 * time.Minute)
+		c.Evaluator, c.EvaluatorName = health.NewEmbedded(c.Store), "embedded"
+		if len(f.scrape) > 0 {
+			c.Scraper, err = health.NewScraper(c.Store, f.scrape, &http.Client{})
+			if err != nil {
+				return fail(env, ExitUsage, "--scrape: %v", err)
+			}
+			if err := c.Scraper.Check(ctx); err != nil {
+				fmt.Fprintf(env.Stderr, "warning: %v\n  checks on its metrics will fail closed until it answers\n", err)
+			}
+			c.Scraper.Scrape(ctx, time.Now())
+		}
+		has = c.Store.Has
+	}
+	c.Checks, err = checksFor(f, sc, has)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return ExitUsage
+	}
+	settle := f.settle
+	if settle == 0 {
+		for _, ch := range c.Checks {
+			settle = max(settle, ch.Window())
+		}
+		settle += 3 * time.Second
+	}
+	c.Settle = settle
+	if f.controller == "linear" {
+		f.lin.Max = f.maxUsers
+		c.Controller, c.Settle = control.NewLinear(f.lin), 0
+	} else {
+		c.Controller = control.NewSearch(control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
+			Settle: settle, Judge: f.judge, RampRate: f.rampRate})
+	}
+
+	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target, sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	for _, ch := range c.Checks {
+		op := ">"
+		if ch.Below {
+			op = "<"
+		}
+		fmt.Fprintf(env.Stderr, "  %-28s fires when %s %g\n", ch.Name, op, ch.Threshold)
+	}
+	if !f.quiet {
+		c.Progress = newCeilingProgress(env).update
+	}
+	res, err := c.Run(ctx)
+	if err != nil {
+		return fail(env, ExitError, "%v", err)
+	}
+	printCeiling(env.Stdout, res)
+	fmt.Fprintf(env.Stdout, "\nresult: %s/%s\n", out, result.ResultFile)
+	if !res.Ceiling.SupportedUsers.Found {
+		return ExitError
+	}
+	return ExitOK
+}
+
+func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
+	switch {
+	case f.controller != "search" && f.controller != "linear":
+		return fmt.Errorf("--controller %q: want search or linear", f.controller)
+	case f.maxUsers < 1 || f.startUsers < 1:
+		return errors.New("--max-users and --start-users must be at least 1")
+	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0 || f.rampRate <= 0:
+		return errors.New("--max-duration, --window, --judge and --ramp-rate must be positive")
+	case f.prometheus != "" && len(f.scrape) > 0:
+		return errors.New("--scrape feeds the embedded engine; with --prometheus, add the targets to Prometheus's own scrape config")
+	case f.prometheus != "" && f.metricsAddr == "":
+		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
+	}
+	return nil
+}
+
+// checksFor picks the checks: --checks, else the scenario's, else the
+// defaults; and validates their PromQL, naming the file and line.
+func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]health.Check, error) {
+	specs := sc.Checks
+	if f.checks != "" {
+		var err error
+		if specs, err = scenario.LoadChecksFile(f.checks); err != nil {
+			return nil, err
+		}
+	}
+	if specs == nil {
+		return health.Defaults(f.window, has), nil
+	}
+	var out []health.Check
+	for _, s := range specs {
+		c := health.Check{Name: s.Name, Query: s.Query, Threshold: s.Threshold, Below: s.Below}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v\n  hint: test the query in Prometheus's expression browser, or see docs/HEALTH.md", s.Path, s.Line, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func outDir(out string) (string, error) {
+	if out == "" {
+		out = "runs/" + time.Now().Format("20060102-150405")
+	}
+	return out, checkOut(out)
+}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/runner"
+)
+
+// ceilingProgress prints a status line each second (in place on a
+// terminal, every five seconds otherwise) and every decision on a line of
+// its own.
+type ceilingProgress struct {
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	width int
+}
+
+func newCeilingProgress(env Env) *ceilingProgress {
+	return &ceilingProgress{w: env.Stderr, tty: env.IsTerminal != nil && env.IsTerminal(env.Stderr)}
+}
+
+func (p *ceilingProgress) update(x runner.CeilingProgress) {
+	if p.tty && p.width > 0 && (x.Decision != "" || x.Warning != "") {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+	}
+	if x.Warning != "" {
+		fmt.Fprintf(p.w, "%s warning: %s\n", clock(x.Elapsed), x.Warning)
+	}
+	if x.Decision != "" {
+		fmt.Fprintf(p.w, "%s %s\n", clock(x.Elapsed), x.Decision)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s users %d→%d  req/s %.0f", clock(x.Elapsed), x.Users, x.Target, x.Last.RPS)
+	for _, r := range x.Results {
+		mark := "ok"
+		if r.Fired {
+			mark = "FIRED"
+		}
+		fmt.Fprintf(&b, " | %s %s/%g %s", short(r.Name), value(r), r.Threshold, mark)
+	}
+	line := b.String()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(0, p.width-len(line))))
+		p.width = len(line)
+		return
+	}
+	if time.Since(p.last) >= 5*time.Second {
+		fmt.Fprintln(p.w, line)
+		p.last = time.Now()
+	}
+}
+
+// short abbreviates a check name for the status line: "client p99 latency (s)" -> "p99".
+func short(name string) string {
+	n := strings.TrimPrefix(name, "client ")
+	if i := strings.IndexAny(n, " ("); i > 0 {
+		n = n[:i]
+	}
+	return n
+}
+
+func value(r health.Result) string {
+	if math.IsNaN(r.Value) {
+		return "?"
+	}
+	return fmt.Sprintf("%.3g", r.Value)
+}
+
+// printCeiling prints the answer of a ceiling run: supported users, the
+// interval, the bottleneck, the levels, and the table at the ceiling.
+func printCeiling(w io.Writer, r *result.Result) {
+	c := r.Ceiling
+	su := c.SupportedUsers
+	fmt.Fprintln(w)
+	took := time.Duration(c.SearchSeconds * float64(time.Second)).Round(time.Second)
+	switch {
+	case su.Found && strings.HasPrefix(su.Method, "search"):
+		fmt.Fprintf(w, "supported users: %.0f  (healthy at %.0f, unhealthy at %.0f; %s), found in %v\n", su.Value, su.Low, su.High, su.Method, took)
+	case su.Found:
+		fmt.Fprintf(w, "supported users: %.0f  (5-95%% band %.0f..%.0f; %s), found in %v\n", su.Value, su.Low, su.High, su.Method, took)
+	default:
+		fmt.Fprintf(w, "supported users: NOT FOUND after %v: %s\n", took, su.Why)
+		if su.Low > 0 {
+			fmt.Fprintf(w, "  highest healthy level seen: %.0f users\n", su.Low)
+		}
+	}
+	if !c.Trustworthy {
+		fmt.Fprintf(w, "NOT TRUSTWORTHY: %s\n", c.Untrusted)
+	}
+	fmt.Fprintf(w, "throughput at %.0f users: %.1f req/s\n", su.Value, c.ThroughputRPS)
+	fmt.Fprintln(w, "bottleneck:")
+	any := false
+	bs := append([]result.Bottleneck(nil), c.Bottleneck...)
+	sort.SliceStable(bs, func(i, j int) bool { return bs[i].Fired > bs[j].Fired })
+	for _, b := range bs {
+		if b.Fired == 0 {
+			continue
+		}
+		any = true
+		first := ""
+		if b.First {
+			first = ", fired first"
+		}
+		failed := ""
+		if b.Failed > 0 {
+			failed = fmt.Sprintf(" (%d could not be evaluated: %s)", b.Failed, b.LastError)
+		}
+		fmt.Fprintf(w, "  %-28s fired in %d of %d evaluations%s, first at %s%s\n", b.Check, b.Fired, b.Evaluations, first,
+			clock(time.Duration(b.FirstAt*float64(time.Second))), failed)
+	}
+	if !any {
+		fmt.Fprintln(w, "  no check fired")
+	}
+	if len(c.Levels) > 0 {
+		var parts []string
+		for _, l := range c.Levels {
+			mark := "ok"
+			if l.Verdict == "unhealthy" {
+				mark = "X"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", l.Users, mark))
+		}
+		fmt.Fprintf(w, "levels: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "\nat the supported users (%s):\n", c.StatsWindow)
+	table(w, "REQUEST", append(r.Requests, r.Totals))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}

@@ -1,0 +1,88 @@
+package result
+
+// Ceiling is the part of result.json that only ceiling runs have.
+type Ceiling struct {
+	// SupportedUsers is the answer: Value users, in [Low, High) for a
+	// search (High 0: no unhealthy level found), or the mean with its 5-95%
+	// band for the linear controller. Found is false when the run could not
+	// state it within its precision; Why says why.
+	SupportedUsers Supported `json:"supported_users"`
+	// Throughput at the supported users: requests per second.
+	ThroughputRPS float64           `json:"throughput_rps"`
+	Controller    string            `json:"controller"`
+	Evaluator     string            `json:"evaluator"` // "embedded" or "prometheus <url>"
+	Scrape        []string          `json:"scrape,omitempty"`
+	ScrapeErrors  map[string]string `json:"scrape_errors,omitempty"` // URL -> last error
+	SearchSeconds float64           `json:"search_seconds"`
+	// Trustworthy is false when headroom itself may have been the
+	// bottleneck (CPU saturated, users late on their schedule).
+	Trustworthy bool   `json:"trustworthy"`
+	Untrusted   string `json:"untrusted,omitempty"`
+
+	Checks     []CheckDef   `json:"checks"`
+	Bottleneck []Bottleneck `json:"bottleneck"`
+	Levels     []Level      `json:"levels,omitempty"`
+	Decisions  []Decision   `json:"decisions"`
+	// CheckTimeline has one point per evaluation (about one a second).
+	CheckTimeline []CheckPoint `json:"check_timeline"`
+	// StatsWindow says which part of the run requests and actions cover.
+	StatsWindow string `json:"stats_window"`
+}
+
+// Supported is the supported-users estimate.
+type Supported struct {
+	Value  float64 `json:"value"`
+	Low    float64 `json:"low"`
+	High   float64 `json:"high"`
+	Method string  `json:"method"`
+	Found  bool    `json:"found"`
+	Why    string  `json:"why,omitempty"`
+}
+
+// CheckDef is one health check as evaluated.
+type CheckDef struct {
+	Name      string  `json:"name"`
+	Query     string  `json:"query"`
+	Threshold float64 `json:"threshold"`
+	Below     bool    `json:"below,omitempty"`
+}
+
+// Bottleneck tells how often a check fired.
+type Bottleneck struct {
+	Check       string  `json:"check"`
+	Fired       int     `json:"fired"`            // evaluations in which it fired
+	Evaluations int     `json:"evaluations"`      // evaluations in all
+	FirstAt     float64 `json:"first_at_s"`       // seconds since start of its first firing; -1 never
+	First       bool    `json:"first"`            // it fired first (ties: all of them)
+	Failed      int     `json:"failed,omitempty"` // of Fired, how often it could not be evaluated (fail closed)
+	LastError   string  `json:"last_error,omitempty"`
+}
+
+// Level is one load level a search held.
+type Level struct {
+	Users       int            `json:"users"`
+	Start       float64        `json:"start_s"`
+	JudgeStart  float64        `json:"judge_start_s,omitempty"`
+	End         float64        `json:"end_s"`
+	Evaluations int            `json:"evaluations"`
+	Unhealthy   int            `json:"unhealthy"`
+	Fired       map[string]int `json:"fired,omitempty"`
+	Verdict     string         `json:"verdict"`
+}
+
+// Decision is one change the controller made, and why.
+type Decision struct {
+	T      float64 `json:"t"`
+	Users  int     `json:"users"`  // users running when it decided
+	Target int     `json:"target"` // users it asked for
+	Reason string  `json:"reason"`
+}
+
+// CheckPoint is one evaluation of every check. Values[i] is nil when check
+// i could not be evaluated.
+type CheckPoint struct {
+	T      float64    `json:"t"`
+	Users  int        `json:"users"`
+	Values []*float64 `json:"values"`
+	Fired  []bool     `json:"fired"`
+}

@@ -1,0 +1,269 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Ceiling configures a ceiling run: a controller sets the user count from
+// the health checks, evaluated every tick, until it can state the
+// supported users or MaxDuration runs out.
+type Ceiling struct {
+	Common
+	Checks     []health.Check
+	Controller control.Controller
+	// Evaluator runs the checks' queries: a health.Embedded over Store, or
+	// a health.Remote (a real Prometheus, which scrapes by itself).
+	Evaluator     health.Evaluator
+	EvaluatorName string
+	Store         *health.Store   // embedded mode: fed with headroom's own metrics every tick
+	Scraper       *health.Scraper // embedded mode, optional: --scrape targets
+	ScrapeURLs    []string
+	MaxDuration   time.Duration
+	// Settle is how long a user count must hold before its requests count
+	// towards the figures at a level (the search's settle time).
+	Settle   time.Duration
+	Progress func(CeilingProgress)
+}
+
+// CeilingProgress is what a ceiling run reports every tick.
+type CeilingProgress struct {
+	Elapsed  time.Duration
+	Users    int
+	Target   int
+	Results  []health.Result
+	Decision string // non-empty when the controller changed course
+	Last     metrics.Point
+	Estimate control.Estimate
+	Warning  string
+}
+
+// Run runs the search and returns the result (also written to Out).
+func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
+	if c.Controller == nil || c.Evaluator == nil || len(c.Checks) == 0 {
+		return nil, fmt.Errorf("ceiling: a controller, an evaluator and at least one check are needed")
+	}
+	if c.Prom == nil {
+		c.Prom = metrics.NewProm()
+	}
+	s, err := c.open("ceiling")
+	if err != nil {
+		return nil, err
+	}
+	res := s.res
+	ci := &result.Ceiling{Evaluator: c.EvaluatorName, Scrape: c.ScrapeURLs, Trustworthy: true}
+	res.Ceiling = ci
+	for _, ch := range c.Checks {
+		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below})
+		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
+	}
+	levels := map[int]*held{} // requests per steady user count, after Settle
+	heldSince, lastUsers := s.start, -1
+	nextSave := s.start.Add(c.Save)
+	warned := map[string]bool{}
+	self := labels.FromStrings("job", "headroom", "instance", "headroom")
+	target := 0
+	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
+
+	interrupted := ticks(ctx, c.Tick, func(now time.Time) bool {
+		el := now.Sub(s.start)
+		users := s.eng.Ready() // users past setup: the load really applied
+		p := s.collect()
+		if users != lastUsers {
+			heldSince, lastUsers = now, users
+		} else if now.Sub(heldSince) >= c.Settle+c.Tick {
+			h := levels[users]
+			if h == nil {
+				h = &held{snap: metrics.NewSnapshot()}
+				levels[users] = h
+			}
+			h.snap.Merge(s.interval)
+			h.time += s.interval.End.Sub(s.interval.Start)
+		}
+
+		// Feed the embedded store, then evaluate.
+		var warning string
+		if c.Store != nil {
+			if mfs, err := c.Prom.Registry().Gather(); err == nil {
+				c.Store.AppendGathered(mfs, now, self)
+			}
+			if c.Scraper != nil {
+				for _, err := range c.Scraper.Scrape(ctx, now) {
+					msg := err.Error()
+					ci.ScrapeErrors = setErr(ci.ScrapeErrors, msg)
+					if !warned[msg] {
+						warned[msg] = true
+						warning = "scrape failed: " + msg + " (checks on its metrics fail closed)"
+					}
+				}
+			}
+		}
+		results := health.Evaluate(ctx, c.Evaluator, c.Checks, now)
+		var fired []string
+		pt := result.CheckPoint{T: el.Seconds(), Users: users}
+		for _, r := range results {
+			var v *float64
+			if !math.IsNaN(r.Value) {
+				x := r.Value
+				v = &x
+			}
+			pt.Values, pt.Fired = append(pt.Values, v), append(pt.Fired, r.Fired)
+			if r.Fired {
+				fired = append(fired, r.Name)
+			}
+		}
+		ci.CheckTimeline = append(ci.CheckTimeline, pt)
+
+		d := c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired})
+		if d.Judged {
+			bottleneck(ci.Bottleneck, results, el)
+		}
+		if d.Reason != "" {
+			ci.Decisions = append(ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: d.Users, Reason: d.Reason})
+		}
+		target = d.Users
+		s.setUsers(d.Users)
+
+		// Generator self-check over the last ten seconds.
+		if now.Sub(cpuAt) >= 10*time.Second {
+			cpu := cpuTime()
+			share := (cpu - cpuMark).Seconds() / now.Sub(cpuAt).Seconds()
+			late := s.eng.Late() - lateMark
+			if share > 0.9*float64(res.Generator.GOMAXPROCS) || late > int64(max(5, users/10)) {
+				ci.Trustworthy = false
+				ci.Untrusted = fmt.Sprintf("at %d users headroom used %.0f%% of %d cores and %d users woke late: the generator, not the target, may have been the limit",
+					users, 100*share, res.Generator.GOMAXPROCS, late)
+			}
+			cpuMark, cpuAt, lateMark = cpu, now, s.eng.Late()
+		}
+
+		if c.Progress != nil {
+			c.Progress(CeilingProgress{Elapsed: el, Users: users, Target: target, Results: results, Decision: d.Reason,
+				Last: p, Estimate: c.Controller.Estimate(), Warning: warning})
+		}
+		if !now.Before(nextSave) {
+			c.finish(s, levels, result.Running)
+			_ = s.write(nil)
+			nextSave = nextSave.Add(c.Save)
+		}
+		if d.Done {
+			return false
+		}
+		if c.MaxDuration > 0 && el >= c.MaxDuration {
+			ci.Decisions = append(ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: users,
+				Reason: fmt.Sprintf("--max-duration %v reached", c.MaxDuration)})
+			return false
+		}
+		return true
+	})
+	status := result.Completed
+	if interrupted {
+		status = result.Interrupted
+	}
+	s.stop()
+	snap := c.finish(s, levels, status)
+	return res, s.write(snap)
+}
+
+// bottleneck counts one judged evaluation: which checks fired, and which first.
+func bottleneck(bs []result.Bottleneck, results []health.Result, el time.Duration) {
+	first := true
+	for _, b := range bs {
+		if b.FirstAt >= 0 {
+			first = false
+		}
+	}
+	for i, r := range results {
+		b := &bs[i]
+		b.Evaluations++
+		if !r.Fired {
+			continue
+		}
+		b.Fired++
+		if r.Err != "" {
+			b.Failed++
+			b.LastError = r.Err
+		}
+		if b.FirstAt < 0 {
+			b.FirstAt, b.First = el.Seconds(), first
+		}
+	}
+}
+
+func setErr(m map[string]string, msg string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	url, _, _ := strings.Cut(msg, ": ")
+	m[url] = msg
+	return m
+}
+
+// finish fills the result: the estimate, the figures at the supported
+// user count, the levels. It returns the snapshot the figures came from.
+func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metrics.Snapshot {
+	res, ci := s.res, s.res.Ceiling
+	res.Status, res.EndedAt = status, time.Now()
+	est := c.Controller.Estimate()
+	ci.SupportedUsers = result.Supported{Value: est.Value, Low: est.Low, High: est.High, Method: est.Method, Found: est.Found, Why: est.Why}
+	ci.Controller = est.Method
+	ci.SearchSeconds = res.EndedAt.Sub(res.StartedAt).Seconds()
+	ci.Levels = ci.Levels[:0]
+	for _, l := range c.Controller.Levels() {
+		ci.Levels = append(ci.Levels, result.Level(l))
+	}
+
+	// Figures at the supported users: the level held there (search), or
+	// every steady count within the band (linear).
+	lo, hi := int(math.Round(est.Value)), int(math.Round(est.Value))
+	if !strings.HasPrefix(est.Method, "search") {
+		lo, hi = int(est.Low), int(est.High)
+	}
+	snap := metrics.NewSnapshot()
+	var keys []int
+	var win time.Duration
+	for users, h := range levels {
+		if users >= lo && users <= hi && users > 0 {
+			snap.Merge(h.snap)
+			win += h.time
+			keys = append(keys, users)
+		}
+	}
+	sort.Ints(keys)
+	if len(keys) > 0 {
+		ci.StatsWindow = fmt.Sprintf("requests made while %s users were held (after settling), %.0f s in all",
+			strings.Trim(fmt.Sprint(keys), "[]"), win.Seconds())
+	} else {
+		ci.StatsWindow = "no steady level at the supported users: figures are empty"
+	}
+	scratch := metrics.NewStat()
+	res.Totals = snap.Total(metrics.Request, scratch).Summarize("all requests", win)
+	res.Requests = snap.Summaries(metrics.Request, win)
+	res.Actions = snap.Summaries(metrics.Action, win)
+	ci.ThroughputRPS = res.Totals.RPS
+	res.Config.Users = int(est.Value)
+	res.Notes = nil
+	if note := s.generator(sumCounts(res.Actions)); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	if !ci.Trustworthy {
+		res.Notes = append(res.Notes, "the ceiling is not trustworthy: "+ci.Untrusted)
+	}
+	return snap
+}
+
+// held is what was recorded while one user count was held.
+type held struct {
+	snap *metrics.Snapshot
+	time time.Duration
+}
