@@ -1,0 +1,173 @@
+// Package health evaluates health checks: PromQL queries with a threshold,
+// the way the reference coordinator decides whether a system is healthy.
+//
+// The same query text runs on the embedded engine ([Embedded], the Prometheus
+// promql package over an in-memory [Store] that headroom feeds from its own
+// metrics and from the endpoints a [Scraper] scrapes) or on a real Prometheus
+// server ([Remote]). A check that cannot be evaluated counts as fired: a
+// controller never adds users on a health it could not measure.
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// Check is one health check: it fires when its query's value crosses Threshold.
+type Check struct {
+	Name      string // e.g. "client p99 latency (s)"
+	Query     string // PromQL; must evaluate to a scalar or a single-sample vector
+	Threshold float64
+	Below     bool // false (default): fires when value > Threshold; true: fires when value < Threshold
+}
+
+// promql is the parser every check is validated with: the same options as the
+// embedded engine, so a query that validates also runs there.
+var queryParser = parser.NewParser(parser.Options{})
+
+// Validate parses the query and returns an error naming the check and the
+// position in the query (line:column, e.g.
+// `check "p99": 1:14: parse error: unclosed left parenthesis`), and rejects
+// NaN or infinite thresholds and queries that yield a range vector or a string.
+func (c Check) Validate() error {
+	if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
+		return fmt.Errorf("check %q: threshold is %v, want a finite number", c.Name, c.Threshold)
+	}
+	expr, err := queryParser.ParseExpr(c.Query)
+	if err != nil {
+		return fmt.Errorf("check %q: %w", c.Name, err)
+	}
+	switch t := expr.Type(); t {
+	case parser.ValueTypeScalar, parser.ValueTypeVector:
+		return nil
+	default:
+		return fmt.Errorf("check %q: query yields a %s, want a scalar or an instant vector (wrap a range in rate() or *_over_time())", c.Name, t)
+	}
+}
+
+// Window returns the longest range in the query (30s for rate(x[30s])), 0 if
+// there is none or the query does not parse. A subquery counts its range
+// (5m for max_over_time(rate(x[30s])[5m:])).
+func (c Check) Window() time.Duration {
+	expr, err := queryParser.ParseExpr(c.Query)
+	if err != nil {
+		return 0
+	}
+	var longest time.Duration
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		var r time.Duration
+		switch n := node.(type) {
+		case *parser.MatrixSelector:
+			r = n.Range
+		case *parser.SubqueryExpr:
+			r = n.Range
+		}
+		longest = max(longest, r)
+		return nil
+	})
+	return longest
+}
+
+// fires reports whether v crosses the threshold. NaN never crosses.
+func (c Check) fires(v float64) bool {
+	if c.Below {
+		return v < c.Threshold
+	}
+	return v > c.Threshold
+}
+
+// Result of evaluating one check at one time.
+type Result struct {
+	Name      string  `json:"name"`
+	Value     float64 `json:"value"` // NaN when there is none; NaN and ±Inf are written as null in JSON
+	Threshold float64 `json:"threshold"`
+	Fired     bool    `json:"fired"`           // crossed the threshold, or could not be evaluated (fail closed)
+	Err       string  `json:"error,omitempty"` // why it could not be evaluated: "no data", "query error: ...", "3 series, want 1"
+}
+
+// resultJSON is Result with a nullable value: JSON has no NaN.
+type resultJSON struct {
+	Name      string   `json:"name"`
+	Value     *float64 `json:"value"`
+	Threshold float64  `json:"threshold"`
+	Fired     bool     `json:"fired"`
+	Err       string   `json:"error,omitempty"`
+}
+
+// MarshalJSON writes a NaN or infinite value as null, so the JSON stays valid.
+func (r Result) MarshalJSON() ([]byte, error) {
+	j := resultJSON{Name: r.Name, Threshold: r.Threshold, Fired: r.Fired, Err: r.Err}
+	if !math.IsNaN(r.Value) && !math.IsInf(r.Value, 0) {
+		j.Value = &r.Value
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a null value back as NaN.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var j resultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Result{Name: j.Name, Value: math.NaN(), Threshold: j.Threshold, Fired: j.Fired, Err: j.Err}
+	if j.Value != nil {
+		r.Value = *j.Value
+	}
+	return nil
+}
+
+// Evaluator runs instant queries. Implementations are safe for concurrent use.
+type Evaluator interface {
+	// Query evaluates an instant PromQL query at t and returns its single value.
+	// No data (empty vector) is an error wrapping ErrNoData; more than one series is an error.
+	Query(ctx context.Context, query string, t time.Time) (float64, error)
+}
+
+// ErrNoData is returned (possibly wrapped) by Evaluator.Query when the query
+// yields an empty vector: the metric does not exist (yet), or has no sample
+// within the lookback delta.
+var ErrNoData = errors.New("no data")
+
+// maxParallel caps the queries one Evaluate call runs at once.
+const maxParallel = 8
+
+// Evaluate evaluates every check at t, up to 8 at a time, and returns one
+// result per check in the checks' order. A check whose query fails, returns
+// nothing or returns NaN (0/0: nothing happened in the window) has Fired = true
+// and Err set: it fails closed.
+func Evaluate(ctx context.Context, ev Evaluator, checks []Check, t time.Time) []Result {
+	results := make([]Result, len(checks))
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = evaluate(ctx, ev, c, t)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func evaluate(ctx context.Context, ev Evaluator, c Check, t time.Time) Result {
+	r := Result{Name: c.Name, Value: math.NaN(), Threshold: c.Threshold}
+	v, err := ev.Query(ctx, c.Query, t)
+	switch {
+	case err != nil:
+		r.Fired, r.Err = true, err.Error()
+	case math.IsNaN(v):
+		r.Fired, r.Err = true, "value is NaN (0/0: nothing counted in the window?)"
+	default:
+		r.Value, r.Fired = v, c.fires(v)
+	}
+	return r
+}

@@ -1,0 +1,316 @@
+package health
+
+// Tests against the real servers users run: Prometheus 2.42 and
+// node_exporter 1.5, from Debian's packages (scripts/test.sh installs them).
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const (
+	prometheusBin   = "/usr/bin/prometheus"
+	nodeExporterBin = "/usr/bin/prometheus-node-exporter"
+)
+
+// requireBinary fails the test, never skips it, when a server is missing.
+func requireBinary(t *testing.T, path, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing (%v): run scripts/test.sh, which installs the Debian package %s", path, err, pkg)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startServer starts a server process with its output in a log file, and
+// kills it by PID when the test ends (printing the log if the test failed).
+func startServer(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), filepath.Base(bin)+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	dieWithTest(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s log:\n%s", bin, b)
+		}
+	})
+}
+
+// waitOK polls url until it answers 200 OK, at most for timeout.
+func waitOK(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %v: %v", url, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// traffic plays 200 requests a second into m until stop is closed: every
+// 50 ms, 5 GET /a and 5 POST /b with latencies cycling through 1..100 ms
+// (p99 99 ms, mean 50.5 ms), and one 503 every fifth tick (2%).
+func traffic(m *loadMetrics, stop <-chan struct{}) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	k := 0
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		for j := range 10 {
+			name := "GET /a"
+			if j%2 == 1 {
+				name = "POST /b"
+			}
+			m.reqTime.WithLabelValues(name).Observe(float64(1+k%100) / 1000)
+			k++
+		}
+		if n%5 == 0 {
+			m.errs.WithLabelValues("POST /b", "503").Inc()
+		}
+	}
+}
+
+// TestRealPrometheusAgrees runs a real Prometheus that scrapes a registry every
+// second, while a Scraper scrapes the same registry into a Store every second,
+// then evaluates the same queries through Remote and Embedded.
+func TestRealPrometheusAgrees(t *testing.T) {
+	t.Parallel()
+	requireBinary(t, prometheusBin, "prometheus")
+
+	m := newLoadMetrics()
+	m.errs.WithLabelValues("POST /b", "503") // exists from the first scrape
+	target := httptest.NewServer(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	defer target.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { traffic(m, stop) })
+	defer wg.Wait()
+	defer close(stop)
+
+	dir := t.TempDir()
+	targetAddr := strings.TrimPrefix(target.URL, "http://")
+	config := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(config, []byte(ScrapeConfig(targetAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	startServer(t, prometheusBin,
+		"--config.file="+config,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+strings.TrimPrefix(promURL, "http://"),
+		"--log.level=warn")
+	waitOK(t, promURL+"/-/ready", 20*time.Second)
+
+	ctx := context.Background()
+	remote, err := NewRemote(promURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	store := NewStore(time.Minute)
+	sc, err := NewScraper(store, []string{target.URL + "/metrics"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Job = "headroom" // as ScrapeConfig names it
+
+	// Prometheus 2.42 starts scraping about 5s after it is ready (its scrape
+	// manager applies target updates every 5s). Scrape every second until
+	// Prometheus has held a full window of samples too, then one more second.
+	const w = 10 * time.Second
+	var last, firstRemote time.Time
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 0; firstRemote.IsZero() || last.Sub(firstRemote) < w+time.Second; i++ {
+		if i == 30 {
+			t.Fatalf("prometheus has no sample of its target after 30s")
+		}
+		if i > 0 {
+			<-tick.C
+		}
+		last = time.Now()
+		if errs := sc.Scrape(ctx, last); errs != nil {
+			t.Fatal(errs)
+		}
+		if firstRemote.IsZero() {
+			if _, err := remote.Query(ctx, `up{job="headroom"}`, last); err == nil {
+				firstRemote = last
+				t.Logf("prometheus first scraped its target %v after our first scrape", time.Duration(i)*time.Second)
+			}
+		}
+	}
+	// Let Prometheus commit any scrape that started before last.
+	time.Sleep(1100 * time.Millisecond)
+
+	embedded := NewEmbedded(store)
+	checks := append(Defaults(w, store.Has),
+		Check{Name: "request rate (/s)", Query: `sum(rate(loadtest_http_request_time_count[10s]))`},
+		Check{Name: "targets up", Query: fmt.Sprintf(`sum(up{job="headroom",instance=%q})`, targetAddr)},
+	)
+	tolerance := map[string]float64{ // relative
+		"client mean latency (s)": 0.10, "client p99 latency (s)": 0.15, "client 5xx errors (%)": 0.15,
+		"client timeouts (%)": 0, "request rate (/s)": 0.10, "targets up": 0,
+	}
+	truth := map[string]float64{
+		"client mean latency (s)": 0.0505, "client p99 latency (s)": 0.099, "client 5xx errors (%)": 2,
+		"client timeouts (%)": 0, "request rate (/s)": 200, "targets up": 1,
+	}
+	fromRemote := Evaluate(ctx, remote, checks, last)
+	fromEmbedded := Evaluate(ctx, embedded, checks, last)
+	for i, c := range checks {
+		r, e := fromRemote[i], fromEmbedded[i]
+		t.Logf("%-24s prometheus %-10.5g embedded %-10.5g truth %g", c.Name, r.Value, e.Value, truth[c.Name])
+		tol, ok := tolerance[c.Name]
+		if !ok {
+			t.Errorf("%s: a default check this test does not compare", c.Name)
+			continue
+		}
+		if r.Err != "" || e.Err != "" {
+			t.Errorf("%s: errors %q (prometheus) and %q (embedded)", c.Name, r.Err, e.Err)
+			continue
+		}
+		if d := math.Abs(r.Value - e.Value); d > tol*math.Abs(r.Value) {
+			t.Errorf("%s: prometheus %v, embedded %v: differ by more than %v%%", c.Name, r.Value, e.Value, 100*tol)
+		}
+		if r.Fired != e.Fired {
+			t.Errorf("%s: fired %v on prometheus, %v embedded", c.Name, r.Fired, e.Fired)
+		}
+	}
+	// Both see the same single series per check: the query text is portable.
+	if _, err := remote.Query(ctx, `sum by (name) (rate(loadtest_http_request_time_count[10s]))`, last); err == nil || err.Error() != "2 series, want 1" {
+		t.Errorf("two series on prometheus: %v", err)
+	}
+	if _, err := remote.Query(ctx, `no_such_metric`, last); err != ErrNoData {
+		t.Errorf("missing metric on prometheus: %v, want ErrNoData", err)
+	}
+	if _, err := remote.Query(ctx, `rate(x[1m]`, last); err == nil || !strings.HasPrefix(err.Error(), "query error: ") {
+		t.Errorf("bad syntax on prometheus: %v, want a query error", err)
+	}
+}
+
+func TestRemotePingClosedPort(t *testing.T) {
+	t.Parallel()
+	r, err := NewRemote("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Ping(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:1") || !strings.Contains(err.Error(), "--prometheus") {
+		t.Fatalf("Ping of a closed port: %v, want an error naming the URL and what to do", err)
+	}
+	t.Log(err)
+	for _, bad := range []string{"127.0.0.1:9090", "ftp://x", ""} {
+		if _, err := NewRemote(bad); err == nil {
+			t.Errorf("NewRemote(%q) accepted", bad)
+		}
+	}
+}
+
+// TestRealNodeExporter scrapes a real node_exporter and evaluates the
+// reference's CPU and memory checks on the embedded engine.
+func TestRealNodeExporter(t *testing.T) {
+	t.Parallel()
+	requireBinary(t, nodeExporterBin, "prometheus-node-exporter")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startServer(t, nodeExporterBin, "--web.listen-address="+addr, "--no-collector.systemd")
+	url := "http://" + addr + "/metrics"
+	waitOK(t, url, 10*time.Second)
+
+	ctx := context.Background()
+	store := NewStore(time.Minute)
+	sc, err := NewScraper(store, []string{url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := range 4 {
+		last = time.Now()
+		if errs := sc.Scrape(ctx, last); errs != nil {
+			t.Fatal(errs)
+		}
+		if i < 3 {
+			<-tick.C
+		}
+	}
+	ev := NewEmbedded(store)
+	reference := []Check{
+		{Name: "CPU (reference)", Query: `100 - 100 * (avg(irate(node_cpu_seconds_total{mode="idle"}[5m])))`, Threshold: 85},
+		{Name: "memory (reference)", Query: `100 - 100 * avg(node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)`, Threshold: 85},
+	}
+	defaults := Defaults(5*time.Second, store.Has)
+	if len(defaults) != 6 {
+		t.Errorf("%d default checks with node_exporter scraped, want 6 (4 client, CPU, memory)", len(defaults))
+	}
+	for _, r := range Evaluate(ctx, ev, append(reference, defaults[4:]...), last) {
+		t.Logf("%s = %.2f%%", r.Name, r.Value)
+		// CPU seconds count in jiffies of 10 ms, read a few ms after the
+		// scrape's timestamp: over 1s, an idle CPU's irate can read 1.01
+		// (CPU -1%). Allow that much measurement error, no more.
+		slack := 0.0
+		if strings.HasPrefix(r.Name, "CPU") {
+			slack = 2
+		}
+		if r.Err != "" || r.Value < -slack || r.Value > 100+slack {
+			t.Errorf("%s = %v (error %q), want a percentage in [0, 100]", r.Name, r.Value, r.Err)
+		}
+	}
+	if v := query(t, ev, fmt.Sprintf(`up{job="scrape",instance=%q}`, addr), last); v != 1 {
+		t.Errorf("up = %v, want 1", v)
+	}
+}
