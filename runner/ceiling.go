@@ -204,8 +204,14 @@ func setErr(m map[string]string, msg string) map[string]string {
 	if m == nil {
 		m = map[string]string{}
 	}
-	url, _, _ := strings.Cut(msg, ": ")
-	m[url] = msg
+	key := msg
+	for _, f := range strings.Fields(msg) {
+		if strings.HasPrefix(f, "http://") || strings.HasPrefix(f, "https://") {
+			key = strings.TrimSuffix(f, ":")
+			break
+		}
+	}
+	m[key] = msg
 	return m
 }
 

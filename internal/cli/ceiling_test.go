@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+func TestCeilingBadInputFailsBeforeTraffic(t *testing.T) {
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	good := write(t, dir, "good.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\n")
+	badQuery := write(t, dir, "badq.star", "checks = [\n    check('p99', 'histogram_quantile(0.99, sum(rate(x[1m])) by (le)', threshold=2),\n]\n")
+	badThreshold := write(t, dir, "badt.star", "checks = [check('p99', 'up', threshold='two')]\n")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"invalid PromQL", []string{"--checks", badQuery}, ExitUsage, []string{"badq.star:2:", `check "p99"`, "1:", "parse error"}},
+		{"threshold not a number", []string{"--checks", badThreshold}, ExitUsage, []string{"badt.star:1:", "threshold is a string, want a number"}},
+		{"prometheus not answering", []string{"--prometheus", "http://127.0.0.1:1", "--metrics-listen", "127.0.0.1:0"}, ExitError, []string{"http://127.0.0.1:1"}},
+		{"prometheus without metrics-listen", []string{"--prometheus", "http://127.0.0.1:1"}, ExitUsage, []string{"--metrics-listen", "scrape_configs"}},
+		{"scrape with prometheus", []string{"--prometheus", "http://127.0.0.1:1", "--scrape", tb.URL + "/metrics"}, ExitUsage, []string{"Prometheus's own scrape config"}},
+		{"bad precision", []string{"--precision", "150%"}, ExitUsage, []string{"percentage in (0, 100)"}},
+		{"bad controller", []string{"--controller", "magic"}, ExitUsage, []string{"want search or linear"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+strings.ReplaceAll(c.name, " ", "-"))
+			args := append([]string{"ceiling", good, "--target", tb.URL, "--out", out}, c.args...)
+			code, _, stderr := headroom(t, args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			for _, w := range c.stderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s was written for a run that never started", out)
+			}
+		})
+	}
+}
+
+// An unreachable scrape endpoint is a warning with its URL; checks on its
+// metrics fail closed, and the result says which and why.
+func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	checks := write(t, dir, "checks.star", `checks = [check("app cpu (%)", 'sum(rate(process_cpu_seconds_total{job="scrape"}[5s])) * 100', threshold=85)]`+"\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--scrape", "http://127.0.0.1:1/metrics", "--checks", checks,
+		"--start-users", "1", "--max-users", "4", "--settle", "1s", "--judge", "3s", "--max-duration", "30s", "--out", out, "--quiet")
+	if code != ExitError {
+		t.Errorf("exit %d, want %d (no ceiling: unhealthy from the start)", code, ExitError)
+	}
+	if !strings.Contains(stderr, "warning:") || !strings.Contains(stderr, "http://127.0.0.1:1/metrics") {
+		t.Errorf("no warning naming the scrape URL:\n%s", stderr)
+	}
+	for _, w := range []string{"NOT FOUND", "unhealthy from the start", "could not be evaluated: no data"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("summary lacks %q:\n%s", w, stdout)
+		}
+	}
+	res, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Ceiling
+	if c.SupportedUsers.Found || c.Bottleneck[0].Failed == 0 || c.ScrapeErrors["http://127.0.0.1:1/metrics"] == "" {
+		t.Errorf("result: found=%v bottleneck=%+v scrape errors=%v", c.SupportedUsers.Found, c.Bottleneck, c.ScrapeErrors)
+	}
+}

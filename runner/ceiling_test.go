@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// postsScenario logs in, then reads channel posts with a constant think
+// time: one route, so the testbed's model gives the ceiling exactly.
+func postsScenario(think time.Duration) string {
+	return fmt.Sprintf(`
+def setup(user):
+    name = "c-%%d" %% user.id
+    user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
+    r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
+    user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
+    user.state["ch"] = [c["id"] for c in user.http.get("/api/v4/users/me/channels").json()]
+
+def posts(user):
+    user.http.get("/api/v4/channels/%%s/posts" %% user.rand.choice(user.state["ch"]), name="GetChannelPosts")
+
+actions = [action("Posts", posts)]
+think_time = think.constant("%v")
+`, think)
+}
+
+const meanLatency = `sum(rate(loadtest_http_request_time_sum{name="GetChannelPosts"}[5s])) / sum(rate(loadtest_http_request_time_count{name="GetChannelPosts"}[5s]))`
+
+// TestSearchFindsTheTestbedCeiling runs real ceiling searches against the
+// testbed on three capacity settings and compares each answer with the
+// ceiling its documented model predicts: a mean-latency check with
+// threshold T fires at Workers * (Z + T) / S users.
+//
+// The error budget: the search reports the highest healthy level, up to
+// its precision (3% here) below the crossing; and the crossing moves with
+// the testbed's effective service time, which timer lateness on a busy
+// 2-core machine stretches by up to about 0.5 ms. Service times of 40 ms
+// and more keep that under 1.5%.
+func TestSearchFindsTheTestbedCeiling(t *testing.T) {
+	settings := []struct {
+		workers int
+		scale   float64
+		think   time.Duration
+	}{
+		{4, 10, time.Second}, // S = 40 ms: 4 * 1.1 / 0.04 = 110 users
+		{8, 10, time.Second}, // 220 users
+		{2, 20, time.Second}, // S = 80 ms: 27.5 users
+	}
+	const threshold = 0.1
+	for _, st := range settings {
+		t.Run(fmt.Sprintf("workers=%d,scale=%g,think=%v", st.workers, st.scale, st.think), func(t *testing.T) {
+			t.Parallel()
+			srv := testbed.New(testbed.Config{Workers: st.workers, Scale: st.scale})
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			target, _ := url.Parse(ts.URL)
+			s := srv.ServiceTime("GetChannelPosts")
+			truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, st.think+time.Duration(threshold*float64(time.Second))-s)
+
+			store := health.NewStore(10 * time.Minute)
+			checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
+			settle := checks[0].Window() + 3*time.Second
+			out := filepath.Join(t.TempDir(), "ceil")
+			c := &Ceiling{
+				Common:      Common{Scenario: load(t, postsScenario(st.think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+				Checks:      checks,
+				Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
+				Evaluator:   health.NewEmbedded(store),
+				Store:       store,
+				MaxDuration: 6 * time.Minute,
+				Settle:      settle,
+			}
+			res, err := c.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			su := res.Ceiling.SupportedUsers
+			t.Logf("model %.1f users; found %.0f in [%.0f, %.0f) after %.0f s; levels %v", truth, su.Value, su.Low, su.High, res.Ceiling.SearchSeconds, levelsOf(res))
+			if !su.Found {
+				t.Fatalf("ceiling not found: %s", su.Why)
+			}
+			if rel := math.Abs(su.Value-truth) / truth; rel > 0.05 {
+				t.Errorf("found %.0f users, model says %.1f: %.1f%% off, want within 5%%", su.Value, truth, 100*rel)
+			}
+			if b := res.Ceiling.Bottleneck[0]; b.Fired == 0 || !b.First {
+				t.Errorf("bottleneck %+v: the latency check should have fired, first", b)
+			}
+			if res.Totals.Count == 0 || res.Totals.MeanMs > 1000*threshold*1.2 {
+				t.Errorf("figures at the ceiling: %+v", res.Totals)
+			}
+			back, err := result.Read(out)
+			if err != nil || back.Ceiling == nil || back.Ceiling.SupportedUsers.Value != su.Value || len(back.Ceiling.Decisions) < 3 || len(back.Ceiling.CheckTimeline) == 0 {
+				t.Errorf("result.json read back: %v", err)
+			}
+		})
+	}
+}
+
+func levelsOf(r *result.Result) string {
+	var parts []string
+	for _, l := range r.Ceiling.Levels {
+		parts = append(parts, fmt.Sprintf("%d%s", l.Users, map[string]string{"healthy": "+", "unhealthy": "-"}[l.Verdict]))
+	}
+	return strings.Join(parts, " ")
+}
