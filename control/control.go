@@ -15,6 +15,9 @@ type Observation struct {
 	Elapsed time.Duration // since the run started
 	Users   int           // users running now and past their setup
 	Fired   []string      // health checks that fired now (failed closed included); empty = healthy
+	// Pressure is the worst check's value relative to its threshold: 0.5
+	// is half way, 1 at the threshold. 0 when unknown.
+	Pressure float64
 }
 
 // Healthy reports whether no check fired.
@@ -61,7 +64,8 @@ type Level struct {
 	Evaluations int            `json:"evaluations"` // judged evaluations
 	Unhealthy   int            `json:"unhealthy"`   // of which some check fired
 	Fired       map[string]int `json:"fired,omitempty"`
-	Verdict     string         `json:"verdict"` // "healthy", "unhealthy", or "" while held
+	Pressure    float64        `json:"pressure"` // mean over the judged evaluations (see Observation)
+	Verdict     string         `json:"verdict"`  // "healthy", "unhealthy", or "" while held
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

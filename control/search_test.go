@@ -132,3 +132,55 @@ func TestSearchGoesDownAtOnce(t *testing.T) {
 		t.Errorf("targets %v: want a drop from 100 to 50 in one step", targets)
 	}
 }
+
+// kneePressure is a queueing system's mean latency over its threshold:
+// flat at 0.4 up to the knee at 90% of the ceiling, then rising linearly
+// to 1 at the ceiling.
+func kneePressure(ceiling int) func(int) float64 {
+	knee := 0.9 * float64(ceiling)
+	return func(users int) float64 {
+		u := float64(users)
+		if u <= knee {
+			return 0.4
+		}
+		return 0.4 + 0.6*(u-knee)/(float64(ceiling)-knee)
+	}
+}
+
+func TestPressureMakesTheSearchShorter(t *testing.T) {
+	with, without := 0, 0
+	for _, truth := range []int{95, 380, 1000, 4321} {
+		press := kneePressure(truth)
+		plain := NewSearch(SearchConfig{Max: 20000, Settle: 10 * time.Second, Judge: 10 * time.Second})
+		_, plainTook := simulate(t, plain, truth, 0, 4*time.Hour)
+
+		s := NewSearch(SearchConfig{Max: 20000, Settle: 10 * time.Second, Judge: 10 * time.Second})
+		users := 0
+		var est Estimate
+		var took time.Duration
+		for el := time.Duration(0); el < 4*time.Hour; el += time.Second {
+			o := Observation{Elapsed: el, Users: users, Pressure: press(users)}
+			if users >= truth {
+				o.Fired = []string{"mean"}
+			}
+			d := s.Decide(o)
+			users = d.Users
+			if d.Done {
+				est, took = s.Estimate(), el
+				break
+			}
+		}
+		if !est.Found || est.Low >= float64(truth) || est.High < float64(truth) || (est.High-est.Low)/est.Low > 0.05 {
+			t.Errorf("truth %d: %+v", truth, est)
+		}
+		if len(s.Levels()) > len(plain.Levels()) {
+			t.Errorf("truth %d: %d levels with pressure, %d without: slower", truth, len(s.Levels()), len(plain.Levels()))
+		}
+		with, without = with+len(s.Levels()), without+len(plain.Levels())
+		t.Logf("truth %5d: %v in [%v, %v) after %v and %d levels; without pressure %v and %d levels",
+			truth, est.Value, est.Low, est.High, took, len(s.Levels()), plainTook, len(plain.Levels()))
+	}
+	if with >= without {
+		t.Errorf("%d levels in all with pressure, %d without", with, without)
+	}
+}

@@ -26,6 +26,10 @@ type Check struct {
 	Query     string // PromQL; must evaluate to a scalar or a single-sample vector
 	Threshold float64
 	Below     bool // false (default): fires when value > Threshold; true: fires when value < Threshold
+	// Requires names a metric the check needs (a server's or a node's).
+	// Until some target exposes it the check is inactive: not evaluated,
+	// never firing. Empty means always active.
+	Requires string
 }
 
 // promql is the parser every check is validated with: the same options as the

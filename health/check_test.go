@@ -77,7 +77,7 @@ func TestResultJSON(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	client := Defaults(15*time.Second, nil)
+	client := Defaults(15*time.Second, noServer)
 	all := Defaults(90*time.Second, func(string) bool { return true })
 	if len(client) != 4 || len(all) != 7 {
 		t.Fatalf("%d client checks and %d with every metric, want 4 and 7", len(client), len(all))
@@ -106,5 +106,25 @@ func TestDefaults(t *testing.T) {
 	only := Defaults(time.Minute, func(m string) bool { return m == "node_cpu_seconds_total" })
 	if len(only) != 5 || only[4].Query != `100 - 100 * avg(irate(node_cpu_seconds_total{mode="idle"}[1m]))` {
 		t.Errorf("with node_cpu_seconds_total only: %+v", only)
+	}
+}
+
+// noServer is a has function for runs that scrape nothing.
+func noServer(string) bool { return false }
+
+func TestDefaultsWithoutHasCarryRequires(t *testing.T) {
+	all := Defaults(15*time.Second, nil)
+	if len(all) != 7 {
+		t.Fatalf("%d checks, want the 4 client and 3 server ones", len(all))
+	}
+	for _, c := range all[:4] {
+		if c.Requires != "" {
+			t.Errorf("client check %q requires %q", c.Name, c.Requires)
+		}
+	}
+	for _, c := range all[4:] {
+		if c.Requires == "" || !strings.Contains(c.Query, c.Requires) {
+			t.Errorf("server check %q requires %q", c.Name, c.Requires)
+		}
 	}
 }

@@ -15,7 +15,9 @@ import (
 // server 5xx, CPU and memory checks apply when has reports their metric
 // (mattermost_api_time_count, node_cpu_seconds_total,
 // node_memory_MemAvailable_bytes) among the scraped series; pass Store.Has,
-// or a function that asks the external Prometheus. A nil has means none.
+// or a function that asks the external Prometheus. A nil has includes them
+// all, each with Requires set, so that a run activates it once a target
+// exposes its metric (a labelled histogram appears at its first request).
 //
 // Error and timeout counters only exist once an error happened, hence
 // "or vector(0)" on their numerators, so a healthy run is not "no data".
@@ -50,13 +52,14 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 		},
 	}
 	if has == nil {
-		return checks
+		has = func(string) bool { return true }
 	}
 	if has("mattermost_api_time_count") {
 		checks = append(checks, Check{
 			Name:      "server 5xx errors (%)",
 			Query:     q(`(sum(rate(mattermost_api_time_count{status_code=~"5.."}[W])) or vector(0)) / sum(rate(mattermost_api_time_count[W])) * 100`),
 			Threshold: 0.025,
+			Requires:  "mattermost_api_time_count",
 		})
 	}
 	if has("node_cpu_seconds_total") {
@@ -64,6 +67,7 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 			Name:      "CPU utilisation (%)",
 			Query:     q(`100 - 100 * avg(irate(node_cpu_seconds_total{mode="idle"}[W]))`),
 			Threshold: 85,
+			Requires:  "node_cpu_seconds_total",
 		})
 	}
 	if has("node_memory_MemAvailable_bytes") && has("node_memory_MemTotal_bytes") {
@@ -71,6 +75,7 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 			Name:      "memory utilisation (%)",
 			Query:     `100 - 100 * avg(node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)`,
 			Threshold: 85,
+			Requires:  "node_memory_MemAvailable_bytes",
 		})
 	}
 	return checks

@@ -125,18 +125,18 @@ func TestEmbeddedRateQuantileMean(t *testing.T) {
 		sum += x
 	}
 	mean := sum / float64(len(window))
-	if got := query(t, ev, Defaults(30*time.Second, nil)[0].Query, at); math.Abs(got-mean)/mean > 1e-9 {
+	if got := query(t, ev, Defaults(30*time.Second, noServer)[0].Query, at); math.Abs(got-mean)/mean > 1e-9 {
 		t.Errorf("mean latency = %v s, want exactly %v s", got, mean)
 	}
 	slices.Sort(window)
 	p99 := window[int(math.Ceil(0.99*float64(len(window))))-1]
-	if got := query(t, ev, Defaults(30*time.Second, nil)[1].Query, at); math.Abs(got-p99)/p99 > 0.10 {
+	if got := query(t, ev, Defaults(30*time.Second, noServer)[1].Query, at); math.Abs(got-p99)/p99 > 0.10 {
 		t.Errorf("p99 latency = %v s, want within 10%% of %v s", got, p99)
 	} else {
 		t.Logf("p99 latency = %.4f s, truth %.4f s (%+.1f%%)", got, p99, 100*(got-p99)/p99)
 	}
 	// One 503 a second among 200 requests a second: 0.5%.
-	if got := query(t, ev, Defaults(30*time.Second, nil)[2].Query, at); math.Abs(got-0.5) > 1e-9 {
+	if got := query(t, ev, Defaults(30*time.Second, noServer)[2].Query, at); math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("client 5xx = %v%%, want 0.5%%", got)
 	}
 }
@@ -153,7 +153,7 @@ func TestEmbeddedOrVectorZero(t *testing.T) {
 	if _, err := ev.Query(ctx, `sum(rate(loadtest_http_timeouts_total[30s]))`, sim.at(75)); !errors.Is(err, ErrNoData) {
 		t.Fatalf("timeout rate with no timeouts: err = %v, want ErrNoData", err)
 	}
-	checks := Defaults(30*time.Second, nil)
+	checks := Defaults(30*time.Second, noServer)
 	for _, at := range []int{35, 75} {
 		for _, r := range Evaluate(ctx, ev, checks[2:4], sim.at(at)) {
 			want := 0.0

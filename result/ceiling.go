@@ -67,6 +67,7 @@ type Level struct {
 	Evaluations int            `json:"evaluations"`
 	Unhealthy   int            `json:"unhealthy"`
 	Fired       map[string]int `json:"fired,omitempty"`
+	Pressure    float64        `json:"pressure"` // worst check's value over its threshold, mean over the judged evaluations
 	Verdict     string         `json:"verdict"`
 }
 

@@ -26,10 +26,13 @@ type Ceiling struct {
 	// a health.Remote (a real Prometheus, which scrapes by itself).
 	Evaluator     health.Evaluator
 	EvaluatorName string
-	Store         *health.Store   // embedded mode: fed with headroom's own metrics every tick
-	Scraper       *health.Scraper // embedded mode, optional: --scrape targets
-	ScrapeURLs    []string
-	MaxDuration   time.Duration
+	Store         *health.Store // embedded mode: fed with headroom's own metrics every tick
+	// Has tells whether a metric exists, for checks that require one
+	// (health.Check.Requires); nil means every check is active.
+	Has         func(metric string) bool
+	Scraper     *health.Scraper // embedded mode, optional: --scrape targets
+	ScrapeURLs  []string
+	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).
 	Settle   time.Duration
@@ -108,7 +111,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 				}
 			}
 		}
-		results := health.Evaluate(ctx, c.Evaluator, c.Checks, now)
+		results := c.evaluate(ctx, now)
 		var fired []string
 		pt := result.CheckPoint{T: el.Seconds(), Users: users}
 		for _, r := range results {
@@ -124,7 +127,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 		ci.CheckTimeline = append(ci.CheckTimeline, pt)
 
-		d := c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired})
+		d := c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired, Pressure: pressure(c.Checks, results)})
 		if d.Judged {
 			bottleneck(ci.Bottleneck, results, el)
 		}
@@ -173,6 +176,50 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	s.stop()
 	snap := c.finish(s, levels, status)
 	return res, s.write(snap)
+}
+
+// evaluate evaluates the active checks; a check whose required metric no
+// target exposes yet is inactive: not firing, with the reason.
+func (c *Ceiling) evaluate(ctx context.Context, now time.Time) []health.Result {
+	active := make([]health.Check, 0, len(c.Checks))
+	for _, ch := range c.Checks {
+		if ch.Requires == "" || c.Has == nil || c.Has(ch.Requires) {
+			active = append(active, ch)
+		}
+	}
+	got := health.Evaluate(ctx, c.Evaluator, active, now)
+	out := make([]health.Result, len(c.Checks))
+	j := 0
+	for i, ch := range c.Checks {
+		if j < len(active) && active[j].Name == ch.Name {
+			out[i] = got[j]
+			j++
+			continue
+		}
+		out[i] = health.Result{Name: ch.Name, Value: math.NaN(), Threshold: ch.Threshold, Err: "inactive: no target exposes " + ch.Requires}
+	}
+	return out
+}
+
+// pressure is the worst check's value relative to its threshold (1 = at
+// the threshold), over the checks that have a value; 0 when none has.
+func pressure(checks []health.Check, results []health.Result) float64 {
+	worst := 0.0
+	for i, r := range results {
+		v, t := r.Value, checks[i].Threshold
+		if math.IsNaN(v) || t == 0 {
+			continue
+		}
+		p := v / t
+		if checks[i].Below {
+			if v <= 0 {
+				continue
+			}
+			p = t / v
+		}
+		worst = max(worst, p)
+	}
+	return worst
 }
 
 // bottleneck counts one judged evaluation: which checks fired, and which first.

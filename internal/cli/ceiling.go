@@ -178,7 +178,16 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		}
 		has = c.Store.Has
 	}
-	c.Checks, err = checksFor(f, sc, has)
+	// The server's default checks apply once a target exposes their metric
+	// (a labelled histogram appears only at its first request); with
+	// nothing scraped, only the client checks.
+	var defaultsHas func(string) bool
+	if f.prometheus == "" && len(f.scrape) == 0 {
+		has = func(string) bool { return false }
+		defaultsHas = has
+	}
+	c.Has = has
+	c.Checks, err = checksFor(f, sc, defaultsHas)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
@@ -205,7 +214,11 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		if ch.Below {
 			op = "<"
 		}
-		fmt.Fprintf(env.Stderr, "  %-28s fires when %s %g\n", ch.Name, op, ch.Threshold)
+		when := ""
+		if ch.Requires != "" {
+			when = " (once a target exposes " + ch.Requires + ")"
+		}
+		fmt.Fprintf(env.Stderr, "  %-28s fires when %s %g%s\n", ch.Name, op, ch.Threshold, when)
 	}
 	if !f.quiet {
 		c.Progress = newCeilingProgress(env).update
