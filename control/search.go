@@ -59,10 +59,10 @@ func (c SearchConfig) withDefaults() SearchConfig {
 //
 // The checks' pressure (value over threshold) speeds it up: a level under
 // a quarter of every threshold grows by Growth squared, and the next level
-// inside the interval is interpolated where the pressure should reach 1,
-// safeguarded by bisection (the guess stays inside the middle 80% of the
-// interval, and a step that did not halve the interval is followed by a
-// plain bisection).
+// inside the interval is interpolated where the pressure should reach 1
+// (once the healthy level is at 60% of a threshold or more), safeguarded by
+// bisection (the guess stays inside the middle 40% of the interval, and a
+// step that did not halve the interval is followed by a plain bisection).
 type Search struct {
 	cfg     SearchConfig
 	lo, hi  int // highest healthy level, lowest unhealthy level; 0 = none yet
@@ -212,12 +212,16 @@ func (s *Search) next() (int, string) {
 	phi, okHi := s.pressure[s.hi]
 	endgame := float64(gap) <= 2.5*s.cfg.Precision*float64(s.lo)
 	stalled := s.lastGap > 0 && 2*gap > s.lastGap
-	if !okLo || !okHi || plo >= 1 || phi <= plo || endgame || stalled {
+	// A straight line is only sound once the healthy level already feels
+	// the load: from the flat part below a knee it would aim far too low.
+	if !okLo || !okHi || plo < 0.6 || plo >= 1 || phi <= plo || endgame || stalled {
 		s.lastGap = 0
 		return mid, "bisect"
 	}
+	// An overloaded level's queue grows while it is judged, which inflates
+	// its pressure and pulls the guess low: keep it in the middle 40%.
 	f := (1 - plo) / (phi - plo)
-	f = min(max(f, 0.1), 0.9)
+	f = min(max(f, 0.3), 0.7)
 	guess := s.lo + int(math.Round(f*float64(gap)))
 	guess = min(max(guess, s.lo+1), s.hi-1)
 	s.lastGap = gap

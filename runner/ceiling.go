@@ -82,8 +82,15 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		el := now.Sub(s.start)
 		users := s.eng.Ready() // users past setup: the load really applied
 		p := s.collect()
-		if users != lastUsers {
+		// A second counts towards a level's figures only when every user
+		// started is set up (no logins in flight) and the count has held
+		// for the settle time.
+		steady := users == s.eng.Users()
+		if users != lastUsers || !steady {
 			heldSince, lastUsers = now, users
+			if !steady {
+				lastUsers = -1
+			}
 		} else if now.Sub(heldSince) >= c.Settle+c.Tick {
 			h := levels[users]
 			if h == nil {

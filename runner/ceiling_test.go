@@ -100,6 +100,11 @@ func TestSearchFindsTheTestbedCeiling(t *testing.T) {
 			if res.Totals.Count == 0 || res.Totals.MeanMs > 1000*threshold*1.2 {
 				t.Errorf("figures at the ceiling: %+v", res.Totals)
 			}
+			for _, r := range res.Requests {
+				if r.Name != "GetChannelPosts" {
+					t.Errorf("figures at the ceiling include %d %q: a ramp (logins) leaked into the held level", r.Count, r.Name)
+				}
+			}
 			back, err := result.Read(out)
 			if err != nil || back.Ceiling == nil || back.Ceiling.SupportedUsers.Value != su.Value || len(back.Ceiling.Decisions) < 3 || len(back.Ceiling.CheckTimeline) == 0 {
 				t.Errorf("result.json read back: %v", err)

@@ -87,14 +87,14 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&f.prometheus, "prometheus", "", "evaluate the checks on this Prometheus server instead of the embedded engine, e.g. http://127.0.0.1:9090")
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's metrics here for an external Prometheus, e.g. 127.0.0.1:9465")
 	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...]; overrides the scenario's and the defaults")
-	fs.DurationVar(&f.window, "window", 15*time.Second, "range window of the default checks (the reference uses 1m)")
+	fs.DurationVar(&f.window, "window", 10*time.Second, "range window of the default checks (the reference uses 1m)")
 	fs.StringVar(&f.controller, "controller", "search", "search (fast, default) or linear (the reference coordinator)")
 	fs.Var(&f.precision, "precision", "search: stop when the interval is this narrow, relative to its low end")
 	fs.IntVar(&f.startUsers, "start-users", 10, "search: the first level")
 	fs.IntVar(&f.maxUsers, "max-users", 10000, "never run more users than this")
 	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
-	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 3s)")
-	fs.DurationVar(&f.judge, "judge", 10*time.Second, "search: time over which a level is judged")
+	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
+	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged")
 	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "search: users added per second at most (logins are costly)")
 	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
@@ -197,7 +197,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		for _, ch := range c.Checks {
 			settle = max(settle, ch.Window())
 		}
-		settle += 3 * time.Second
+		settle += time.Second // then the windows hold nothing but the level
 	}
 	c.Settle = settle
 	if f.controller == "linear" {

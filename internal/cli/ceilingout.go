@@ -40,6 +40,9 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s users %d→%d  req/s %.0f", clock(x.Elapsed), x.Users, x.Target, x.Last.RPS)
 	for _, r := range x.Results {
+		if strings.HasPrefix(r.Err, "inactive") {
+			continue
+		}
 		mark := "ok"
 		if r.Fired {
 			mark = "FIRED"
@@ -58,11 +61,15 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 	}
 }
 
-// short abbreviates a check name for the status line: "client p99 latency (s)" -> "p99".
+// short abbreviates a check name for the status line:
+// "client p99 latency (s)" -> "p99", "server 5xx errors (%)" -> "server 5xx".
 func short(name string) string {
 	n := strings.TrimPrefix(name, "client ")
-	if i := strings.IndexAny(n, " ("); i > 0 {
+	if i := strings.Index(n, " ("); i > 0 {
 		n = n[:i]
+	}
+	for _, w := range []string{" latency", " errors", " utilisation"} {
+		n = strings.TrimSuffix(n, w)
 	}
 	return n
 }
