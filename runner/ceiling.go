@@ -35,7 +35,10 @@ type Ceiling struct {
 	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).
-	Settle   time.Duration
+	Settle time.Duration
+	// Measure, if positive, holds the supported users this long (after
+	// settling) once the search has found them, for the figures there.
+	Measure  time.Duration
 	Progress func(CeilingProgress)
 }
 
@@ -76,6 +79,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	warned := map[string]bool{}
 	self := labels.FromStrings("job", "headroom", "instance", "headroom")
 	target := 0
+	measuring := false // the search is done; holding the supported users for Measure
 	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
 
 	interrupted := ticks(ctx, c.Tick, func(now time.Time) bool {
@@ -134,7 +138,21 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 		ci.CheckTimeline = append(ci.CheckTimeline, pt)
 
-		d := c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired, Pressure: pressure(c.Checks, results)})
+		var d control.Decision
+		if measuring {
+			d = control.Decision{Users: target}
+			if h := levels[target]; h != nil && h.time >= c.Measure {
+				d.Done = true
+			}
+		} else {
+			d = c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired, Pressure: pressure(c.Checks, results)})
+			if est := c.Controller.Estimate(); d.Done && est.Found && c.Measure > 0 {
+				// Hold the answer long enough for a per-request table worth reading.
+				measuring, d.Done = true, false
+				d.Users = int(est.Value)
+				d.Reason += fmt.Sprintf("; hold %d users for %v to measure them", d.Users, c.Measure)
+			}
+		}
 		if d.Judged {
 			bottleneck(ci.Bottleneck, results, el)
 		}

@@ -17,7 +17,8 @@ command -v go >/dev/null || { echo "demo: Go 1.26 is needed (https://go.dev/dl/)
 echo "== building headroom"
 go build -o bin/headroom ./cmd/headroom
 
-# 2 workers, every service time x10: a small server, so the demo is quick.
+# 2 workers, every service time x10: a small server, so the demo is quick;
+# short check windows (5 s; 10 s by default) for the same reason.
 echo "== starting the testbed on 127.0.0.1:$PORT (2 workers, scale 10)"
 bin/headroom testbed --listen "127.0.0.1:$PORT" --workers 2 --scale 10 &
 TESTBED=$!
@@ -35,5 +36,5 @@ if [[ $MODE == run ]]; then
 else
   echo "== finding the ceiling with examples/chat.star"
   bin/headroom ceiling examples/chat.star --target "http://127.0.0.1:$PORT" \
-    --scrape "http://127.0.0.1:$PORT/metrics" --start-users 25 --out "$OUT"
+    --scrape "http://127.0.0.1:$PORT/metrics" --start-users 25 --window 5s --judge 4s --measure 10s --out "$OUT"
 fi

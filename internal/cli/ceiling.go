@@ -71,7 +71,7 @@ type ceilingFlags struct {
 	scrape                                                   multi
 	precision                                                percent
 	maxUsers, startUsers                                     int
-	maxDuration, window, settle, judge                       time.Duration
+	maxDuration, window, settle, judge, measure              time.Duration
 	rampRate                                                 float64
 	seed                                                     uint64
 	timeout, grace                                           time.Duration
@@ -95,6 +95,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
 	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged")
+	fs.DurationVar(&f.measure, "measure", 20*time.Second, "once found, hold the supported users this long for the per-request table (0: no)")
 	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "search: users added per second at most (logins are costly)")
 	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
@@ -199,7 +200,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		}
 		settle += time.Second // then the windows hold nothing but the level
 	}
-	c.Settle = settle
+	c.Settle, c.Measure = settle, f.measure
 	if f.controller == "linear" {
 		f.lin.Max = f.maxUsers
 		c.Controller, c.Settle = control.NewLinear(f.lin), 0
