@@ -1,0 +1,184 @@
+# Shared helpers for the benchmark scripts in bench/. Source it; do not run it.
+#
+#   source "$(dirname "$0")/lib.sh"
+#
+# Every server started here binds 127.0.0.1 only and is stopped by PID from
+# the caller's EXIT trap (see bench_cleanup).
+
+BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH_PIDS=()   # processes to stop on exit, newest last
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# need CMD PACKAGE: installs the Debian package when CMD is missing.
+need() {
+	local cmd=$1 pkg=$2
+	command -v "$cmd" >/dev/null 2>&1 && return 0
+	log "installing $pkg (for $cmd)"
+	if [ -z "${BENCH_APT_UPDATED:-}" ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		BENCH_APT_UPDATED=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null
+	command -v "$cmd" >/dev/null 2>&1 || die "$pkg installed but $cmd is still missing"
+}
+
+# build_headroom: builds the CLI from this tree into $WORK/headroom and sets
+# HEADROOM, unless HEADROOM already names an executable (then it is used as is).
+build_headroom() {
+	if [ -n "${HEADROOM:-}" ]; then
+		[ -x "$HEADROOM" ] || die "HEADROOM=$HEADROOM is not an executable"
+		log "using headroom $HEADROOM"
+		return 0
+	fi
+	command -v go >/dev/null || die "go is required to build headroom (or set HEADROOM=/path/to/headroom)"
+	HEADROOM=$WORK/headroom
+	log "building headroom -> $HEADROOM"
+	(cd "$BENCH_ROOT" && go build -o "$HEADROOM" ./cmd/headroom)
+}
+
+# free_port: prints a TCP port nothing listens on at 127.0.0.1.
+free_port() {
+	local p
+	for _ in $(seq 1 200); do
+		p=$((20000 + RANDOM % 12000))
+		if [ -z "$(ss -Htln "( sport = :$p )" 2>/dev/null)" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+
+# wait_port PORT SECONDS: waits until 127.0.0.1:PORT accepts connections.
+wait_port() {
+	local port=$1 deadline=$((SECONDS + $2))
+	while [ $SECONDS -lt "$deadline" ]; do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# start_nginx DIR PORT CPU WORKER_CONNECTIONS KEEPALIVE_TIMEOUT
+# Starts nginx in the foreground of a background job (daemon off), one
+# worker, pinned to CPU ("" = not pinned), serving a 13-byte body on every
+# path at 127.0.0.1:PORT with no access log and (almost) unlimited
+# keep-alive requests. Sets NGINX_PID.
+start_nginx() {
+	local dir=$1 port=$2 cpu=$3 wc=$4 kat=$5
+	mkdir -p "$dir/tmp"
+	cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+worker_rlimit_nofile $(ulimit -n);
+daemon off;
+master_process on;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events {
+    worker_connections $wc;
+    multi_accept on;
+}
+http {
+    access_log off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout $kat;
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        location / {
+            default_type text/plain;
+            return 200 "Hello, World!";
+        }
+    }
+}
+CONF
+	local pin=()
+	[ -n "$cpu" ] && pin=(taskset -c "$cpu")
+	# Warnings (e.g. worker_connections above the open-files limit, which is
+	# fine: see idle-memory.sh) go to files, not to the report.
+	"${pin[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t -q 2>"$dir/test.log" ||
+		die "bad nginx config $dir/nginx.conf: $(cat "$dir/test.log")"
+	"${pin[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" 2>"$dir/stderr.log" &
+	NGINX_PID=$!
+	BENCH_PIDS+=("$NGINX_PID")
+	wait_port "$port" 10 || die "nginx did not start on port $port: $(tail -5 "$dir/error.log")"
+	log "nginx pid $NGINX_PID on 127.0.0.1:$port${cpu:+ (cpu $cpu)}, worker_connections $wc"
+}
+
+# bench_cleanup: stops every process in BENCH_PIDS by PID (TERM, then KILL)
+# and removes $WORK unless KEEP is set. Use as: trap bench_cleanup EXIT
+bench_cleanup() {
+	local pid i
+	for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do
+		pid=${BENCH_PIDS[$i]}
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null || true
+			for _ in $(seq 1 50); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+			kill -KILL "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	if [ -n "${WORK:-}" ] && [ -z "${KEEP:-}" ]; then
+		rm -rf "$WORK"
+	fi
+}
+
+# median NUMBER...: prints the median.
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# calc EXPR: floating-point arithmetic, e.g. calc "1/3" -> 0.333333
+calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }
+
+# cpu_ticks: prints the machine's busy ticks (user+nice+system+irq+softirq,
+# all cores) and its steal ticks (time the hypervisor gave to other guests).
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $9}' /proc/stat; }
+
+# tree_ticks PID: CPU ticks (user+system) used so far by PID's children
+# (e.g. nginx's workers), plus PID itself.
+tree_ticks() {
+	local p t=0
+	for p in "$1" $(pgrep -P "$1" || true); do
+		[ -r "/proc/$p/stat" ] || continue
+		# Fields after the ")" that closes the command name: utime is the 12th, stime the 13th.
+		t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
+	done
+	echo "$t"
+}
+
+# wait_quiet MAX_SECONDS [PERCENT]: waits until the machine is quiet (busy
+# below PERCENT, default 10, and steal below 2%, of all cores over
+# two seconds), at most MAX_SECONDS; other work on a shared machine, or a
+# busy hypervisor, skews a CPU-bound benchmark.
+wait_quiet() {
+	local max=$1 pct=${2:-10} deadline=$((SECONDS + $1)) b0 s0 b1 s1 busy steal cap
+	cap=$(($(getconf CLK_TCK) * $(nproc) * 2))
+	while :; do
+		read -r b0 s0 < <(cpu_ticks)
+		sleep 2
+		read -r b1 s1 < <(cpu_ticks)
+		busy=$(calc "100 * ($b1 - $b0) / $cap")
+		steal=$(calc "100 * ($s1 - $s0) / $cap")
+		if awk -v b="$busy" -v s="$steal" -v p="$pct" 'BEGIN { exit !(b < p && s < 2) }'; then
+			return 0
+		fi
+		if [ $SECONDS -ge "$deadline" ]; then
+			log "machine still busy (${busy}% of all cores used, ${steal}% stolen) after ${max}s: measuring anyway"
+			return 0
+		fi
+	done
+}
