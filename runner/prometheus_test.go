@@ -120,9 +120,11 @@ func TestRealPrometheusAgreesWithEmbeddedOnARun(t *testing.T) {
 	ctx := context.Background()
 
 	// The target: 4 workers, GetChannelPosts takes 5 * 4 ms = 20 ms, so 200
-	// requests/s at most. 40 users thinking 200 ms ask for about 170/s: busy
-	// workers and some queueing, well below the knee (44 users).
-	const users, ramp, duration, think = 40, 3 * time.Second, 17 * time.Second, 200 * time.Millisecond
+	// requests/s at most. 44 users thinking 200 ms ask for about that: the
+	// knee of the closed model, 4 * (200 + 20) / 20 users, where the workers
+	// are nearly always busy and requests queue for some milliseconds, with
+	// mean latencies still far below the 0.1 s threshold.
+	const users, ramp, duration, think = 44, 3 * time.Second, 17 * time.Second, 200 * time.Millisecond
 	tb := testbed.New(testbed.Config{Workers: 4, Scale: 5})
 	service := tb.ServiceTime("GetChannelPosts")
 	tbSrv := httptest.NewServer(tb.Handler())
@@ -325,8 +327,8 @@ scrape_configs:
 		if p := v("client p99 latency (s)"); !(p >= v("client mean latency (s)") && p < 2) {
 			t.Errorf("%s: client p99 %v s, want at least the mean and below the 2 s threshold", side, p)
 		}
-		if m := v("server mean api time (s)"); !(m >= service.Seconds() && m <= 1.05*v("client mean latency (s)")) {
-			t.Errorf("%s: server mean api time %v s, want between the service time %v and the client's mean", side, m, service)
+		if m := v("server mean api time (s)"); !(m > service.Seconds()+0.001 && m <= 1.05*v("client mean latency (s)")) {
+			t.Errorf("%s: server mean api time %v s, want above the service time %v plus 1 ms of queueing, and not above the client's mean", side, m, service)
 		}
 		// A closed system: X = N / (Z + R), whatever the queueing.
 		rate := v("client request rate (/s)")

@@ -40,38 +40,123 @@ func (h *httpValue) Attr(name string) (starlark.Value, error) {
 			_ = d.SetKey(starlark.String(k), starlark.String(v))
 		}
 		return d, nil
-	case "request":
-		return starlark.NewBuiltin("http.request", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			if len(args) == 0 {
-				return nil, fmt.Errorf("http.request: missing method")
-			}
-			m, ok := starlark.AsString(args[0])
-			if !ok {
-				return nil, fmt.Errorf("http.request: method is a %s, want a string", args[0].Type())
-			}
-			return h.do(th, strings.ToUpper(m), b, args[1:], kw)
-		}), nil
-	case "get", "head", "post", "put", "patch", "delete":
-		method := strings.ToUpper(name)
-		return starlark.NewBuiltin("http."+name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			return h.do(th, method, b, args, kw)
-		}), nil
+	}
+	if m, ok := httpMethods[name]; ok {
+		return m.BindReceiver(h), nil
 	}
 	return nil, nil
 }
 
+// httpMethods are user.http's methods, bound to the user's value on each
+// attribute access (one small allocation, no closure). Immutable.
+var httpMethods = map[string]*starlark.Builtin{
+	"get":    starlark.NewBuiltin("http.get", method("GET")),
+	"head":   starlark.NewBuiltin("http.head", method("HEAD")),
+	"post":   starlark.NewBuiltin("http.post", method("POST")),
+	"put":    starlark.NewBuiltin("http.put", method("PUT")),
+	"patch":  starlark.NewBuiltin("http.patch", method("PATCH")),
+	"delete": starlark.NewBuiltin("http.delete", method("DELETE")),
+	"request": starlark.NewBuiltin("http.request", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		if len(args) == 0 {
+			return nil, fmt.Errorf("http.request: missing method")
+		}
+		m, ok := starlark.AsString(args[0])
+		if !ok {
+			return nil, fmt.Errorf("http.request: method is a %s, want a string", args[0].Type())
+		}
+		return b.Receiver().(*httpValue).do(th, strings.ToUpper(m), b, args[1:], kw)
+	}),
+}
+
+func method(m string) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		return b.Receiver().(*httpValue).do(th, m, b, args, kw)
+	}
+}
+
+// requestArgs are a request call's arguments.
+type requestArgs struct {
+	url                         string
+	params, headers             *starlark.Dict
+	json, body, expect, timeout starlark.Value
+	name                        string
+}
+
+// unpackRequest reads url, params=, headers=, json=, body=, name=,
+// expect=, timeout= (url may also be given by keyword). It does what
+// starlark.UnpackArgs would, without its per-call allocations: this runs
+// for every request.
+func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a requestArgs, err error) {
+	var urlV starlark.Value
+	switch len(args) {
+	case 0:
+	case 1:
+		urlV = args[0]
+	default:
+		return a, fmt.Errorf("%s: got %d positional arguments, want 1 (the URL); the rest are keywords: params=, headers=, json=, body=, name=, expect=, timeout=", fn, len(args))
+	}
+	dict := func(k string, v starlark.Value) (*starlark.Dict, error) {
+		if v == starlark.None {
+			return nil, nil
+		}
+		d, ok := v.(*starlark.Dict)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s= is a %s, want a dict", fn, k, v.Type())
+		}
+		return d, nil
+	}
+	for _, p := range kw {
+		k := string(p[0].(starlark.String))
+		v := p[1]
+		switch k {
+		case "url":
+			if urlV != nil {
+				return a, fmt.Errorf("%s: got the URL twice", fn)
+			}
+			urlV = v
+		case "params":
+			a.params, err = dict(k, v)
+		case "headers":
+			a.headers, err = dict(k, v)
+		case "json":
+			a.json = v
+		case "body":
+			a.body = v
+		case "expect":
+			a.expect = v
+		case "timeout":
+			a.timeout = v
+		case "name":
+			n, ok := starlark.AsString(v)
+			if !ok {
+				return a, fmt.Errorf("%s: name= is a %s, want a string", fn, v.Type())
+			}
+			a.name = n
+		default:
+			return a, fmt.Errorf("%s: unexpected keyword argument %s=", fn, k)
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	if urlV == nil {
+		return a, fmt.Errorf("%s: missing the URL", fn)
+	}
+	u, ok := starlark.AsString(urlV)
+	if !ok {
+		return a, fmt.Errorf("%s: URL is a %s, want a string", fn, urlV.Type())
+	}
+	a.url = u
+	return a, nil
+}
+
 // do sends one request: url, params=, headers=, json=, body=, name=, expect=, timeout=.
 func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var (
-		rawURL                          string
-		params, headers                 *starlark.Dict
-		jsonV, bodyV, expectV, timeoutV starlark.Value
-		name                            string
-	)
-	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &rawURL, "params?", &params, "headers?", &headers,
-		"json?", &jsonV, "body?", &bodyV, "name?", &name, "expect?", &expectV, "timeout?", &timeoutV); err != nil {
+	a, err := unpackRequest(b.Name(), args, kw)
+	if err != nil {
 		return nil, err
 	}
+	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
 	req := &transport.Request{Method: method, URL: rawURL}
 	if params != nil && params.Len() > 0 {
 		q := url.Values{}
@@ -247,10 +332,11 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 		}
 		return starlark.String(r.r.Err.Error()), nil
 	case "headers":
-		d := starlark.NewDict(len(r.r.Header))
-		keys := make([]string, 0, len(r.r.Header))
+		hs := r.r.Headers()
+		d := starlark.NewDict(len(hs))
+		keys := make([]string, 0, len(hs))
 		vals := map[string]string{}
-		for _, h := range r.r.Header {
+		for _, h := range hs {
 			k := strings.ToLower(h.Key)
 			if _, ok := vals[k]; !ok {
 				keys = append(keys, k)

@@ -10,6 +10,7 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -42,15 +43,33 @@ type Request struct {
 // Response is what came back. When Err is set no complete response
 // arrived; Timeout and Canceled tell why, when they are the reason.
 type Response struct {
-	Status   int
-	Header   []Header // as received, in order
-	Body     []byte
-	Latency  time.Duration
-	BytesIn  int64 // bytes read from the connection for this request
-	BytesOut int64 // bytes written
-	Err      error
-	Timeout  bool
-	Canceled bool
+	Status    int
+	RawHeader []byte // the status line and headers, as serialized; see Headers
+	Body      []byte
+	Latency   time.Duration
+	BytesIn   int64 // bytes read from the connection for this request
+	BytesOut  int64 // bytes written
+	Err       error
+	Timeout   bool
+	Canceled  bool
+}
+
+// Headers parses RawHeader into header lines, in order. It is done on
+// demand: most scenarios never look at most responses' headers.
+func (r *Response) Headers() []Header {
+	var out []Header
+	lines := bytes.Split(r.RawHeader, []byte("\r\n"))
+	for i, l := range lines {
+		if i == 0 || len(l) == 0 { // the status line; the blank end
+			continue
+		}
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if !ok {
+			continue
+		}
+		out = append(out, Header{Key: string(k), Value: string(bytes.TrimSpace(v))})
+	}
+	return out
 }
 
 // Options configure clients.
@@ -81,6 +100,10 @@ type Client struct {
 	busy     *countingConn
 	canceled atomic.Bool
 	dialer   net.Dialer
+
+	targetAddr string // host:port of the target, once known
+	targetTLS  bool
+	basePath   string // the target URL's path, prefixed to request paths
 }
 
 // NewClient returns a client for one user.
@@ -113,7 +136,7 @@ func (c *Client) Do(req *Request, resp *Response) {
 	defer fasthttp.ReleaseRequest(freq)
 	defer fasthttp.ReleaseResponse(fresp)
 
-	u, err := c.build(freq, req)
+	addr, isTLS, serverName, host, err := c.build(freq, req)
 	if err != nil {
 		resp.Err = err
 		return
@@ -121,9 +144,8 @@ func (c *Client) Do(req *Request, resp *Response) {
 	if req.Method == "HEAD" {
 		fresp.SkipBody = true
 	}
-	addr, isTLS := hostPort(u)
 	for attempt := 0; ; attempt++ {
-		conn, reused, err := c.conn(addr, isTLS, u.Hostname(), deadline)
+		conn, reused, err := c.conn(addr, isTLS, serverName, deadline)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
@@ -149,31 +171,41 @@ func (c *Client) Do(req *Request, resp *Response) {
 	resp.Latency = c.opt.Now().Sub(start)
 	resp.Status = fresp.StatusCode()
 	resp.Body = append([]byte(nil), fresp.Body()...)
-	for k, v := range fresp.Header.All() {
-		resp.Header = append(resp.Header, Header{string(k), string(v)})
-	}
-	if u.Host == c.opt.Target.Host {
+	resp.RawHeader = fresp.Header.AppendBytes(nil)
+	if host == c.opt.Target.Host {
 		for _, v := range fresp.Header.Cookies() {
 			c.keepCookie(v)
 		}
 	}
 }
 
-func (c *Client) build(freq *fasthttp.Request, req *Request) (*url.URL, error) {
-	raw := req.URL
-	if strings.HasPrefix(raw, "/") {
-		raw = strings.TrimSuffix(c.opt.Target.String(), "/") + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("bad URL %q: want a path like /api/x or an http(s) URL", req.URL)
-	}
-	freq.SetRequestURI(raw)
+// build fills freq and returns where to send it: host:port, whether TLS,
+// the server name, and the URL's host as written. A path goes to the
+// target without parsing a URL.
+func (c *Client) build(freq *fasthttp.Request, req *Request) (addr string, isTLS bool, serverName, host string, err error) {
 	freq.Header.SetMethod(req.Method)
+	if strings.HasPrefix(req.URL, "/") {
+		t := c.opt.Target
+		if c.targetAddr == "" {
+			c.targetAddr, c.targetTLS = hostPort(t)
+			c.basePath = strings.TrimSuffix(t.Path, "/")
+		}
+		freq.Header.SetRequestURI(c.basePath + req.URL)
+		freq.Header.SetHost(t.Host)
+		addr, isTLS, serverName, host = c.targetAddr, c.targetTLS, t.Hostname(), t.Host
+	} else {
+		u, perr := url.Parse(req.URL)
+		if perr != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return "", false, "", "", fmt.Errorf("bad URL %q: want a path like /api/x or an http(s) URL", req.URL)
+		}
+		freq.SetRequestURI(req.URL)
+		addr, isTLS = hostPort(u)
+		serverName, host = u.Hostname(), u.Host
+	}
 	for _, h := range req.Header {
 		freq.Header.Set(h.Key, h.Value)
 	}
-	if u.Host == c.opt.Target.Host {
+	if host == c.opt.Target.Host {
 		for k, v := range c.jar {
 			freq.Header.SetCookie(k, v)
 		}
@@ -181,7 +213,7 @@ func (c *Client) build(freq *fasthttp.Request, req *Request) (*url.URL, error) {
 	if req.Body != nil {
 		freq.SetBodyRaw(req.Body)
 	}
-	return u, nil
+	return addr, isTLS, serverName, host, nil
 }
 
 func (c *Client) roundTrip(conn *countingConn, freq *fasthttp.Request, fresp *fasthttp.Response, deadline time.Time) error {

@@ -1,0 +1,125 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/transport"
+)
+
+// fakeDoer answers every request with a fixed response and keeps what it was sent.
+type fakeDoer struct {
+	sent   []transport.Request
+	status int
+	body   string
+}
+
+func (f *fakeDoer) Do(req *transport.Request, resp *transport.Response) {
+	f.sent = append(f.sent, *req)
+	*resp = transport.Response{Status: f.status, Body: []byte(f.body),
+		RawHeader: []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nToken: abc\r\n\r\n")}
+}
+func (f *fakeDoer) Cookies() map[string]string { return nil }
+
+type samples []metrics.Sample
+
+func (s *samples) Record(x *metrics.Sample) { *s = append(*s, *x) }
+
+func runAction(t *testing.T, src string, d *fakeDoer) (*samples, metrics.Outcome) {
+	t.Helper()
+	sc, err := Load("u.star", []byte(src+"\nactions = [action('A', act)]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &samples{}
+	u := NewUser(sc, Env{ID: 3, Seed: 1, HTTP: d, Record: rec})
+	return rec, u.Run(sc.Actions[0])
+}
+
+func TestRequestBuiltins(t *testing.T) {
+	d := &fakeDoer{status: 200, body: `{"id": "u1", "n": [1, 2]}`}
+	rec, out := runAction(t, `
+def act(user):
+    user.http.headers["Authorization"] = "Bearer t"
+    r = user.http.post("/api/x", json={"a": 1}, params={"q": "v w"}, headers={"X-Y": "z"}, name="create")
+    if r.json()["n"][1] != 2 or r.headers["token"] != "abc" or not r.ok:
+        fail("bad response view")
+    user.http.get("/api/items/42?page=2")
+    user.http.request("options", "/api/y", expect=[200, 204])
+`, d)
+	if out != metrics.OK {
+		t.Fatalf("action outcome %v: %+v", out, *rec)
+	}
+	if len(d.sent) != 3 {
+		t.Fatalf("%d requests sent", len(d.sent))
+	}
+	post := d.sent[0]
+	if post.Method != "POST" || post.URL != "/api/x?q=v+w" || string(post.Body) != `{"a":1}` {
+		t.Errorf("post: %s %s %s", post.Method, post.URL, post.Body)
+	}
+	hs := map[string]string{}
+	for _, h := range post.Header {
+		hs[h.Key] = h.Value
+	}
+	if hs["Authorization"] != "Bearer t" || hs["X-Y"] != "z" || hs["Content-Type"] != "application/json" {
+		t.Errorf("headers %v", hs)
+	}
+	names := []string{}
+	for _, s := range *rec {
+		if s.Kind == metrics.Request {
+			names = append(names, s.Name)
+		}
+	}
+	if strings.Join(names, ",") != "create,GET /api/items/42,OPTIONS /api/y" {
+		t.Errorf("request names %v", names)
+	}
+}
+
+func TestRequestArgumentMistakesFailTheAction(t *testing.T) {
+	for src, want := range map[string]string{
+		"def act(user):\n    user.http.get(42)\n":                       "URL is a int, want a string",
+		"def act(user):\n    user.http.get('/x', jsn={})\n":             "unexpected keyword argument jsn=",
+		"def act(user):\n    user.http.get('/x', '/y')\n":               "got 2 positional arguments",
+		"def act(user):\n    user.http.post('/x', json={}, body='b')\n": "give json= or body=, not both",
+		"def act(user):\n    user.http.get('/x', headers=[1])\n":        "headers= is a list, want a dict",
+		"def act(user):\n    user.http.get('/x', expect='200')\n":       "expect= is a string",
+		"def act(user):\n    user.http.get('/x', timeout='soon')\n":     "bad duration",
+		"def act(user):\n    user.http.get('/x').json()\n":              "body is not JSON",
+	} {
+		d := &fakeDoer{status: 200, body: "not json"}
+		rec, out := runAction(t, src, d)
+		last := (*rec)[len(*rec)-1]
+		if out != metrics.Failed || last.Kind != metrics.Action || !strings.Contains(last.Message, want) {
+			t.Errorf("%q: outcome %v, message %q; want %q", src, out, last.Message, want)
+		}
+		if !strings.HasPrefix(last.Message, "u.star:2:") {
+			t.Errorf("%q: message %q does not name the line", src, last.Message)
+		}
+	}
+}
+
+func TestUnexpectedStatusFailsTheActionButItGoesOn(t *testing.T) {
+	d := &fakeDoer{status: 503}
+	rec, out := runAction(t, `
+def act(user):
+    r = user.http.get("/a", name="a")
+    user.state["after"] = r.status
+    user.http.get("/b", name="b", expect=503)
+`, d)
+	if out != metrics.Failed || len(d.sent) != 2 {
+		t.Fatalf("outcome %v after %d requests", out, len(d.sent))
+	}
+	var a, b metrics.Sample
+	for _, s := range *rec {
+		switch s.Name {
+		case "a":
+			a = s
+		case "b":
+			b = s
+		}
+	}
+	if a.Outcome != metrics.Failed || a.Status != 503 || b.Outcome != metrics.OK {
+		t.Errorf("a %+v b %+v", a, b)
+	}
+}
