@@ -7,89 +7,29 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/servertest"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 const (
-	prometheusBin   = "/usr/bin/prometheus"
-	nodeExporterBin = "/usr/bin/prometheus-node-exporter"
+	prometheusBin   = servertest.Prometheus
+	nodeExporterBin = servertest.NodeExporter
 )
 
-// requireBinary fails the test, never skips it, when a server is missing.
-func requireBinary(t *testing.T, path, pkg string) {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing (%v): run scripts/test.sh, which installs the Debian package %s", path, err, pkg)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startServer starts a server process with its output in a log file, and
-// kills it by PID when the test ends (printing the log if the test failed).
-func startServer(t *testing.T, bin string, args ...string) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), filepath.Base(bin)+".log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	dieWithTest(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s log:\n%s", bin, b)
-		}
-	})
-}
-
-// waitOK polls url until it answers 200 OK, at most for timeout.
-func waitOK(t *testing.T, url string, timeout time.Duration) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %v: %v", url, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var (
+	requireBinary = servertest.Require
+	freePort      = servertest.FreePort
+	startServer   = servertest.Start
+	waitOK        = servertest.WaitOK
+)
 
 // traffic plays 200 requests a second into m until stop is closed: every
 // 50 ms, 5 GET /a and 5 POST /b with latencies cycling through 1..100 ms

@@ -37,7 +37,7 @@ func TestShardsMergeExactly(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(samples); i += 8 {
-				rec.Shard(w).Record(&samples[i])
+				rec.Shard(w).Record(samples[i])
 			}
 		}()
 		if w%3 == 0 { // drain while others record
@@ -102,10 +102,10 @@ func TestMessagesAreBounded(t *testing.T) {
 func TestPromExposesReferenceNames(t *testing.T) {
 	p := NewProm()
 	p.SetUsers(7)
-	p.Observe(&Sample{Kind: Request, Name: "GET /x", Status: 200, Latency: 3 * time.Millisecond})
-	p.Observe(&Sample{Kind: Request, Name: "GET /x", Status: 503, Outcome: Failed, Latency: time.Millisecond})
-	p.Observe(&Sample{Kind: Request, Name: "GET /x", Outcome: Timeout, Latency: time.Second})
-	p.Observe(&Sample{Kind: Action, Name: "Browse", Outcome: OK})
+	p.Observe(Sample{Kind: Request, Name: "GET /x", Status: 200, Latency: 3 * time.Millisecond})
+	p.Observe(Sample{Kind: Request, Name: "GET /x", Status: 503, Outcome: Failed, Latency: time.Millisecond})
+	p.Observe(Sample{Kind: Request, Name: "GET /x", Outcome: Timeout, Latency: time.Second})
+	p.Observe(Sample{Kind: Action, Name: "Browse", Outcome: OK})
 	rr := httptest.NewRecorder()
 	p.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
 	body := rr.Body.String()

@@ -69,7 +69,7 @@ func NewProm() *Prom {
 }
 
 // Observe implements Observer.
-func (p *Prom) Observe(x *Sample) {
+func (p *Prom) Observe(x Sample) {
 	if x.Outcome == Canceled {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 // Observer receives every sample as it is recorded, besides the shards;
 // the Prometheus exposition implements it. It must be safe for concurrent use.
 type Observer interface {
-	Observe(x *Sample)
+	Observe(x Sample)
 }
 
 // Recorder is a set of shards, one per worker. Users record into the shard
@@ -60,9 +60,9 @@ func (r *Recorder) Shard(i int) *Shard {
 }
 
 // Record adds one sample.
-func (s *Shard) Record(x *Sample) {
+func (s *Shard) Record(x Sample) {
 	s.mu.Lock()
-	s.cur.Add(x)
+	s.cur.Add(&x)
 	s.mu.Unlock()
 	if s.obs != nil {
 		s.obs.Observe(x)

@@ -9,25 +9,23 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/internal/servertest"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
-const realPrometheusBin = "/usr/bin/prometheus"
+const realPrometheusBin = servertest.Prometheus
 
 // realPostsScenario logs in on the testbed, then reads channel posts with a
 // constant think time of 200 ms: one route in the measured window.
@@ -45,65 +43,6 @@ def posts(user):
 actions = [action("Posts", posts)]
 think_time = think.constant("200ms")
 `
-
-// realFreePort returns a port free on 127.0.0.1 a moment ago.
-func realFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// realStartServer starts bin with its output in a log file; the kernel kills
-// it if the test binary dies, and the test's cleanup kills it by PID (and
-// prints its log if the test failed).
-func realStartServer(t *testing.T, bin string, args ...string) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), filepath.Base(bin)+".log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s log:\n%s", bin, b)
-		}
-	})
-}
-
-// realWaitOK polls url until it answers 200 OK, at most for timeout.
-func realWaitOK(t *testing.T, url string, timeout time.Duration) {
-	t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("status %s", resp.Status)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %v: %v", url, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // TestRealPrometheusAgreesWithEmbeddedOnARun runs a bounded run against the
 // testbed while a real Prometheus 2.42 scrapes headroom's /metrics and the
@@ -156,14 +95,14 @@ scrape_configs:
 	if err := os.WriteFile(config, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promURL := fmt.Sprintf("http://127.0.0.1:%d", realFreePort(t))
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", servertest.FreePort(t))
 	begin := time.Now()
-	realStartServer(t, realPrometheusBin,
+	servertest.Start(t, realPrometheusBin,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+strings.TrimPrefix(promURL, "http://"),
 		"--log.level=warn")
-	realWaitOK(t, promURL+"/-/ready", 20*time.Second)
+	servertest.WaitOK(t, promURL+"/-/ready", 20*time.Second)
 	remote, err := health.NewRemote(promURL)
 	if err != nil {
 		t.Fatal(err)

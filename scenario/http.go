@@ -278,7 +278,7 @@ func (u *User) send(name string, req *transport.Request, expect []int) *response
 	case !expected(resp.Status, expect):
 		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
 	}
-	u.env.Record.Record(&s)
+	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
 	return &responseValue{r: resp, url: req.URL}
 }

@@ -21,7 +21,7 @@ type Doer interface {
 
 // Recorder takes finished samples; a metrics.Shard implements it.
 type Recorder interface {
-	Record(*metrics.Sample)
+	Record(metrics.Sample) // by value: a pointer would escape, one allocation per request
 }
 
 var (
@@ -52,7 +52,8 @@ type User struct {
 	env    Env
 	thread *starlark.Thread
 	value  *userValue
-	choose *rand.Rand // action choice and think time: independent of responses
+	args   starlark.Tuple // (value,), the arguments of every call
+	choose *rand.Rand     // action choice and think time: independent of responses
 	factor float64
 	cum    []float64
 
@@ -134,7 +135,10 @@ func (u *User) Cancel(reason string) { u.thread.Cancel(reason) }
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	u.failed, u.timedOut, u.why = false, false, ""
 	start := u.env.Now()
-	_, err := starlark.Call(u.thread, fn, starlark.Tuple{u.value}, nil)
+	if u.args == nil {
+		u.args = starlark.Tuple{u.value}
+	}
+	_, err := starlark.Call(u.thread, fn, u.args, nil)
 	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
 	switch {
 	case err != nil && strings.Contains(err.Error(), "Starlark computation cancelled"):
@@ -146,7 +150,7 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	case u.timedOut:
 		s.Outcome, s.Message = metrics.Timeout, u.why
 	}
-	u.env.Record.Record(&s)
+	u.env.Record.Record(s)
 	return s.Outcome
 }
 

@@ -24,7 +24,7 @@ func (f *fakeDoer) Cookies() map[string]string { return nil }
 
 type samples []metrics.Sample
 
-func (s *samples) Record(x *metrics.Sample) { *s = append(*s, *x) }
+func (s *samples) Record(x metrics.Sample) { *s = append(*s, x) }
 
 func runAction(t *testing.T, src string, d *fakeDoer) (*samples, metrics.Outcome) {
 	t.Helper()
