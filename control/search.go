@@ -64,19 +64,20 @@ func (c SearchConfig) withDefaults() SearchConfig {
 // bisection (the guess stays inside the middle 40% of the interval, and a
 // step that did not halve the interval is followed by a plain bisection).
 type Search struct {
-	cfg     SearchConfig
-	lo, hi  int // highest healthy level, lowest unhealthy level; 0 = none yet
-	level   int // the level being moved to or held
-	cur     *Level
-	reached time.Duration // when the level was reached; <0 while moving
-	movedAt time.Duration // when the move to the level began
-	lastT   time.Duration
-	target  float64 // users being ramped towards the level
-	levels  []Level
-	run     int // consecutive unhealthy judged evaluations
-	done    bool
-	why     string
-	started bool
+	cfg      SearchConfig
+	lo, hi   int // highest healthy level, lowest unhealthy level; 0 = none yet
+	level    int // the level being moved to or held
+	cur      *Level
+	reached  time.Duration // when the level was reached; <0 while moving
+	movedAt  time.Duration // when the move to the level began
+	badSince time.Duration // while moving: since when checks have fired without a pause; <0 none
+	lastT    time.Duration
+	target   float64 // users being ramped towards the level
+	levels   []Level
+	run      int // consecutive unhealthy judged evaluations
+	done     bool
+	why      string
+	started  bool
 
 	pressure map[int]float64 // mean pressure of each judged level
 	pressSum float64         // over the current level's judged evaluations
@@ -91,7 +92,7 @@ func NewSearch(cfg SearchConfig) *Search {
 	if cfg.Max <= 0 {
 		panic("control: SearchConfig.Max must be positive")
 	}
-	return &Search{cfg: cfg.withDefaults(), reached: -1, pressure: map[int]float64{}}
+	return &Search{cfg: cfg.withDefaults(), reached: -1, badSince: -1, pressure: map[int]float64{}}
 }
 
 // Decide implements Controller.
@@ -109,6 +110,22 @@ func (s *Search) Decide(o Observation) Decision {
 
 	// Moving: ramp up at most RampRate users a second; go down at once.
 	if s.reached < 0 {
+		if o.Healthy() {
+			s.badSince = -1
+		} else if s.badSince < 0 {
+			s.badSince = o.Elapsed
+		}
+		// Checks firing for FailFast seconds on the way up: stop the ramp
+		// here and judge this level the usual way (settled, by majority),
+		// rather than pile on users. The firing may be the new users' own
+		// logins, so it is not yet a verdict.
+		if cur := int(s.target); float64(s.level) > s.target && s.badSince >= 0 && cur > s.lo && cur > 0 &&
+			o.Elapsed-s.badSince >= time.Duration(s.cfg.FailFast)*time.Second {
+			why := fmt.Sprintf("checks firing for %v on the way to %d users: hold at %d and judge it",
+				(o.Elapsed - s.badSince).Round(time.Second), s.level, cur)
+			s.level, s.badSince = cur, -1
+			return Decision{Users: cur, Reason: why}
+		}
 		if float64(s.level) > s.target {
 			s.target = math.Min(float64(s.level), s.target+s.cfg.RampRate*dt.Seconds())
 		} else {
@@ -230,7 +247,7 @@ func (s *Search) next() (int, string) {
 
 func (s *Search) moveTo(n int, o Observation, reason string) Decision {
 	s.level = n
-	s.reached, s.movedAt = -1, o.Elapsed
+	s.reached, s.movedAt, s.badSince = -1, o.Elapsed, -1
 	if float64(n) <= s.target {
 		s.target = float64(n)
 	} else {

@@ -184,3 +184,42 @@ func TestPressureMakesTheSearchShorter(t *testing.T) {
 		t.Errorf("%d levels in all with pressure, %d without", with, without)
 	}
 }
+
+func TestSearchStopsARampThatHurts(t *testing.T) {
+	// Healthy up to 300 users; the search grows from 200 to 400 at 10
+	// users a second and must stop near 300 instead of climbing to 400.
+	s := NewSearch(SearchConfig{Start: 200, Max: 5000, RampRate: 10, Settle: 5 * time.Second, Judge: 5 * time.Second})
+	users, peak := 0, 0
+	var reasons []string
+	for el := time.Duration(0); el < 10*time.Minute; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if users > 300 {
+			o.Fired = []string{"mean"}
+		}
+		d := s.Decide(o)
+		users = d.Users
+		if d.Reason != "" {
+			reasons = append(reasons, d.Reason)
+		}
+		if len(s.Levels()) > 0 && s.Levels()[0].Verdict == "healthy" && s.lo == 200 {
+			peak = max(peak, users)
+		}
+		if d.Done {
+			break
+		}
+	}
+	if peak >= 400 || peak < 300 {
+		t.Errorf("climbed to %d users on the way to 400; want a stop a little above 300 (reasons %q)", peak, reasons)
+	}
+	est := s.Estimate()
+	if !est.Found || est.Low >= 301 || est.High < 301 {
+		t.Errorf("estimate %+v", est)
+	}
+	found := false
+	for _, r := range reasons {
+		found = found || strings.Contains(r, "on the way to 400 users: hold at")
+	}
+	if !found {
+		t.Errorf("no decision says the ramp was stopped: %q", reasons)
+	}
+}
