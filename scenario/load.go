@@ -92,17 +92,10 @@ func Load(path string, src []byte) (*Scenario, error) {
 	sum := sha256.Sum256(src)
 	sc := &Scenario{Path: path, Hash: "sha256:" + hex.EncodeToString(sum[:])}
 	lines := strings.Split(string(src), "\n")
-	fail := func(pos syntax.Position, msg, hint string) error {
-		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
-		if pos.Line > 0 && int(pos.Line) <= len(lines) {
-			e.Src = strings.TrimRight(lines[pos.Line-1], "\r")
-		}
-		return e
-	}
+	fail := failer(path, lines)
 
 	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
-	opts := &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
-	globals, err := starlark.ExecFileOptions(opts, thread, path, src, predeclared())
+	globals, err := starlark.ExecFileOptions(execOptions(), thread, path, src, predeclared())
 	if err != nil {
 		return nil, loadError(err, path, src, fail)
 	}
@@ -350,6 +343,24 @@ func checksOf(globals starlark.StringDict, lines []string, fail func(syntax.Posi
 	return out, nil
 }
 
+// failer returns a function that makes a LoadError at a position of path,
+// quoting the line.
+func failer(path string, lines []string) func(pos syntax.Position, msg, hint string) error {
+	return func(pos syntax.Position, msg, hint string) error {
+		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
+		if pos.Line > 0 && int(pos.Line) <= len(lines) {
+			e.Src = strings.TrimRight(lines[pos.Line-1], "\r")
+		}
+		return e
+	}
+}
+
+// execOptions are the Starlark dialect of scenarios: Python-like sets,
+// while loops, top-level if/for, reassignable globals.
+func execOptions() *syntax.FileOptions {
+	return &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
+}
+
 // LoadChecksFile loads a Starlark file that defines only checks = [...],
 // for --checks. The file sees the same builtins as a scenario.
 func LoadChecksFile(path string) ([]CheckSpec, error) {
@@ -358,16 +369,9 @@ func LoadChecksFile(path string) ([]CheckSpec, error) {
 		return nil, fmt.Errorf("read checks: %w", err)
 	}
 	lines := strings.Split(string(src), "\n")
-	fail := func(pos syntax.Position, msg, hint string) error {
-		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
-		if pos.Line > 0 && int(pos.Line) <= len(lines) {
-			e.Src = strings.TrimRight(lines[pos.Line-1], "\r")
-		}
-		return e
-	}
+	fail := failer(path, lines)
 	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
-	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true},
-		thread, path, src, predeclared())
+	globals, err := starlark.ExecFileOptions(execOptions(), thread, path, src, predeclared())
 	if err != nil {
 		return nil, loadError(err, path, src, fail)
 	}

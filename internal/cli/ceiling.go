@@ -67,25 +67,23 @@ func (p *percent) Set(s string) error {
 }
 
 type ceilingFlags struct {
-	target, out, checks, prometheus, metricsAddr, controller string
-	scrape                                                   multi
-	precision                                                percent
-	maxUsers, startUsers                                     int
-	maxDuration, window, settle, judge, measure              time.Duration
-	rampRate                                                 float64
-	seed                                                     uint64
-	timeout, grace                                           time.Duration
-	insecure, quiet                                          bool
-	lin                                                      control.LinearConfig
+	loadFlags
+	checks, prometheus, controller     string
+	scrape                             multi
+	precision                          percent
+	maxUsers, startUsers               int
+	maxDuration, window, settle, judge time.Duration
+	measure                            time.Duration
+	rampRate                           float64
+	lin                                control.LinearConfig
 }
 
 func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	f := ceilingFlags{precision: 0.05}
 	fs := newFlags(env, "ceiling", "SCENARIO.star --target URL [flags]", ceilingHelp)
-	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to (required)")
+	f.register(fs)
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint to scrape every second into the embedded engine (repeatable): the target's /metrics, a node_exporter")
 	fs.StringVar(&f.prometheus, "prometheus", "", "evaluate the checks on this Prometheus server instead of the embedded engine, e.g. http://127.0.0.1:9090")
-	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's metrics here for an external Prometheus, e.g. 127.0.0.1:9465")
 	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...]; overrides the scenario's and the defaults")
 	fs.DurationVar(&f.window, "window", 10*time.Second, "range window of the default checks (the reference uses 1m)")
 	fs.StringVar(&f.controller, "controller", "search", "search (fast, default) or linear (the reference coordinator)")
@@ -101,28 +99,14 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
 	fs.DurationVar(&f.lin.Rest, "linear-rest", 2*time.Second, "linear: time between steps")
 	fs.DurationVar(&f.lin.Window, "linear-window", 30*time.Minute, "linear: the user count must be flat this long after the first alert")
-	fs.StringVar(&f.out, "out", "", "result directory; default runs/<time>")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout")
-	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a removed user may finish its action before it is cancelled")
-	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
-	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
-	pos, code, ok := parse(fs, args)
+	path, target, code, ok := f.start(env, fs, "ceiling", args)
 	if !ok {
 		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fail(env, ExitUsage, "ceiling needs exactly one scenario file, got %d arguments", len(pos))
-	}
-	target, err := parseTarget(f.target)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
 	}
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	sc, err := scenario.LoadFile(pos[0])
+	sc, err := scenario.LoadFile(path)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
@@ -132,14 +116,8 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 
-	c := &runner.Ceiling{
-		Common: runner.Common{
-			Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out,
-			Command: append([]string{"headroom", "ceiling"}, args...), Version: Version, Prom: metrics.NewProm(),
-			Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
-		},
-		MaxDuration: f.maxDuration, ScrapeURLs: f.scrape,
-	}
+	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration, ScrapeURLs: f.scrape}
+	c.Prom = metrics.NewProm()
 	if f.metricsAddr != "" {
 		stop, err := serveMetrics(f.metricsAddr, c.Prom)
 		if err != nil {

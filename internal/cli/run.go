@@ -36,68 +36,38 @@ Exit codes: 0 done, 1 could not run (e.g. target unreachable), 2 bad flags or sc
 `
 
 type runFlags struct {
-	target, out, metricsAddr string
-	users                    int
-	ramp, duration           time.Duration
-	seed                     uint64
-	timeout, grace           time.Duration
-	insecure, quiet          bool
+	loadFlags
+	users          int
+	ramp, duration time.Duration
 }
 
 func runCmd(ctx context.Context, env Env, args []string) int {
 	var f runFlags
 	fs := newFlags(env, "run", "SCENARIO.star --target URL [flags]", runHelp)
-	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to, e.g. http://127.0.0.1:8065 (required)")
+	f.register(fs)
 	fs.IntVar(&f.users, "users", 10, "number of users to run after the ramp")
 	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users after the ramp: the measured window")
-	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams: same seed, same sequence of actions")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout, not an error")
-	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
-	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
-	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
-	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
-	pos, code, ok := parse(fs, args)
+	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
 		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fail(env, ExitUsage, "run needs exactly one scenario file, got %d arguments", len(pos))
-	}
-	target, err := parseTarget(f.target)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
 	}
 	switch {
 	case f.users < 1:
 		return fail(env, ExitUsage, "--users must be at least 1, got %d", f.users)
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
-	case f.timeout <= 0 || f.grace < 0:
-		return fail(env, ExitUsage, "--timeout must be > 0 and --grace >= 0")
 	}
-	sc, err := scenario.LoadFile(pos[0])
+	sc, err := scenario.LoadFile(path)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
 	}
-	if f.out == "" {
-		f.out = filepath.Join("runs", time.Now().Format("20060102-150405"))
-	}
-	if err := checkOut(f.out); err != nil {
+	out, err := outDir(f.out)
+	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-
-	b := &runner.Bounded{
-		Common: runner.Common{
-			Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: f.out,
-			Command: append([]string{"headroom", "run"}, args...), Version: Version,
-			Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
-		},
-		Users: f.users, Ramp: f.ramp, Duration: f.duration,
-	}
+	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out), Users: f.users, Ramp: f.ramp, Duration: f.duration}
 	if f.metricsAddr != "" {
 		b.Prom = metrics.NewProm()
 		stop, err := serveMetrics(f.metricsAddr, b.Prom)
@@ -121,7 +91,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitError, "%v", err)
 	}
 	printSummary(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(f.out, result.ResultFile))
+	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
 	return ExitOK
 }
 

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/headroom-dev/headroom/runner"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// loadFlags are the flags of every command that runs users.
+type loadFlags struct {
+	target, out, metricsAddr string
+	seed                     uint64
+	timeout, grace           time.Duration
+	insecure, quiet          bool
+}
+
+func (f *loadFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to, e.g. http://127.0.0.1:8065 (required)")
+	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams: same seed, same sequence of actions")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout; a request past it counts as a timeout, not an error")
+	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
+	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
+	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+}
+
+// start parses the command line of cmd: one scenario file and the flags.
+// It returns the scenario path and the target, or an exit code.
+func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) (string, *url.URL, int, bool) {
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return "", nil, code, false
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return "", nil, fail(env, ExitUsage, "%s needs exactly one scenario file, got %d arguments", cmd, len(pos)), false
+	}
+	target, err := parseTarget(f.target)
+	if err != nil {
+		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
+	if f.timeout <= 0 || f.grace < 0 {
+		return "", nil, fail(env, ExitUsage, "--timeout must be > 0 and --grace >= 0"), false
+	}
+	return pos[0], target, 0, true
+}
+
+// common is what every run gets from these flags.
+func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
+	return runner.Common{
+		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out,
+		Command: append([]string{"headroom", cmd}, args...), Version: Version,
+		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+	}
+}
