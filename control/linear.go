@@ -77,7 +77,9 @@ func (l *Linear) Decide(o Observation) Decision {
 	}
 	l.next = o.Elapsed + l.cfg.Rest
 	reason := ""
-	if o.Healthy() {
+	// With no user running yet the checks have no data and fail closed;
+	// that says nothing about load, so it is no alert.
+	if o.Healthy() || o.Users == 0 {
 		if l.users < l.cfg.Max {
 			l.users = min(l.cfg.Max, l.users+l.cfg.Inc)
 		}

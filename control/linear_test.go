@@ -49,3 +49,11 @@ func TestLinearNeverUnhealthy(t *testing.T) {
 		t.Errorf("estimate %+v", est)
 	}
 }
+
+func TestLinearIgnoresChecksBeforeAnyUser(t *testing.T) {
+	l := NewLinear(LinearConfig{Max: 100, Window: time.Minute})
+	d := l.Decide(Observation{Elapsed: 0, Users: 0, Fired: []string{"no data"}})
+	if d.Users != 8 || l.firstAlert >= 0 {
+		t.Errorf("first decision %+v, first alert %v: checks without users must not count", d, l.firstAlert)
+	}
+}
