@@ -3,6 +3,7 @@ package metrics
 import (
 	"math/rand/v2"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,5 +130,21 @@ func TestPromExposesReferenceNames(t *testing.T) {
 		if b[i]/b[i-1] > 1.21 {
 			t.Errorf("bucket %v -> %v is too coarse for a p99", b[i-1], b[i])
 		}
+	}
+}
+
+func TestRequestNamesAreBounded(t *testing.T) {
+	rec := NewRecorder(2, nil, time.Now)
+	for i := range MaxNames + 50 {
+		rec.Shard(i).Record(Sample{Kind: Request, Name: "GET /items/" + strconv.Itoa(i), Status: 200})
+	}
+	rec.Shard(0).Record(Sample{Kind: Request, Name: "GET /items/7", Status: 200}) // known: kept
+	snap := NewSnapshot()
+	rec.Drain(snap)
+	if len(snap.Requests) != MaxNames+1 || snap.Requests[OtherName].Count != 50 || snap.Requests["GET /items/7"].Count != 2 {
+		t.Errorf("%d names, %v under %q", len(snap.Requests), snap.Requests[OtherName], OtherName)
+	}
+	if !rec.Overflowed() {
+		t.Error("overflow not reported")
 	}
 }

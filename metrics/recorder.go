@@ -22,6 +22,7 @@ type Recorder struct {
 	seq    uint64
 	now    func() time.Time
 	last   time.Time
+	names  *names
 }
 
 // Shard is one worker's recorder. Safe for concurrent use.
@@ -30,6 +31,43 @@ type Shard struct {
 	cur   *Snapshot
 	spare *Snapshot
 	obs   Observer
+	names *names
+}
+
+// MaxNames bounds the distinct request names of a run. Every name costs a
+// histogram per shard and a set of Prometheus series; past the bound,
+// requests are counted under OtherName. A scenario that reaches it usually
+// puts ids into request names (a URL without name=).
+const MaxNames = 1000
+
+// OtherName is where requests beyond MaxNames distinct names are counted.
+const OtherName = "(other names)"
+
+// names admits request names up to MaxNames. Safe for concurrent use.
+type names struct {
+	seen     sync.Map // name -> struct{}
+	mu       sync.Mutex
+	n        int
+	overflow bool
+}
+
+// admit returns name, or OtherName once MaxNames others were admitted.
+func (ns *names) admit(name string) string {
+	if _, ok := ns.seen.Load(name); ok {
+		return name
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if _, ok := ns.seen.Load(name); ok {
+		return name
+	}
+	if ns.n >= MaxNames {
+		ns.overflow = true
+		return OtherName
+	}
+	ns.n++
+	ns.seen.Store(name, struct{}{})
+	return name
 }
 
 // DefaultShards is the shard count when none is given: one per core, at
@@ -44,9 +82,9 @@ func NewRecorder(n int, obs Observer, now func() time.Time) *Recorder {
 	if n <= 0 {
 		n = DefaultShards()
 	}
-	r := &Recorder{obs: obs, now: now, last: now()}
+	r := &Recorder{obs: obs, now: now, last: now(), names: &names{}}
 	for range n {
-		r.shards = append(r.shards, &Shard{cur: NewSnapshot(), spare: NewSnapshot(), obs: obs})
+		r.shards = append(r.shards, &Shard{cur: NewSnapshot(), spare: NewSnapshot(), obs: obs, names: r.names})
 	}
 	return r
 }
@@ -61,12 +99,23 @@ func (r *Recorder) Shard(i int) *Shard {
 
 // Record adds one sample.
 func (s *Shard) Record(x Sample) {
+	if x.Kind == Request {
+		x.Name = s.names.admit(x.Name)
+	}
 	s.mu.Lock()
 	s.cur.Add(&x)
 	s.mu.Unlock()
 	if s.obs != nil {
 		s.obs.Observe(x)
 	}
+}
+
+// Overflowed reports whether some request names were counted under
+// OtherName because the run had more than MaxNames.
+func (r *Recorder) Overflowed() bool {
+	r.names.mu.Lock()
+	defer r.names.mu.Unlock()
+	return r.names.overflow
 }
 
 // Drain merges everything recorded since the last Drain into into and

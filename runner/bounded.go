@@ -120,4 +120,7 @@ func (b *Bounded) finish(s *session, steady, ramp *metrics.Snapshot, status stri
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+	if note := s.namesNote(); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 }

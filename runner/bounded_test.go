@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,5 +288,24 @@ func TestInterruptStillWritesTheResult(t *testing.T) {
 	}
 	if got := snap.Requests["get"].Count; got != back.Totals.Count {
 		t.Errorf("histograms.json holds %d samples, result.json counts %d", got, back.Totals.Count)
+	}
+}
+
+func TestTooManyRequestNamesAreNoted(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/anything/%d' % user.rand.int(1, 1000000))\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 8, Duration: 2 * time.Second})
+	if len(res.Requests) > 1001 {
+		t.Errorf("%d request names kept", len(res.Requests))
+	}
+	noted := false
+	for _, n := range res.Notes {
+		noted = noted || strings.Contains(n, "distinct request names")
+	}
+	if res.Totals.Count > 1100 && !noted {
+		t.Errorf("%d requests under %d names and no note: %v", res.Totals.Count, len(res.Requests), res.Notes)
+	}
+	if res.Totals.Count <= 1100 {
+		t.Fatalf("only %d requests: too few to overflow the name bound", res.Totals.Count)
 	}
 }

@@ -334,6 +334,9 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+	if note := s.namesNote(); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if !ci.Trustworthy {
 		res.Notes = append(res.Notes, "the ceiling is not trustworthy: "+ci.Untrusted)
 	}

@@ -152,6 +152,15 @@ func (s *session) generator(actions int64) string {
 		g.CPUPercent, g.GOMAXPROCS, g.LateWakeups)
 }
 
+// namesNote says when request names overflowed MaxNames.
+func (s *session) namesNote() string {
+	if !s.rec.Overflowed() {
+		return ""
+	}
+	return fmt.Sprintf("more than %d distinct request names: the rest are counted under %q; give requests whose URL holds ids a name= such as \"GET /items/{id}\"",
+		metrics.MaxNames, metrics.OtherName)
+}
+
 // checkpoint writes the result so far, if there is an output directory.
 func (s *session) write(snap *metrics.Snapshot) error {
 	if s.c.Out == "" {
