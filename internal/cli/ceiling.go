@@ -106,15 +106,11 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	sc, err := scenario.LoadFile(path)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, err)
-		return ExitUsage
+	sc, out, code, ok := f.load(env, path)
+	if !ok {
+		return code
 	}
-	out, err := outDir(f.out)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
-	}
+	var err error
 
 	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration, ScrapeURLs: f.scrape}
 	c.Prom = metrics.NewProm()

@@ -50,6 +50,21 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	return pos[0], target, 0, true
 }
 
+// load reads the scenario and checks the output directory, reporting a
+// mistake in either as a usage error.
+func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, string, int, bool) {
+	sc, err := scenario.LoadFile(path)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return nil, "", ExitUsage, false
+	}
+	out, err := outDir(f.out)
+	if err != nil {
+		return nil, "", fail(env, ExitUsage, "%v", err), false
+	}
+	return sc, out, 0, true
+}
+
 // common is what every run gets from these flags.
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{

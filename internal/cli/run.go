@@ -14,7 +14,6 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
-	"github.com/headroom-dev/headroom/scenario"
 )
 
 const runHelp = `
@@ -58,14 +57,9 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	sc, err := scenario.LoadFile(path)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, err)
-		return ExitUsage
-	}
-	out, err := outDir(f.out)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
+	sc, out, code, ok := f.load(env, path)
+	if !ok {
+		return code
 	}
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out), Users: f.users, Ramp: f.ramp, Duration: f.duration}
 	if f.metricsAddr != "" {
