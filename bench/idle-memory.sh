@@ -27,15 +27,7 @@ HOLD=${HOLD:-40}
 
 source "$(dirname "$0")/lib.sh"
 
-if [ -n "${OUT:-}" ]; then
-	mkdir -p "$OUT"
-	WORK=$(cd "$OUT" && pwd)
-	KEEP=1
-else
-	WORK=$(mktemp -d /tmp/headroom-idle.XXXXXX)
-fi
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_workdir idle
 
 need nginx nginx
 need jq jq

@@ -135,6 +135,20 @@ bench_cleanup() {
 }
 
 # median NUMBER...: prints the median.
+# bench_workdir NAME: sets WORK to $OUT (kept afterwards) or a fresh temp dir,
+# and installs the cleanup traps. Call it from the script, not a subshell.
+bench_workdir() {
+	if [ -n "${OUT:-}" ]; then
+		mkdir -p "$OUT"
+		WORK=$(cd "$OUT" && pwd)
+		KEEP=1
+	else
+		WORK=$(mktemp -d "/tmp/headroom-$1.XXXXXX")
+	fi
+	trap bench_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
 median() {
 	printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {
 		if (NR == 0) { print "nan"; exit }

@@ -29,15 +29,7 @@ QUIET_WAIT=${QUIET_WAIT:-120}
 
 source "$(dirname "$0")/lib.sh"
 
-if [ -n "${OUT:-}" ]; then
-	mkdir -p "$OUT"
-	WORK=$(cd "$OUT" && pwd)
-	KEEP=1
-else
-	WORK=$(mktemp -d /tmp/headroom-rps.XXXXXX)
-fi
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_workdir rps
 
 need nginx nginx
 need wrk wrk
