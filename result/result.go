@@ -49,6 +49,7 @@ type Result struct {
 
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
+	Step      *Step           `json:"step,omitempty"`    // step runs only
 	Generator Generator       `json:"generator"`
 	Notes     []string        `json:"notes,omitempty"`
 }
@@ -101,6 +102,9 @@ type Histograms struct {
 	Window   string            `json:"window"`
 	Requests map[string]string `json:"requests"` // name -> base64 HDR V2 compressed
 	Actions  map[string]string `json:"actions"`
+	// Levels, step runs only: each level's held window, by user count
+	// ("48"). Written by WriteStep, read by ReadLevelHistograms.
+	Levels map[string]LevelHistograms `json:"levels,omitempty"`
 }
 
 // Names of the files in a result directory.
@@ -124,10 +128,19 @@ func Write(dir string, r *Result, snap *metrics.Snapshot) error {
 		return nil
 	}
 	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
+	if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+}
+
+// encodeSnapshot encodes snap's request and action histograms into the
+// given maps, skipping names with no samples.
+func encodeSnapshot(snap *metrics.Snapshot, requests, actions map[string]string) error {
 	for _, pair := range []struct {
 		from map[string]*metrics.Stat
 		to   map[string]string
-	}{{snap.Requests, h.Requests}, {snap.Actions, h.Actions}} {
+	}{{snap.Requests, requests}, {snap.Actions, actions}} {
 		for name, st := range pair.from {
 			if st.Count == 0 {
 				continue
@@ -139,7 +152,7 @@ func Write(dir string, r *Result, snap *metrics.Snapshot) error {
 			pair.to[name] = string(b)
 		}
 	}
-	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+	return nil
 }
 
 func writeJSON(path string, v any) error {
@@ -193,32 +206,32 @@ func Read(dir string) (*Result, error) {
 // Stats carry the exact histograms (counts of other figures come from
 // result.json).
 func ReadHistograms(dir string) (*metrics.Snapshot, error) {
-	b, err := os.ReadFile(filepath.Join(dir, HistogramsFile))
+	h, err := readHistogramsFile(dir)
 	if err != nil {
 		return nil, err
 	}
-	var h Histograms
-	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, HistogramsFile, err)
-	}
-	if h.Format != Format {
-		return nil, fmt.Errorf("%s: histogram format %q is not supported (reads %q)", dir, h.Format, Format)
-	}
 	snap := metrics.NewSnapshot()
-	for _, pair := range []struct {
-		from map[string]string
-		to   map[string]*metrics.Stat
-	}{{h.Requests, snap.Requests}, {h.Actions, snap.Actions}} {
-		for name, enc := range pair.from {
-			hist, err := decode(enc)
-			if err != nil {
-				return nil, fmt.Errorf("%s: histogram %q: %v", dir, name, err)
-			}
-			st := metrics.NewStat()
-			st.Hist = hist
-			st.Count = hist.TotalCount()
-			pair.to[name] = st
-		}
+	if err := decodeInto(h.Requests, snap.Requests); err != nil {
+		return nil, fmt.Errorf("%s: %v", dir, err)
+	}
+	if err := decodeInto(h.Actions, snap.Actions); err != nil {
+		return nil, fmt.Errorf("%s: %v", dir, err)
 	}
 	return snap, nil
+}
+
+// decodeInto decodes encoded histograms into Stats that carry the
+// histogram and its count.
+func decodeInto(from map[string]string, to map[string]*metrics.Stat) error {
+	for name, enc := range from {
+		hist, err := decode(enc)
+		if err != nil {
+			return fmt.Errorf("histogram %q: %v", name, err)
+		}
+		st := metrics.NewStat()
+		st.Hist = hist
+		st.Count = hist.TotalCount()
+		to[name] = st
+	}
+	return nil
 }

@@ -1,0 +1,157 @@
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/headroom-dev/headroom/metrics"
+)
+
+// Step is the part of result.json that only step runs have (kind "step").
+//
+// A step run holds each planned user count in turn. A level's figures
+// cover its held window only: from the end of its settle time (which
+// starts once every user of the level has finished setup) until the next
+// level's users are asked for. Setup and settling are excluded from every
+// figure of the level, and from the run's top-level requests, actions and
+// totals, which merge the held windows of every level (ramp_totals has
+// what was excluded).
+type Step struct {
+	Planned  []int   `json:"planned"`   // user counts asked for, increasing
+	HoldS    float64 `json:"hold_s"`    // seconds each level is held, after settling
+	SettleS  float64 `json:"settle_s"`  // seconds each level settles once every user is set up; excluded
+	RampRate float64 `json:"ramp_rate"` // users added per second at most; 0: all at once
+	// Levels has every level that held for at least one tick, in order. A
+	// level cut short by an interrupt has Complete false and figures over
+	// what was held.
+	Levels []StepLevel `json:"levels"`
+	Knee   Knee        `json:"knee"`
+	// Stopped says why the run ended before its last level, when it did
+	// for a reason other than an interrupt (users that could not set up).
+	Stopped string `json:"stopped,omitempty"`
+}
+
+// StepLevel is one held level. Times are seconds since the run started.
+type StepLevel struct {
+	Users    int  `json:"users"`
+	Complete bool `json:"complete"` // held for the whole hold time
+	// StartS is when the level's users were first asked for; SettleS when
+	// every one of them had finished setup (the settle time starts);
+	// Window the held window its figures cover.
+	StartS  float64 `json:"start_s"`
+	SettleS float64 `json:"settle_start_s"`
+	Window  Window  `json:"window"`
+	// Totals, Requests and Actions cover the held window; rates are per
+	// second of it.
+	Totals   metrics.Summary   `json:"totals"`
+	Requests []metrics.Summary `json:"requests"`
+	Actions  []metrics.Summary `json:"actions"`
+	// GeneratorCPUPercent is headroom's CPU over the held window, in
+	// percent of one core (the machine has result.Generator.GOMAXPROCS).
+	GeneratorCPUPercent float64 `json:"generator_cpu_percent"`
+}
+
+// ErrorPct returns the share of the level's requests that failed or timed
+// out, in percent [0, 100]; 0 when there were none.
+func (l *StepLevel) ErrorPct() float64 {
+	return errorPct(l.Totals)
+}
+
+func errorPct(s metrics.Summary) float64 {
+	if s.Count == 0 {
+		return 0
+	}
+	return 100 * float64(s.Errors+s.Timeouts) / float64(s.Count)
+}
+
+// LevelHistograms is one level's part of histograms.json: request and
+// action name -> base64 HDR V2 compressed histogram, microseconds.
+type LevelHistograms struct {
+	Requests map[string]string `json:"requests"`
+	Actions  map[string]string `json:"actions"`
+}
+
+// WriteStep writes a step run's result into dir, as Write does, and adds
+// to histograms.json the exact histograms of each level's held window
+// under "levels", keyed by the level's user count ("48").
+func WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels map[int]*metrics.Snapshot) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create result dir: %w", err)
+	}
+	r.Format = Format
+	if err := writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
+		return err
+	}
+	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
+	if snap != nil {
+		if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
+			return err
+		}
+	}
+	h.Levels = map[string]LevelHistograms{}
+	for users, ls := range levels {
+		lh := LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
+		if err := encodeSnapshot(ls, lh.Requests, lh.Actions); err != nil {
+			return fmt.Errorf("level %d: %w", users, err)
+		}
+		h.Levels[strconv.Itoa(users)] = lh
+	}
+	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+}
+
+// ReadLevelHistograms reads the per-level histograms of a step run from
+// dir's histograms.json, by user count. Each Snapshot's Stats carry the
+// exact histogram and its count (other figures are in result.json). A
+// result without levels (a bounded or ceiling run) gives an empty map.
+// Which levels were held completely is in result.json (Step.Levels).
+func ReadLevelHistograms(dir string) (map[int]*metrics.Snapshot, error) {
+	h, err := readHistogramsFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]*metrics.Snapshot, len(h.Levels))
+	for key, lh := range h.Levels {
+		users, err := strconv.Atoi(key)
+		if err != nil || users <= 0 {
+			return nil, fmt.Errorf("%s: corrupt %s: level %q is not a user count", dir, HistogramsFile, key)
+		}
+		snap := metrics.NewSnapshot()
+		if err := decodeInto(lh.Requests, snap.Requests); err != nil {
+			return nil, fmt.Errorf("%s: level %d: %v", dir, users, err)
+		}
+		if err := decodeInto(lh.Actions, snap.Actions); err != nil {
+			return nil, fmt.Errorf("%s: level %d: %v", dir, users, err)
+		}
+		out[users] = snap
+	}
+	return out, nil
+}
+
+// LevelUsers returns the user counts of levels, sorted.
+func LevelUsers(levels map[int]*metrics.Snapshot) []int {
+	out := make([]int, 0, len(levels))
+	for u := range levels {
+		out = append(out, u)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func readHistogramsFile(dir string) (*Histograms, error) {
+	b, err := os.ReadFile(filepath.Join(dir, HistogramsFile))
+	if err != nil {
+		return nil, err
+	}
+	var h Histograms
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, HistogramsFile, err)
+	}
+	if h.Format != Format {
+		return nil, fmt.Errorf("%s: histogram format %q is not supported (reads %q)", dir, h.Format, Format)
+	}
+	return &h, nil
+}
