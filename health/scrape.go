@@ -39,6 +39,10 @@ const (
 type Scraper struct {
 	// Job is the job label of every series scraped. Set it before scraping.
 	Job string
+	// Gathered, if set, also gets what each successful scrape parsed
+	// (e.g. to keep server-side figures for the result). It is called
+	// from several goroutines at once.
+	Gathered func(url string, mfs []*dto.MetricFamily, t time.Time)
 
 	store   *Store
 	targets []target
@@ -51,7 +55,8 @@ type target struct {
 }
 
 // NewScraper returns a scraper of targets (absolute http or https URLs, such
-// as http://127.0.0.1:9100/metrics) into s, using client (a plain
+// as http://127.0.0.1:9100/metrics) into s (nil: store nothing, only call
+// Gathered), using client (a plain
 // http.Client if nil; each request has its own timeout of ScrapeTimeout).
 func NewScraper(s *Store, targets []string, client *http.Client) (*Scraper, error) {
 	if client == nil {
@@ -116,10 +121,17 @@ func (sc *Scraper) scrapeOne(ctx context.Context, tg target, t time.Time) error 
 	mfs, err := sc.fetch(ctx, tg)
 	took := time.Since(start)
 	up := 1.0
-	if err != nil {
+	switch {
+	case err != nil:
 		up = 0
-	} else {
+	case sc.store != nil:
 		sc.store.AppendGathered(mfs, t, extra)
+	}
+	if err == nil && sc.Gathered != nil {
+		sc.Gathered(tg.url, mfs, t)
+	}
+	if sc.store == nil {
+		return err
 	}
 	for name, v := range map[string]float64{"up": up, "scrape_duration_seconds": took.Seconds()} {
 		b := labels.NewBuilder(extra)

@@ -50,6 +50,7 @@ type Result struct {
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
 	Step      *Step           `json:"step,omitempty"`    // step runs only
+	Server    *Server         `json:"server,omitempty"`  // when the run scraped the system under test
 	Generator Generator       `json:"generator"`
 	Notes     []string        `json:"notes,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/server"
 )
 
 // Bounded configures a bounded run.
@@ -51,10 +52,16 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	ramp, steady := metrics.NewSnapshot(), metrics.NewSnapshot()
 	total := b.Ramp + b.Duration
 	nextTick, nextSave := s.start.Add(b.Tick), s.start.Add(b.Save)
+	var from server.Mark // the server's state when the measured window began
+	marked := false
 
 	tick := func(now time.Time, want int, phase string) {
 		p := s.collect()
+		s.scrape(ctx, now)
 		if s.interval.Start.Sub(s.start) >= b.Ramp-b.Tick/2 {
+			if !marked {
+				from, marked = s.mark(s.interval.Start), true
+			}
 			steady.Merge(s.interval)
 		} else {
 			ramp.Merge(s.interval)
@@ -82,6 +89,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		}
 		if !now.Before(nextSave) {
 			b.finish(s, steady, ramp, result.Running)
+			s.server(from, s.mark(now))
 			_ = s.write(steady) // a failed checkpoint is retried at the next one and at the end
 			nextSave = nextSave.Add(b.Save)
 		}
@@ -97,6 +105,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	s.stop()
 	steady.Merge(s.interval) // what finished while stopping was started in the window
 	b.finish(s, steady, ramp, status)
+	s.server(from, s.mark(time.Now()))
 	if status == result.Interrupted && steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")
 	}

@@ -30,8 +30,7 @@ type Ceiling struct {
 	// Has tells whether a metric exists, for checks that require one
 	// (health.Check.Requires); nil means every check is active.
 	Has         func(metric string) bool
-	Scraper     *health.Scraper // embedded mode, optional: --scrape targets
-	ScrapeURLs  []string
+	Scraper     *health.Scraper // embedded mode, optional: scrapes Common.Scrape into Store
 	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).
@@ -67,7 +66,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	res := s.res
-	ci := &result.Ceiling{Evaluator: c.EvaluatorName, Scrape: c.ScrapeURLs, Trustworthy: true}
+	ci := &result.Ceiling{Evaluator: c.EvaluatorName, Scrape: c.Scrape, Trustworthy: true}
 	res.Ceiling = ci
 	for _, ch := range c.Checks {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below})
@@ -81,6 +80,13 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	target := 0
 	measuring := false // the search is done; holding the supported users for Measure
 	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
+	// The server's figures cover the measure hold when there is one, else
+	// the whole search.
+	from, measureMarked := s.mark(s.start), false
+	if c.Scraper != nil && s.watch != nil {
+		c.Scraper.Gathered = s.watch.Gathered
+		s.scraper = nil // c.Scraper scrapes for both
+	}
 
 	interrupted := ticks(ctx, c.Tick, func(now time.Time) bool {
 		el := now.Sub(s.start)
@@ -103,6 +109,9 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			}
 			h.snap.Merge(s.interval)
 			h.time += s.interval.End.Sub(s.interval.Start)
+			if measuring && users == target && !measureMarked {
+				from, measureMarked = s.mark(s.interval.Start), true
+			}
 		}
 
 		// Feed the embedded store, then evaluate.
@@ -112,7 +121,11 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 				c.Store.AppendGathered(mfs, now, self)
 			}
 			if c.Scraper != nil {
-				for _, err := range c.Scraper.Scrape(ctx, now) {
+				errs := c.Scraper.Scrape(ctx, now)
+				if s.watch != nil {
+					s.watch.Attempted(errs)
+				}
+				for _, err := range errs {
 					msg := err.Error()
 					ci.ScrapeErrors = setErr(ci.ScrapeErrors, msg)
 					if !warned[msg] {
@@ -179,8 +192,12 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			c.Progress(CeilingProgress{Elapsed: el, Users: users, Target: target, Results: results, Decision: d.Reason,
 				Last: p, Estimate: c.Controller.Estimate(), Warning: warning})
 		}
+		if c.Scraper == nil {
+			s.scrape(ctx, now) // with --prometheus: for the result only
+		}
 		if !now.Before(nextSave) {
 			c.finish(s, levels, result.Running)
+			s.server(from, s.mark(now))
 			_ = s.write(nil)
 			nextSave = nextSave.Add(c.Save)
 		}
@@ -200,6 +217,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	}
 	s.stop()
 	snap := c.finish(s, levels, status)
+	s.server(from, s.mark(time.Now()))
 	return res, s.write(snap)
 }
 

@@ -7,13 +7,17 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/server"
 )
 
 // Common is what every kind of run needs.
@@ -27,6 +31,10 @@ type Common struct {
 	Out      string   // result directory; "" writes nothing
 	Command  []string // the command line, for the result
 	Version  string
+
+	// Scrape lists Prometheus endpoints of the system under test, scraped
+	// every tick for the result's server figures.
+	Scrape []string
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes
@@ -63,6 +71,11 @@ type session struct {
 	interval *metrics.Snapshot // the last tick
 	all      *metrics.Snapshot // the whole run
 	scratch  *metrics.Stat
+
+	watch    *server.Watch   // nil without Common.Scrape
+	scraper  *health.Scraper // for runs that do not scrape for checks
+	scraping sync.WaitGroup  // the scrape in flight, if any
+	busy     atomic.Bool
 }
 
 func (c *Common) open(kind string) (*session, error) {
@@ -88,6 +101,18 @@ func (c *Common) open(kind string) (*session, error) {
 		}),
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
 		cpu0: cpuTime(), start: time.Now(),
+	}
+	if len(c.Scrape) > 0 {
+		s.watch = server.New(c.Scrape, s.start)
+		sc, err := health.NewScraper(nil, c.Scrape, nil)
+		if err != nil {
+			return nil, err
+		}
+		sc.Gathered = s.watch.Gathered
+		s.scraper = sc
+		// A baseline before any user starts, so the first window counts
+		// only this run's requests.
+		s.watch.Attempted(sc.Scrape(context.Background(), time.Now()))
 	}
 	host, _ := os.Hostname()
 	s.res = &result.Result{
@@ -124,11 +149,47 @@ func (s *session) collect() metrics.Point {
 	return p
 }
 
+// scrape scrapes the system under test in the background, unless the
+// previous scrape is still going (a slow endpoint must not hold up the
+// clock of the run).
+func (s *session) scrape(ctx context.Context, now time.Time) {
+	if s.scraper == nil || !s.busy.CompareAndSwap(false, true) {
+		return
+	}
+	s.scraping.Add(1)
+	go func() {
+		defer s.scraping.Done()
+		defer s.busy.Store(false)
+		s.watch.Attempted(s.scraper.Scrape(ctx, now))
+	}()
+}
+
+// mark is the server state now, to sum up a span from; zero when nothing
+// is scraped.
+func (s *session) mark(now time.Time) server.Mark {
+	if s.watch == nil {
+		return server.Mark{}
+	}
+	return s.watch.Mark(now)
+}
+
+// server fills the result's server figures over the span from..to.
+func (s *session) server(from, to server.Mark) {
+	if s.watch == nil {
+		return
+	}
+	s.res.Server = s.watch.Result(from, to)
+}
+
 // stop stops every user (each within the grace period) and collects the rest.
 func (s *session) stop() {
 	s.setUsers(0)
 	s.eng.Stop()
 	s.collect()
+	s.scraping.Wait()
+	if s.scraper != nil { // the state at the end of the window
+		s.watch.Attempted(s.scraper.Scrape(context.Background(), time.Now()))
+	}
 }
 
 // generator fills the generator figures and returns a note when the

@@ -39,7 +39,8 @@ query fails or returns nothing counts as firing.
 They run on an embedded Prometheus engine fed by headroom's own metrics and
 by the --scrape endpoints every second, or on a real server with
 --prometheus (which must scrape headroom's --metrics-listen address and your
-targets itself; docs/HEALTH.md has the scrape config).
+targets itself; docs/HEALTH.md has the scrape config; --scrape endpoints then
+only feed the result's server figures: CPU, heap, API and store times).
 
 Examples:
   headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
@@ -69,7 +70,6 @@ func (p *percent) Set(s string) error {
 type ceilingFlags struct {
 	loadFlags
 	checks, prometheus, controller     string
-	scrape                             multi
 	precision                          percent
 	maxUsers, startUsers               int
 	maxDuration, window, settle, judge time.Duration
@@ -82,7 +82,6 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	f := ceilingFlags{precision: 0.05}
 	fs := newFlags(env, "ceiling", "SCENARIO.star --target URL [flags]", ceilingHelp)
 	f.register(fs)
-	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint to scrape every second into the embedded engine (repeatable): the target's /metrics, a node_exporter")
 	fs.StringVar(&f.prometheus, "prometheus", "", "evaluate the checks on this Prometheus server instead of the embedded engine, e.g. http://127.0.0.1:9090")
 	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...]; overrides the scenario's and the defaults")
 	fs.DurationVar(&f.window, "window", 10*time.Second, "range window of the default checks (the reference uses 1m)")
@@ -112,7 +111,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	}
 	var err error
 
-	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration, ScrapeURLs: f.scrape}
+	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration}
 	c.Prom = metrics.NewProm()
 	if f.metricsAddr != "" {
 		stop, err := serveMetrics(f.metricsAddr, c.Prom)
@@ -218,8 +217,6 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return errors.New("--max-users and --start-users must be at least 1")
 	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0 || f.rampRate <= 0:
 		return errors.New("--max-duration, --window, --judge and --ramp-rate must be positive")
-	case f.prometheus != "" && len(f.scrape) > 0:
-		return errors.New("--scrape feeds the embedded engine; with --prometheus, add the targets to Prometheus's own scrape config")
 	case f.prometheus != "" && f.metricsAddr == "":
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
 	}

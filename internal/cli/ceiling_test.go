@@ -28,7 +28,6 @@ func TestCeilingBadInputFailsBeforeTraffic(t *testing.T) {
 		{"threshold not a number", []string{"--checks", badThreshold}, ExitUsage, []string{"badt.star:1:", "threshold is a string, want a number"}},
 		{"prometheus not answering", []string{"--prometheus", "http://127.0.0.1:1", "--metrics-listen", "127.0.0.1:0"}, ExitError, []string{"http://127.0.0.1:1"}},
 		{"prometheus without metrics-listen", []string{"--prometheus", "http://127.0.0.1:1"}, ExitUsage, []string{"--metrics-listen", "scrape_configs"}},
-		{"scrape with prometheus", []string{"--prometheus", "http://127.0.0.1:1", "--scrape", tb.URL + "/metrics"}, ExitUsage, []string{"Prometheus's own scrape config"}},
 		{"bad precision", []string{"--precision", "150%"}, ExitUsage, []string{"percentage in (0, 100)"}},
 		{"bad controller", []string{"--controller", "magic"}, ExitUsage, []string{"want search or linear"}},
 	}

@@ -16,6 +16,7 @@ type loadFlags struct {
 	seed                     uint64
 	timeout, grace           time.Duration
 	insecure, quiet          bool
+	scrape                   multi
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -27,6 +28,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 
 // start parses the command line of cmd: one scenario file and the flags.
@@ -68,7 +70,7 @@ func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, string, int,
 // common is what every run gets from these flags.
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
-		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out,
+		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape,
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 	}

@@ -1,0 +1,67 @@
+package result
+
+// Server is what the system under test exposed on its /metrics endpoints
+// during the run (--scrape), one entry per endpoint in the order given.
+type Server struct {
+	Targets []ServerTarget `json:"targets"`
+}
+
+// ServerTarget is one scraped endpoint. Kind says what its CPU and memory
+// figures are: "process" (process_cpu_seconds_total and the Go heap of the
+// process serving /metrics, such as an application server) or "node" (the
+// machine's CPU and used memory, from node_exporter).
+type ServerTarget struct {
+	URL      string        `json:"url"`
+	Instance string        `json:"instance"`
+	Kind     string        `json:"kind"`
+	Has      []string      `json:"has"` // which of "cpu", "memory", "goroutines" it exposed
+	Timeline []ServerPoint `json:"timeline"`
+	// Window covers the run's measured window, as result.Window does.
+	Window    ServerWindow `json:"window"`
+	Scrapes   int          `json:"scrapes"`
+	Failed    int          `json:"failed"`
+	LastError string       `json:"last_error,omitempty"`
+}
+
+// ServerPoint is one scrape; T is seconds since the run started. CPU is
+// in cores (1 = one core busy), memory in MiB (the Go heap in use for a
+// process, used memory for a node).
+type ServerPoint struct {
+	T          float64 `json:"t"`
+	CPUCores   float64 `json:"cpu_cores"`
+	MemoryMB   float64 `json:"memory_mb"`
+	Goroutines float64 `json:"goroutines,omitempty"`
+}
+
+// ServerWindow sums a target up over a span of the run.
+type ServerWindow struct {
+	Seconds        float64       `json:"seconds"`
+	CPUCoresMean   float64       `json:"cpu_cores_mean"`
+	CPUCoresMax    float64       `json:"cpu_cores_max"`
+	MemoryMBMean   float64       `json:"memory_mb_mean"`
+	MemoryMBMax    float64       `json:"memory_mb_max"`
+	GoroutinesMean float64       `json:"goroutines_mean,omitempty"`
+	GoroutinesMax  float64       `json:"goroutines_max,omitempty"`
+	Timings        []TimingGroup `json:"timings,omitempty"`
+}
+
+// TimingGroup is one server-side latency histogram family split by one
+// label, such as mattermost_api_time by handler or mattermost_db_store_time
+// by method.
+type TimingGroup struct {
+	Metric string   `json:"metric"`
+	Label  string   `json:"label"`
+	Title  string   `json:"title"`
+	Items  []Timing `json:"items"`
+}
+
+// Timing is one label value's figures over the window. P99Ms is
+// interpolated within the histogram's buckets, as PromQL's
+// histogram_quantile does, so it is only as fine as the buckets.
+type Timing struct {
+	Name   string  `json:"name"`
+	Count  float64 `json:"count"`
+	RPS    float64 `json:"rps"`
+	MeanMs float64 `json:"mean_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+}

@@ -1,0 +1,375 @@
+// Package server keeps what the system under test exposes on its /metrics
+// endpoints during a run — CPU, memory, goroutines over time and its own
+// latency histograms (API time by handler, store time by method) — and
+// sums them up over the spans a result reports on.
+//
+// It is fed by health.Scraper (its Gathered hook), so a ceiling run scrapes
+// each endpoint once a tick for both its checks and its result.
+package server
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// Family is a server-side latency histogram kept per value of one label.
+type Family struct {
+	Metric, Label, Title string
+}
+
+// Families are the histograms a Watch keeps: the reference's (Mattermost)
+// API and store times, and the common HTTP server histogram.
+var Families = []Family{
+	{"mattermost_api_time", "handler", "API time by handler"},
+	{"mattermost_db_store_time", "method", "Store time by method"},
+	{"http_request_duration_seconds", "handler", "HTTP request time by handler"},
+}
+
+// maxItems bounds the label values kept per family and endpoint.
+const maxItems = 500
+
+// Watch collects scrapes of some endpoints. Safe for concurrent use.
+type Watch struct {
+	start   time.Time
+	mu      sync.Mutex
+	targets []*target
+}
+
+type target struct {
+	url      string
+	kind     string
+	has      map[string]bool
+	timeline []result.ServerPoint
+	cpu      float64 // the last cumulative CPU seconds, at cpuT
+	cpuT     time.Time
+	hists    map[key]*cum // the latest cumulative histograms
+	attempts int
+	scrapes  int
+	lastErr  string
+}
+
+type key struct{ family, name string }
+
+// cum is a cumulative histogram as exposed: counts per upper bound.
+type cum struct {
+	count, sum float64
+	bounds     []float64
+	counts     []float64
+}
+
+// New returns a Watch of the endpoints at urls; times in its figures are
+// seconds since start.
+func New(urls []string, start time.Time) *Watch {
+	w := &Watch{start: start}
+	for _, u := range urls {
+		w.targets = append(w.targets, &target{url: u, has: map[string]bool{}, hists: map[key]*cum{}})
+	}
+	return w
+}
+
+// Attempted counts one scrape of every endpoint and the errors it gave
+// (errors name the URL they are about, as health.Scraper's do).
+func (w *Watch) Attempted(errs []error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, tg := range w.targets {
+		tg.attempts++
+		for _, err := range errs {
+			if strings.Contains(err.Error(), tg.url) {
+				tg.lastErr = err.Error()
+			}
+		}
+	}
+}
+
+// Gathered takes one successful scrape of the endpoint at url (the
+// signature of health.Scraper.Gathered).
+func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
+	byName := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var tg *target
+	for _, c := range w.targets {
+		if c.url == url {
+			tg = c
+		}
+	}
+	if tg == nil {
+		return
+	}
+	tg.scrapes++
+	p := result.ServerPoint{T: t.Sub(w.start).Seconds()}
+	cpu, mem, gor, kind := resources(byName)
+	tg.kind = kind
+	if !math.IsNaN(cpu) {
+		if !tg.cpuT.IsZero() && t.After(tg.cpuT) {
+			p.CPUCores = math.Max(0, (cpu-tg.cpu)/t.Sub(tg.cpuT).Seconds())
+			tg.has["cpu"] = true
+		}
+		tg.cpu, tg.cpuT = cpu, t
+	}
+	if !math.IsNaN(mem) {
+		p.MemoryMB = mem / (1 << 20)
+		tg.has["memory"] = true
+	}
+	if !math.IsNaN(gor) {
+		p.Goroutines = gor
+		tg.has["goroutines"] = true
+	}
+	if len(tg.has) > 0 {
+		tg.timeline = append(tg.timeline, p)
+	}
+	for _, f := range Families {
+		mf := byName[f.Metric]
+		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		for k, c := range histograms(f, mf) {
+			if tg.hists[k] != nil || len(tg.hists) < maxItems*len(Families) {
+				tg.hists[k] = c
+			}
+		}
+	}
+}
+
+// resources reads CPU seconds, memory bytes and goroutines; NaN where the
+// endpoint has no such metric.
+func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind string) {
+	cpu, mem, gor = math.NaN(), math.NaN(), math.NaN()
+	if mf := m["node_cpu_seconds_total"]; mf != nil {
+		cpu = 0
+		for _, s := range mf.GetMetric() {
+			if mode := label(s, "mode"); mode != "idle" && mode != "iowait" && mode != "steal" {
+				cpu += value(s)
+			}
+		}
+		total, avail := m["node_memory_MemTotal_bytes"], m["node_memory_MemAvailable_bytes"]
+		if total != nil && avail != nil && len(total.GetMetric()) > 0 && len(avail.GetMetric()) > 0 {
+			mem = value(total.GetMetric()[0]) - value(avail.GetMetric()[0])
+		}
+		return cpu, mem, gor, "node"
+	}
+	first := func(name string) float64 {
+		if mf := m[name]; mf != nil && len(mf.GetMetric()) > 0 {
+			return value(mf.GetMetric()[0])
+		}
+		return math.NaN()
+	}
+	cpu, gor = first("process_cpu_seconds_total"), first("go_goroutines")
+	if mem = first("go_memstats_heap_inuse_bytes"); math.IsNaN(mem) {
+		mem = first("process_resident_memory_bytes")
+	}
+	return cpu, mem, gor, "process"
+}
+
+func value(s *dto.Metric) float64 {
+	switch {
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	case s.Untyped != nil:
+		return s.Untyped.GetValue()
+	}
+	return math.NaN()
+}
+
+func label(s *dto.Metric, name string) string {
+	for _, l := range s.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// histograms sums a family's series per value of its label (other labels,
+// such as instance or status, are added together).
+func histograms(f Family, mf *dto.MetricFamily) map[key]*cum {
+	out := map[key]*cum{}
+	for _, s := range mf.GetMetric() {
+		h := s.GetHistogram()
+		if h == nil {
+			continue
+		}
+		k := key{f.Metric, label(s, f.Label)}
+		c := out[k]
+		if c == nil {
+			c = &cum{}
+			for _, b := range h.GetBucket() {
+				c.bounds = append(c.bounds, b.GetUpperBound())
+			}
+			c.counts = make([]float64, len(c.bounds))
+			out[k] = c
+		}
+		c.count += float64(h.GetSampleCount())
+		c.sum += h.GetSampleSum()
+		for i, b := range h.GetBucket() {
+			if i < len(c.counts) && b.GetUpperBound() == c.bounds[i] {
+				c.counts[i] += float64(b.GetCumulativeCount())
+			}
+		}
+	}
+	return out
+}
+
+// Mark is the state of the endpoints at one moment, to sum up what
+// happened between two marks.
+type Mark struct {
+	t     float64
+	hists []map[key]cum
+}
+
+// Mark returns the state now (as of the latest scrape of each endpoint).
+func (w *Watch) Mark(now time.Time) Mark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := Mark{t: now.Sub(w.start).Seconds()}
+	for _, tg := range w.targets {
+		hs := make(map[key]cum, len(tg.hists))
+		for k, c := range tg.hists {
+			hs[k] = *c // the slices are never written after a scrape stores them
+		}
+		m.hists = append(m.hists, hs)
+	}
+	return m
+}
+
+// Windows sums up each endpoint between two marks, in the order of the
+// URLs given to New.
+func (w *Watch) Windows(from, to Mark) []result.ServerWindow {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]result.ServerWindow, len(w.targets))
+	for i, tg := range w.targets {
+		out[i] = tg.window(from, to, i)
+	}
+	return out
+}
+
+// Result is the whole record: every endpoint's timeline, and its figures
+// over the span between from and to.
+func (w *Watch) Result(from, to Mark) *result.Server {
+	wins := w.Windows(from, to)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := &result.Server{}
+	for i, tg := range w.targets {
+		st := result.ServerTarget{
+			URL: tg.url, Instance: instance(tg.url), Kind: tg.kind, Timeline: tg.timeline, Window: wins[i],
+			Scrapes: tg.scrapes, Failed: max(0, tg.attempts-tg.scrapes), LastError: tg.lastErr,
+		}
+		for _, h := range []string{"cpu", "memory", "goroutines"} {
+			if tg.has[h] {
+				st.Has = append(st.Has, h)
+			}
+		}
+		s.Targets = append(s.Targets, st)
+	}
+	return s
+}
+
+func instance(url string) string {
+	s := url[strings.Index(url, "//")+2:]
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func (tg *target) window(from, to Mark, i int) result.ServerWindow {
+	w := result.ServerWindow{Seconds: to.t - from.t}
+	n := 0.0
+	for _, p := range tg.timeline {
+		if p.T <= from.t || p.T > to.t {
+			continue
+		}
+		n++
+		w.CPUCoresMean += p.CPUCores
+		w.MemoryMBMean += p.MemoryMB
+		w.GoroutinesMean += p.Goroutines
+		w.CPUCoresMax = math.Max(w.CPUCoresMax, p.CPUCores)
+		w.MemoryMBMax = math.Max(w.MemoryMBMax, p.MemoryMB)
+		w.GoroutinesMax = math.Max(w.GoroutinesMax, p.Goroutines)
+	}
+	if n > 0 {
+		w.CPUCoresMean /= n
+		w.MemoryMBMean /= n
+		w.GoroutinesMean /= n
+	}
+	if i >= len(from.hists) || i >= len(to.hists) {
+		return w
+	}
+	for _, f := range Families {
+		g := result.TimingGroup{Metric: f.Metric, Label: f.Label, Title: f.Title}
+		for k, end := range to.hists[i] {
+			if k.family != f.Metric {
+				continue
+			}
+			if t, ok := timing(k.name, from.hists[i][k], end, w.Seconds); ok {
+				g.Items = append(g.Items, t)
+			}
+		}
+		if len(g.Items) == 0 {
+			continue
+		}
+		sort.Slice(g.Items, func(a, b int) bool { return g.Items[a].Name < g.Items[b].Name })
+		w.Timings = append(w.Timings, g)
+	}
+	return w
+}
+
+// timing is what a histogram gained between begin (zero if it did not
+// exist yet) and end. A counter reset (the server restarted) counts from
+// zero, as Prometheus's increase() does.
+func timing(name string, begin, end cum, seconds float64) (result.Timing, bool) {
+	if end.count < begin.count || len(begin.counts) != len(end.counts) {
+		begin = cum{counts: make([]float64, len(end.counts))}
+	}
+	n := end.count - begin.count
+	if n <= 0 {
+		return result.Timing{}, false
+	}
+	t := result.Timing{Name: name, Count: n, MeanMs: 1000 * (end.sum - begin.sum) / n}
+	if seconds > 0 {
+		t.RPS = n / seconds
+	}
+	counts := make([]float64, len(end.counts))
+	for j := range counts {
+		counts[j] = end.counts[j] - begin.counts[j]
+	}
+	t.P99Ms = 1000 * quantile(0.99, end.bounds, counts, n)
+	return t, true
+}
+
+// quantile interpolates linearly within the bucket holding rank q*n, as
+// PromQL's histogram_quantile; past the last finite bound it returns that
+// bound.
+func quantile(q float64, bounds, counts []float64, n float64) float64 {
+	rank := q * n
+	lower, below := 0.0, 0.0
+	for j, ub := range bounds {
+		if counts[j] >= rank {
+			if math.IsInf(ub, 1) {
+				return lower
+			}
+			in := counts[j] - below
+			if in <= 0 {
+				return ub
+			}
+			return lower + (ub-lower)*(rank-below)/in
+		}
+		lower, below = ub, counts[j]
+	}
+	return lower // rank is in the implicit +Inf bucket
+}
