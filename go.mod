@@ -12,6 +12,7 @@ require (
 	github.com/valyala/fasthttp v1.74.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	golang.org/x/image v0.30.0
+	golang.org/x/net v0.61.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -49,7 +50,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -86,8 +86,9 @@ func (c *Chart) draw(dc draw.Canvas) {
 	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
 		ax.Label.TextStyle.Font = font.From(sans, 11)
 		ax.Tick.Label.Font = font.From(sans, 10)
-		ax.Tick.Marker = plainTicks{}
 	}
+	p.X.Tick.Marker = niceTicks{n: 8}
+	p.Y.Tick.Marker = niceTicks{n: 6}
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	grid := plotter.NewGrid()
@@ -152,39 +153,47 @@ func (c *Chart) draw(dc draw.Canvas) {
 	p.Draw(plotArea)
 }
 
-// plainTicks are gonum's default ticks labelled with as many decimals as
-// their step needs: "250", not "250.00"; "2.5", not "2.50".
-type plainTicks struct{}
+// niceTicks puts about n labelled ticks on an axis, at steps of 1, 2, 2.5
+// or 5 times a power of ten, labelled with as many decimals as the step
+// needs ("250", not "250.00"), with an unlabelled tick halfway between.
+// gonum's default gives three labels, too few across 900 px.
+type niceTicks struct{ n int }
 
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
-	var major []float64
-	for _, t := range ticks {
-		if t.Label != "" {
-			major = append(major, t.Value)
-		}
+func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || !isFinite(hi-lo) {
+		return nil
 	}
-	prec, step := 0, 0.0
-	if len(major) > 1 {
-		step = major[1] - major[0]
-		prec = decimals(step)
-	}
-	for i, t := range ticks {
-		if t.Label == "" {
-			continue
-		}
-		v := t.Value
-		if math.Abs(v) < 1e-9*step {
+	step := niceStep((hi - lo) / float64(max(t.n-1, 1)))
+	prec := decimals(step)
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step * 2); i/2*step <= hi+step*1e-9; i++ {
+		v := i / 2 * step
+		if math.Abs(v) < step*1e-9 {
 			v = 0 // not "-0" from rounding
 		}
-		ticks[i].Label = strconv.FormatFloat(v, 'f', prec, 64)
+		tick := plot.Tick{Value: v}
+		if math.Mod(i, 2) == 0 {
+			tick.Label = strconv.FormatFloat(v, 'f', prec, 64)
+		}
+		ticks = append(ticks, tick)
 	}
 	return ticks
 }
 
+// niceStep is the smallest of 1, 2, 2.5, 5 and 10 times a power of ten
+// that is at least raw.
+func niceStep(raw float64) float64 {
+	pow := math.Pow10(int(math.Floor(math.Log10(raw))))
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*pow >= raw*(1-1e-9) {
+			return m * pow
+		}
+	}
+	return 10 * pow
+}
+
 // decimals is the number of decimals that writes step exactly, at most 9.
 func decimals(step float64) int {
-	step = math.Abs(step)
 	for prec := 0; prec < 9; prec++ {
 		scaled := step * math.Pow10(prec)
 		if math.Abs(scaled-math.Round(scaled)) < 1e-6*max(scaled, 1) {
