@@ -1,0 +1,360 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// Step configures a step run: each level's user count in turn, held for
+// Hold once every user of the level has finished setup and Settle has
+// passed. Setup and settling are excluded from every figure; the result
+// has one table per level and the knee (result.FindKnee).
+type Step struct {
+	Common
+	Levels []int         // user counts, increasing, each at least 1; see CheckLevels
+	Hold   time.Duration // measured window of each level; > 0
+	// Settle starts once every user of a level is past setup; what is
+	// recorded during it counts in no level. >= 0.
+	Settle time.Duration
+	// RampRate is how many users per second are added at most when a level
+	// starts (logins are costly); 0 adds them all at once.
+	RampRate float64
+	// SetupTimeout is how long a level's users may take to finish setup
+	// once the last of them has started; past it the run stops there, with
+	// the levels held so far. Default 1 minute.
+	SetupTimeout time.Duration
+	Rule         result.KneeRule // zero: result.DefaultKneeRule()
+	Progress     func(StepProgress)
+}
+
+// Phases of a level, as StepProgress reports them.
+const (
+	PhaseStarting = "starting" // users being added, or still in setup
+	PhaseSettling = "settling" // every user set up; not measured yet
+	PhaseHolding  = "holding"  // the measured window
+	PhaseStopping = "stopping" // the run is over; users finish their actions
+)
+
+// StepProgress is what a step run reports every tick.
+type StepProgress struct {
+	Elapsed time.Duration
+	Level   int    // index of the current level in Step.Levels
+	Phase   string // PhaseStarting, PhaseSettling, PhaseHolding, PhaseStopping
+	Left    time.Duration
+	// Want is the current level's users; Users are running, Ready past setup.
+	Want, Users, Ready int
+	Last               metrics.Point // the last tick
+	// Done is the level that finished holding at this tick, with its
+	// figures; nil at other ticks.
+	Done *result.StepLevel
+}
+
+// CheckLevels says what is wrong with a list of levels, if anything:
+// there must be at least one, each at least 1 user, strictly increasing.
+func CheckLevels(levels []int) error {
+	if len(levels) == 0 {
+		return fmt.Errorf("no levels: give the user counts to hold, in increasing order, e.g. 48,96,162,240")
+	}
+	for i, n := range levels {
+		if n < 1 {
+			return fmt.Errorf("level %d is %d users: each level must be at least 1 user", i+1, n)
+		}
+		if i > 0 && n <= levels[i-1] {
+			return fmt.Errorf("levels must increase: %d comes after %d; write them in increasing order, e.g. 48,96,162,240", n, levels[i-1])
+		}
+	}
+	return nil
+}
+
+func (st *Step) check() error {
+	if err := CheckLevels(st.Levels); err != nil {
+		return err
+	}
+	switch {
+	case st.Hold <= 0:
+		return fmt.Errorf("hold must be positive, got %v", st.Hold)
+	case st.Settle < 0:
+		return fmt.Errorf("settle must be 0 or more, got %v", st.Settle)
+	case st.RampRate < 0 || math.IsNaN(st.RampRate) || math.IsInf(st.RampRate, 0):
+		return fmt.Errorf("ramp rate must be 0 (all at once) or a positive number of users per second, got %g", st.RampRate)
+	}
+	return nil
+}
+
+// Run holds every level in turn, or until ctx is done, and returns the
+// result (also written to Out, with a checkpoint every Save). A cancelled
+// ctx gives an "interrupted" result with the levels held so far, the
+// current one marked incomplete; not an error.
+func (st *Step) Run(ctx context.Context) (*result.Result, error) {
+	if err := st.check(); err != nil {
+		return nil, err
+	}
+	if st.SetupTimeout <= 0 {
+		st.SetupTimeout = time.Minute
+	}
+	rule := st.Rule
+	if rule == (result.KneeRule{}) {
+		rule = result.DefaultKneeRule()
+	}
+	s, err := st.open("step")
+	if err != nil {
+		return nil, err
+	}
+	res := s.res
+	res.Config.Users, res.Config.DurationS = st.Levels[len(st.Levels)-1], st.Hold.Seconds()
+	res.Step = &result.Step{Planned: slices.Clone(st.Levels), HoldS: st.Hold.Seconds(), SettleS: st.Settle.Seconds(), RampRate: st.RampRate}
+	r := &stepRun{Step: st, s: s, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
+	r.begin(0, s.start)
+	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
+
+	interrupted := ticks(ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
+		r.ramp(now)
+		if now.Before(nextTick) {
+			return true
+		}
+		for !nextTick.After(now) {
+			nextTick = nextTick.Add(st.Tick)
+		}
+		p := s.collect()
+		done, more := r.advance(now)
+		if st.Progress != nil {
+			st.Progress(r.progress(now, p, done))
+		}
+		if !now.Before(nextSave) {
+			r.finish(result.Running)
+			_ = r.write() // a failed checkpoint is retried at the next one and at the end
+			nextSave = nextSave.Add(st.Save)
+		}
+		return more
+	})
+	status := result.Completed
+	if interrupted {
+		status = result.Interrupted
+	}
+	if st.Progress != nil {
+		st.Progress(StepProgress{Elapsed: time.Since(s.start), Level: r.i, Phase: PhaseStopping, Want: st.Levels[r.i], Users: s.eng.Users()})
+	}
+	s.stop()
+	// What finished while stopping was started in the last window; like a
+	// level's in-flight requests at its end, it counts in no level.
+	r.exclude()
+	r.finish(status)
+	return res, r.write()
+}
+
+// stepRun is a step run in progress.
+type stepRun struct {
+	*Step
+	s        *session
+	rule     result.KneeRule
+	excluded *metrics.Snapshot // setup, settling, stopping: ramp_totals
+	exclTime time.Duration
+	held     *metrics.Snapshot // every level's held window
+	levels   []*stepLevel      // begun so far; the last is the current one
+	i        int               // index of the current level
+	phase    string
+	stopped  string
+}
+
+// stepLevel is one level as it runs.
+type stepLevel struct {
+	users      int
+	from       int       // users of the previous level, where a ramp starts
+	start      time.Time // users first asked for
+	allStarted time.Time // every user asked for (zero until then)
+	settle     time.Time // every user past setup
+	hold, end  time.Time // the held window
+	snap       *metrics.Snapshot
+	held       time.Duration
+	cpu0, cpu  time.Duration
+	complete   bool
+}
+
+func (r *stepRun) cur() *stepLevel { return r.levels[r.i] }
+
+// begin starts level i at now.
+func (r *stepRun) begin(i int, now time.Time) {
+	from := 0
+	if i > 0 {
+		from = r.Levels[i-1]
+	}
+	r.i, r.phase = i, PhaseStarting
+	r.levels = append(r.levels, &stepLevel{users: r.Levels[i], from: from, start: now, snap: metrics.NewSnapshot()})
+	r.ramp(now)
+}
+
+// ramp asks for the current level's users, at most RampRate a second
+// more than the previous level's.
+func (r *stepRun) ramp(now time.Time) {
+	l := r.cur()
+	want := l.users
+	if r.RampRate > 0 {
+		want = min(l.users, l.from+int(math.Ceil(r.RampRate*now.Sub(l.start).Seconds())))
+		want = max(want, l.from+1)
+	}
+	r.s.setUsers(want)
+	if want == l.users && l.allStarted.IsZero() {
+		l.allStarted = now
+	}
+}
+
+// exclude files the last interval under what no level counts.
+func (r *stepRun) exclude() {
+	r.excluded.Merge(r.s.interval)
+	r.exclTime += r.s.interval.End.Sub(r.s.interval.Start)
+}
+
+// advance files the interval just collected and moves the current level
+// through its phases. It returns the level that finished holding, if one
+// did, and whether the run goes on.
+func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
+	s, l := r.s, r.cur()
+	switch r.phase {
+	case PhaseStarting:
+		r.exclude()
+		ready := s.eng.Ready()
+		switch {
+		case !l.allStarted.IsZero() && ready == l.users && s.eng.Users() == l.users:
+			l.settle, r.phase = now, PhaseSettling
+			if r.Settle <= 0 {
+				r.startHold(now)
+			}
+		case !l.allStarted.IsZero() && now.Sub(l.allStarted) > r.SetupTimeout:
+			r.stopped = fmt.Sprintf("at %d users only %d had finished setup %v after the last one started, so the run stopped there: "+
+				"is setup failing? ramp_totals and its (setup) action have the errors", l.users, ready, r.SetupTimeout)
+			return nil, false
+		}
+	case PhaseSettling:
+		r.exclude()
+		if now.Sub(l.settle) >= r.Settle-r.Tick/2 {
+			r.startHold(now)
+		}
+	case PhaseHolding:
+		l.snap.Merge(s.interval)
+		r.held.Merge(s.interval)
+		l.held += s.interval.End.Sub(s.interval.Start)
+		l.end, l.cpu = s.interval.End, cpuTime()-l.cpu0
+		if now.Sub(l.hold) >= r.Hold-r.Tick/2 {
+			l.complete = true
+			if r.i+1 == len(r.Levels) {
+				return l, false
+			}
+			r.begin(r.i+1, now)
+			return l, true
+		}
+	}
+	return nil, true
+}
+
+func (r *stepRun) startHold(now time.Time) {
+	l := r.cur()
+	l.hold, l.cpu0, r.phase = now, cpuTime(), PhaseHolding
+}
+
+func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) StepProgress {
+	l := r.cur()
+	x := StepProgress{Elapsed: now.Sub(r.s.start), Level: r.i, Phase: r.phase, Want: l.users,
+		Users: r.s.eng.Users(), Ready: r.s.eng.Ready(), Last: p}
+	switch r.phase {
+	case PhaseSettling:
+		x.Left = max(0, r.Settle-now.Sub(l.settle))
+	case PhaseHolding:
+		x.Left = max(0, r.Hold-now.Sub(l.hold))
+	}
+	if done != nil {
+		sl := r.summary(done)
+		x.Done = &sl
+	}
+	return x
+}
+
+// summary reduces a level to its part of the result.
+func (r *stepRun) summary(l *stepLevel) result.StepLevel {
+	since := func(t time.Time) float64 { return t.Sub(r.s.start).Seconds() }
+	out := result.StepLevel{Users: l.users, Complete: l.complete, StartS: since(l.start), SettleS: since(l.settle),
+		Window:   result.Window{Start: since(l.hold), End: since(l.end), Seconds: l.held.Seconds()},
+		Totals:   l.snap.Total(metrics.Request, metrics.NewStat()).Summarize("all requests", l.held),
+		Requests: l.snap.Summaries(metrics.Request, l.held),
+		Actions:  l.snap.Summaries(metrics.Action, l.held),
+	}
+	if l.held > 0 {
+		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
+	}
+	return out
+}
+
+// finish fills the result from the levels held so far.
+func (r *stepRun) finish(status string) {
+	res, sr := r.s.res, r.s.res.Step
+	res.Status, res.EndedAt = status, time.Now()
+	sr.Levels, sr.Stopped = sr.Levels[:0], r.stopped
+	var win time.Duration
+	res.Window = result.Window{}
+	for _, l := range r.levels {
+		if l.held == 0 {
+			continue
+		}
+		sl := r.summary(l)
+		if len(sr.Levels) == 0 {
+			res.Window.Start = sl.Window.Start
+		}
+		res.Window.End = sl.Window.End
+		win += l.held
+		sr.Levels = append(sr.Levels, sl)
+	}
+	res.Window.Seconds = win.Seconds()
+	sr.Knee = result.FindKnee(sr.Levels, r.rule)
+
+	scratch := metrics.NewStat()
+	res.Totals = r.held.Total(metrics.Request, scratch).Summarize("all requests", win)
+	res.Requests = r.held.Summaries(metrics.Request, win)
+	res.Actions = r.held.Summaries(metrics.Action, win)
+	res.RampTotals = r.excluded.Total(metrics.Request, scratch).Summarize("setup and settling", r.exclTime)
+
+	res.Notes = nil
+	if note := r.s.generator(sumCounts(res.Actions)); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	if note := r.s.namesNote(); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	cores := float64(res.Generator.GOMAXPROCS)
+	for _, l := range sr.Levels {
+		if l.GeneratorCPUPercent > 90*cores {
+			res.Notes = append(res.Notes, fmt.Sprintf("at %d users headroom used %.0f%% of %.0f cores while holding: that level's latencies may be the generator's, not the target's",
+				l.Users, l.GeneratorCPUPercent, cores))
+		}
+	}
+	if r.stopped != "" {
+		res.Notes = append(res.Notes, r.stopped)
+	}
+	if status == result.Interrupted {
+		n := 0
+		for _, l := range sr.Levels {
+			if l.Complete {
+				n++
+			}
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("interrupted: %d of %d levels held completely; a level cut short has complete=false and is left out of the knee", n, len(r.Levels)))
+	}
+}
+
+// write writes the result and the histograms of every level held.
+func (r *stepRun) write() error {
+	if r.s.c.Out == "" {
+		return nil
+	}
+	levels := map[int]*metrics.Snapshot{}
+	for _, l := range r.levels {
+		if l.held > 0 {
+			levels[l.users] = l.snap
+		}
+	}
+	return result.WriteStep(r.s.c.Out, r.s.res, r.held, levels)
+}
