@@ -53,6 +53,9 @@ type StepLevel struct {
 	// GeneratorCPUPercent is headroom's CPU over the held window, in
 	// percent of one core (the machine has result.Generator.GOMAXPROCS).
 	GeneratorCPUPercent float64 `json:"generator_cpu_percent"`
+	// Server, with --scrape: each scraped endpoint over the held window,
+	// in the order of the result's server.targets.
+	Server []ServerWindow `json:"server,omitempty"`
 }
 
 // ErrorPct returns the share of the level's requests that failed or timed

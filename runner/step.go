@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/server"
 )
 
 // Step configures a step run: each level's user count in turn, held for
@@ -122,6 +123,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 			nextTick = nextTick.Add(st.Tick)
 		}
 		p := s.collect()
+		s.scrape(ctx, now)
 		done, more := r.advance(now)
 		if st.Progress != nil {
 			st.Progress(r.progress(now, p, done))
@@ -165,7 +167,7 @@ type stepRun struct {
 // stepLevel is one level as it runs.
 type stepLevel struct {
 	users      int
-	from       int       // users of the previous level, where a ramp starts
+	prev       int       // users of the previous level, where a ramp starts
 	start      time.Time // users first asked for
 	allStarted time.Time // every user asked for (zero until then)
 	settle     time.Time // every user past setup
@@ -174,18 +176,19 @@ type stepLevel struct {
 	held       time.Duration
 	cpu0, cpu  time.Duration
 	complete   bool
+	from, to   server.Mark // the server's state at the start and end of the hold (--scrape)
 }
 
 func (r *stepRun) cur() *stepLevel { return r.levels[r.i] }
 
 // begin starts level i at now.
 func (r *stepRun) begin(i int, now time.Time) {
-	from := 0
+	prev := 0
 	if i > 0 {
-		from = r.Levels[i-1]
+		prev = r.Levels[i-1]
 	}
 	r.i, r.phase = i, PhaseStarting
-	r.levels = append(r.levels, &stepLevel{users: r.Levels[i], from: from, start: now, snap: metrics.NewSnapshot()})
+	r.levels = append(r.levels, &stepLevel{users: r.Levels[i], prev: prev, start: now, snap: metrics.NewSnapshot()})
 	r.ramp(now)
 }
 
@@ -195,8 +198,8 @@ func (r *stepRun) ramp(now time.Time) {
 	l := r.cur()
 	want := l.users
 	if r.RampRate > 0 {
-		want = min(l.users, l.from+int(math.Ceil(r.RampRate*now.Sub(l.start).Seconds())))
-		want = max(want, l.from+1)
+		want = min(l.users, l.prev+int(math.Ceil(r.RampRate*now.Sub(l.start).Seconds())))
+		want = max(want, l.prev+1)
 	}
 	r.s.setUsers(want)
 	if want == l.users && l.allStarted.IsZero() {
@@ -239,7 +242,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 		l.snap.Merge(s.interval)
 		r.held.Merge(s.interval)
 		l.held += s.interval.End.Sub(s.interval.Start)
-		l.end, l.cpu = s.interval.End, cpuTime()-l.cpu0
+		l.end, l.cpu, l.to = s.interval.End, cpuTime()-l.cpu0, s.mark(now)
 		if now.Sub(l.hold) >= r.Hold-r.Tick/2 {
 			l.complete = true
 			if r.i+1 == len(r.Levels) {
@@ -254,7 +257,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 
 func (r *stepRun) startHold(now time.Time) {
 	l := r.cur()
-	l.hold, l.cpu0, r.phase = now, cpuTime(), PhaseHolding
+	l.hold, l.cpu0, l.from, r.phase = now, cpuTime(), r.s.mark(now), PhaseHolding
 }
 
 func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) StepProgress {
@@ -286,6 +289,9 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 	if l.held > 0 {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
 	}
+	if r.s.watch != nil && l.held > 0 {
+		out.Server = r.s.watch.Windows(l.from, l.to)
+	}
 	return out
 }
 
@@ -295,6 +301,7 @@ func (r *stepRun) finish(status string) {
 	res.Status, res.EndedAt = status, time.Now()
 	sr.Levels, sr.Stopped = sr.Levels[:0], r.stopped
 	var win time.Duration
+	var from, to server.Mark
 	res.Window = result.Window{}
 	for _, l := range r.levels {
 		if l.held == 0 {
@@ -302,14 +309,17 @@ func (r *stepRun) finish(status string) {
 		}
 		sl := r.summary(l)
 		if len(sr.Levels) == 0 {
-			res.Window.Start = sl.Window.Start
+			res.Window.Start, from = sl.Window.Start, l.from
 		}
-		res.Window.End = sl.Window.End
+		res.Window.End, to = sl.Window.End, l.to
 		win += l.held
 		sr.Levels = append(sr.Levels, sl)
 	}
 	res.Window.Seconds = win.Seconds()
 	sr.Knee = result.FindKnee(sr.Levels, r.rule)
+	if len(sr.Levels) > 0 {
+		r.s.server(from, to) // from the first hold to the end of the last: settling in between included
+	}
 
 	scratch := metrics.NewStat()
 	res.Totals = r.held.Total(metrics.Request, scratch).Summarize("all requests", win)

@@ -51,7 +51,8 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "step")
 	const hold, settle = 3 * time.Second, 2 * time.Second
 	st := &Step{
-		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
+			Scrape: []string{target.String() + "/metrics"}},
 		Levels: []int{5, 10, 20, 40, 60}, Hold: hold, Settle: settle,
 	}
 	var lines []string
@@ -92,6 +93,11 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 		}
 		if l.SettleS < l.StartS || l.Window.Start-l.SettleS < settle.Seconds()-0.6 || (i > 0 && l.StartS < res.Step.Levels[i-1].Window.End-0.01) {
 			t.Errorf("%d users: started %.2f, set up %.2f, held from %.2f: settle not honoured", l.Users, l.StartS, l.SettleS, l.Window.Start)
+		}
+		// The server's side of the same window (scraped once a tick, so
+		// a tick early at most): its GetChannelPosts rate is the client's.
+		if srvRPS := serverRPS(l, "GetChannelPosts"); math.Abs(srvRPS-l.Totals.RPS) > 0.25*l.Totals.RPS {
+			t.Errorf("%d users: the server saw %.1f req/s, the client %.1f", l.Users, srvRPS, l.Totals.RPS)
 		}
 		count += l.Totals.Count
 	}
@@ -265,4 +271,19 @@ think_time = think.constant("200ms")
 	if res.RampTotals.Errors == 0 {
 		t.Errorf("the failed logins are not in ramp_totals: %+v", res.RampTotals)
 	}
+}
+
+// serverRPS is the rate the scraped server reported for one handler over
+// a level's held window; 0 if it reported none.
+func serverRPS(l result.StepLevel, handler string) float64 {
+	for _, w := range l.Server {
+		for _, g := range w.Timings {
+			for _, it := range g.Items {
+				if g.Label == "handler" && it.Name == handler {
+					return it.RPS
+				}
+			}
+		}
+	}
+	return 0
 }
