@@ -1,0 +1,192 @@
+// Package compare sets two sets of results side by side — a base build
+// and a new one, each one or more repeats of the same kind of run — and
+// says for each figure whether the difference is a regression, an
+// improvement, or within the noise between repeats.
+//
+// Latencies come from the exact histograms of every repeat merged; the
+// noise from the spread between repeats (Welch's t interval); a verdict
+// also needs the change to pass a minimum effect. Requests made on one side
+// only are listed apart and left out of every aggregate, and aggregates
+// weigh both sides with one mix (docs/COMPARE.md).
+package compare
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// Comparison is the whole comparison, as compare.json holds it.
+type Comparison struct {
+	Format  string   `json:"format"`
+	Kind    string   `json:"kind"`
+	Base    SideInfo `json:"base"`
+	New     SideInfo `json:"new"`
+	Options Options  `json:"options"`
+	Notes   []string `json:"notes,omitempty"`
+
+	// Ceiling results: the supported users, and the throughput there.
+	Users      *Metric `json:"users,omitempty"`
+	CeilingRPS *Metric `json:"ceiling_rps,omitempty"`
+	// Window is the measured window: after the ramp (run), at the
+	// supported users (ceiling), every held level (step).
+	Window Span `json:"window"`
+	// Levels are the step levels both sides held.
+	Levels []LevelSpan        `json:"levels,omitempty"`
+	Server []ServerComparison `json:"server,omitempty"`
+}
+
+// Format names the comparison format.
+const Format = "headroom-compare/1"
+
+// SideInfo describes one side.
+type SideInfo struct {
+	Label        string           `json:"label"`
+	Dirs         []string         `json:"dirs"`
+	Headroom     string           `json:"headroom"`
+	Scenario     string           `json:"scenario"`
+	ScenarioHash string           `json:"scenario_hash"`
+	Target       string           `json:"target"`
+	Users        []int            `json:"users"`
+	Knee         []string         `json:"knee,omitempty"` // step runs: each repeat's knee
+	Results      []*result.Result `json:"-"`
+}
+
+// LevelSpan is one step level both sides held.
+type LevelSpan struct {
+	Users int `json:"users"`
+	Span
+}
+
+// Compare compares new against base.
+func Compare(base, new *Side, o Options) (*Comparison, error) {
+	if base.Kind() != new.Kind() {
+		return nil, fmt.Errorf("the base runs are %q results and the new runs %q results: compare needs results of the same kind (run, step or ceiling)",
+			base.Kind(), new.Kind())
+	}
+	o.defaults()
+	c := &Comparison{Format: Format, Kind: base.Kind(), Base: info(base), New: info(new), Options: o}
+	c.notes(base, new)
+	c.Window = compareSpan(windows(base), windows(new), o)
+	switch c.Kind {
+	case "ceiling":
+		c.Users = &Metric{Name: "supported users", Unit: "users", HigherIsBetter: true}
+		c.CeilingRPS = &Metric{Name: "requests/s at the supported users", Unit: "/s", HigherIsBetter: true}
+		for _, side := range []struct {
+			s          *Side
+			users, rps *[]float64
+			pu, pr     *float64
+		}{{base, &c.Users.BaseRuns, &c.CeilingRPS.BaseRuns, &c.Users.Base, &c.CeilingRPS.Base},
+			{new, &c.Users.NewRuns, &c.CeilingRPS.NewRuns, &c.Users.New, &c.CeilingRPS.New}} {
+			for _, r := range side.s.Runs {
+				ci := r.Result.Ceiling
+				if ci == nil || !ci.SupportedUsers.Found {
+					continue
+				}
+				*side.users = append(*side.users, ci.SupportedUsers.Value)
+				*side.rps = append(*side.rps, ci.ThroughputRPS)
+			}
+			*side.pu, *side.pr = meanOr(*side.users), meanOr(*side.rps)
+		}
+		c.Users.judge(o)
+		c.CeilingRPS.judge(o)
+	case "step":
+		c.Levels = compareLevels(base, new, o)
+	}
+	c.Server = compareServers(base, new, o, &c.Notes)
+	return c, nil
+}
+
+func meanOr(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return mean(xs)
+}
+
+func info(s *Side) SideInfo {
+	r0 := s.Runs[0].Result
+	in := SideInfo{Label: s.Label, Headroom: r0.Headroom, Scenario: r0.Config.Scenario, ScenarioHash: r0.Config.ScenarioHash, Target: r0.Config.Target}
+	for _, r := range s.Runs {
+		in.Dirs = append(in.Dirs, r.Dir)
+		in.Users = append(in.Users, r.Result.Config.Users)
+		in.Results = append(in.Results, r.Result)
+		if st := r.Result.Step; st != nil {
+			in.Knee = append(in.Knee, st.Knee.Summary)
+		}
+	}
+	return in
+}
+
+// notes says what makes the comparison weaker than it looks.
+func (c *Comparison) notes(base, new *Side) {
+	add := func(f string, a ...any) { c.Notes = append(c.Notes, fmt.Sprintf(f, a...)) }
+	if len(base.Runs) < 2 || len(new.Runs) < 2 {
+		add("%d run(s) of base and %d of new: with one run on a side there is no measure of the noise between runs, so no verdict is given; repeat each side (3 runs is a good start)",
+			len(base.Runs), len(new.Runs))
+	}
+	for _, s := range []*Side{base, new} {
+		for _, r := range s.Runs {
+			if r.Result.Status != result.Completed {
+				add("%s (%s) did not complete (status %q): its figures cover what ran", r.Dir, s.Label, r.Result.Status)
+			}
+			if r.Result.Generator.Overloaded {
+				add("%s (%s): the load generator was overloaded; its latencies may be headroom's", r.Dir, s.Label)
+			}
+			if ci := r.Result.Ceiling; ci != nil && !ci.SupportedUsers.Found {
+				add("%s (%s): no ceiling was found (%s); left out of the supported users", r.Dir, s.Label, ci.SupportedUsers.Why)
+			}
+			if r.Result.Config.ScenarioHash != base.Runs[0].Result.Config.ScenarioHash {
+				add("%s (%s) ran a different scenario than %s (hash differs): the two sides may not do the same work", r.Dir, s.Label, base.Runs[0].Dir)
+			}
+		}
+	}
+	if c.Kind == "run" {
+		bu, nu := info(base).Users, info(new).Users
+		if !slices.Equal(uniq(bu), uniq(nu)) {
+			add("the sides ran different user counts (base %v, new %v)", uniq(bu), uniq(nu))
+		}
+	}
+}
+
+func uniq(xs []int) []int {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// windows is each run's measured window.
+func windows(s *Side) []window {
+	var out []window
+	for _, r := range s.Runs {
+		out = append(out, newWindow(r.Result.Requests, r.Result.Actions, r.Hists))
+	}
+	return out
+}
+
+// compareLevels compares the step levels that every run of both sides held.
+func compareLevels(base, new *Side, o Options) []LevelSpan {
+	held := func(s *Side) map[int][]window {
+		out := map[int][]window{}
+		for _, r := range s.Runs {
+			for _, l := range r.Result.Step.Levels {
+				out[l.Users] = append(out[l.Users], newWindow(l.Requests, l.Actions, r.Levels[l.Users]))
+			}
+		}
+		return out
+	}
+	b, n := held(base), held(new)
+	var users []int
+	for u, ws := range b {
+		if len(ws) == len(base.Runs) && len(n[u]) == len(new.Runs) {
+			users = append(users, u)
+		}
+	}
+	slices.Sort(users)
+	var out []LevelSpan
+	for _, u := range users {
+		out = append(out, LevelSpan{Users: u, Span: compareSpan(b[u], n[u], o)})
+	}
+	return out
+}

@@ -1,0 +1,82 @@
+package compare
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// Run is one result directory, read.
+type Run struct {
+	Dir    string
+	Result *result.Result
+	Hists  *metrics.Snapshot         // the measured window's exact histograms
+	Levels map[int]*metrics.Snapshot // step runs: each level's
+}
+
+// Side is the runs of one build: one or more repeats of the same kind.
+type Side struct {
+	Label string
+	Runs  []*Run
+}
+
+// Kind is the kind of the side's results.
+func (s *Side) Kind() string { return s.Runs[0].Result.Kind }
+
+// Load reads the result directories of one side. Every directory must
+// hold a result of the same kind; the error names the first one that
+// does not, or that is missing or corrupt.
+func Load(label string, dirs []string) (*Side, error) {
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%s: no result directories given", label)
+	}
+	s := &Side{Label: label}
+	for _, dir := range dirs {
+		r, err := ReadRun(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.Runs) > 0 && r.Result.Kind != s.Kind() {
+			return nil, fmt.Errorf("%s: %s is a %q result but %s is a %q result: the repeats of one side must be of one kind",
+				label, dir, r.Result.Kind, s.Runs[0].Dir, s.Kind())
+		}
+		s.Runs = append(s.Runs, r)
+	}
+	return s, nil
+}
+
+// ReadRun reads one result directory with its histograms.
+func ReadRun(dir string) (*Run, error) {
+	st, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such directory", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory (give the directory a run wrote, holding %s)", dir, result.ResultFile)
+	}
+	res, err := result.Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	hists, err := result.ReadHistograms(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no %s beside %s: the exact histograms are needed to compare percentiles", dir, result.HistogramsFile, result.ResultFile)
+		}
+		return nil, err
+	}
+	run := &Run{Dir: filepath.Clean(dir), Result: res, Hists: hists}
+	if res.Kind == "step" {
+		if run.Levels, err = result.ReadLevelHistograms(dir); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
+}

@@ -1,0 +1,168 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Verdicts.
+const (
+	Regression    = "regression"
+	Improvement   = "improvement"
+	NoChange      = "no significant change"
+	NoVerdict     = "no verdict: one run per side"
+	NoData        = "no data"
+	NotComparable = "not comparable"
+)
+
+// Options tune the verdicts.
+type Options struct {
+	// Confidence of the intervals (default 0.95).
+	Confidence float64
+	// MinEffect is the smallest relative change called a regression or an
+	// improvement even when the interval excludes zero (default 0.03): on
+	// shared machines, real but tiny differences are not worth a verdict.
+	MinEffect float64
+	// MinErrorPoints is the same for error rates, in percentage points
+	// (default 0.1).
+	MinErrorPoints float64
+}
+
+func (o *Options) defaults() {
+	if o.Confidence <= 0 || o.Confidence >= 1 {
+		o.Confidence = 0.95
+	}
+	if o.MinEffect <= 0 {
+		o.MinEffect = 0.03
+	}
+	if o.MinErrorPoints <= 0 {
+		o.MinErrorPoints = 0.1
+	}
+}
+
+// Metric is one figure, base against new.
+//
+// Base and New are the side's value: pooled over its repeats (from the
+// merged histograms for latencies). Delta is New against Base: relative
+// (0.1 = +10%), or in percentage points for error rates (Points). Low and
+// High bound Delta at the chosen confidence, from the spread between runs
+// (Welch's t interval on the per-run values, centred on Delta); they are
+// only set when both sides have at least two runs.
+type Metric struct {
+	Name           string    `json:"name"`
+	Unit           string    `json:"unit"`
+	HigherIsBetter bool      `json:"higher_is_better"`
+	Points         bool      `json:"points,omitempty"` // Delta is in percentage points
+	Base           float64   `json:"base"`
+	New            float64   `json:"new"`
+	BaseRuns       []float64 `json:"base_runs"`
+	NewRuns        []float64 `json:"new_runs"`
+	BaseSD         float64   `json:"base_sd"`
+	NewSD          float64   `json:"new_sd"`
+	Delta          float64   `json:"delta"`
+	Low            float64   `json:"low"`
+	High           float64   `json:"high"`
+	HasInterval    bool      `json:"has_interval"`
+	Verdict        string    `json:"verdict"`
+}
+
+// judge fills the delta, its interval and the verdict of m from its
+// per-run values and pooled values.
+func (m *Metric) judge(o Options) {
+	m.BaseSD, m.NewSD = sd(m.BaseRuns), sd(m.NewRuns)
+	if len(m.BaseRuns) == 0 || len(m.NewRuns) == 0 || math.IsNaN(m.Base) || math.IsNaN(m.New) {
+		m.Verdict = NoData
+		return
+	}
+	scale := 1.0
+	if m.Points {
+		m.Delta = m.New - m.Base
+	} else {
+		if m.Base == 0 {
+			m.Verdict = NotComparable
+			return
+		}
+		m.Delta = m.New/m.Base - 1
+		scale = m.Base
+	}
+	if len(m.BaseRuns) < 2 || len(m.NewRuns) < 2 {
+		m.Verdict = NoVerdict
+		return
+	}
+	half := welchHalfWidth(m.BaseRuns, m.NewRuns, o.Confidence) / scale
+	m.Low, m.High, m.HasInterval = m.Delta-half, m.Delta+half, true
+	min := o.MinEffect
+	if m.Points {
+		min = o.MinErrorPoints
+	}
+	switch {
+	case m.Low > 0 && m.Delta >= min:
+		m.Verdict = pick(m.HigherIsBetter, Improvement, Regression)
+	case m.High < 0 && m.Delta <= -min:
+		m.Verdict = pick(m.HigherIsBetter, Regression, Improvement)
+	default:
+		m.Verdict = NoChange
+	}
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// welchHalfWidth is the half-width of Welch's t interval for the
+// difference of the means of a and b (each at least two values).
+func welchHalfWidth(a, b []float64, confidence float64) float64 {
+	va, vb := variance(a)/float64(len(a)), variance(b)/float64(len(b))
+	se := math.Sqrt(va + vb)
+	if se == 0 {
+		return 0
+	}
+	df := (va + vb) * (va + vb) / (va*va/float64(len(a)-1) + vb*vb/float64(len(b)-1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(1 - (1-confidence)/2)
+	return t * se
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func variance(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m, s := mean(xs), 0.0
+	for _, x := range xs {
+		s += (x - m) * (x - m)
+	}
+	return s / float64(len(xs)-1)
+}
+
+func sd(xs []float64) float64 { return math.Sqrt(variance(xs)) }
+
+// DeltaText is the delta with its interval, e.g. "-9.8% [-12.1%, -7.5%]"
+// or "+0.40 pp".
+func (m *Metric) DeltaText() string {
+	f := func(v float64) string {
+		if m.Points {
+			return fmt.Sprintf("%+.2f pp", v)
+		}
+		return fmt.Sprintf("%+.1f%%", 100*v)
+	}
+	switch m.Verdict {
+	case NoData, NotComparable:
+		return "-"
+	}
+	if !m.HasInterval {
+		return f(m.Delta)
+	}
+	return fmt.Sprintf("%s [%s, %s]", f(m.Delta), f(m.Low), f(m.High))
+}
