@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test, as CI runs it (.ci/run calls this). Installs what the tests
-# need (Go modules; Debian's prometheus and prometheus-node-exporter), then
+# need (Go modules; Debian's prometheus, prometheus-node-exporter and
+# chromium, which opens the HTML report as a reader would), then
 # vets, checks formatting, runs every test, and the concurrent packages
 # again under the race detector. Takes about 6 minutes on 2 cores, most of
 # it three real ceiling searches against the testbed.
@@ -22,15 +23,15 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 
-echo "== servers the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5)"
-if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter ]]; then
+echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium)"
+if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium ]]; then
   sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium
 fi
 
-echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, Prometheus, node_exporter)"
+echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, Prometheus, node_exporter; headless Chromium)"
 # -parallel 3: the ceiling searches wait on the testbed's modelled time, not on CPU.
 go test -count=1 -parallel 3 -timeout 14m ./...
 
