@@ -210,8 +210,14 @@ func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	step := niceStep((hi - lo) / float64(max(t.n-1, 1)))
 	prec := decimals(step)
 	var ticks []plot.Tick
-	for i := math.Ceil(lo / step * 2); i/2*step <= hi+step*1e-9; i++ {
+	first := math.Ceil(lo / step * 2)
+	// Bounded, in case first+k cannot change (lo huge against the step).
+	for k := range 2*t.n + 4 {
+		i := first + float64(k)
 		v := i / 2 * step
+		if v > hi+step*1e-9 {
+			break
+		}
 		if math.Abs(v) < step*1e-9 {
 			v = 0 // not "-0" from rounding
 		}
