@@ -99,7 +99,7 @@ func FindKnee(levels []StepLevel, rule KneeRule) Knee {
 				why = append(why, fmt.Sprintf("mean latency rose %.0f%% (%s → %s)", 100*s.meanRise, msText(s.from.Totals.MeanMs), msText(s.to.Totals.MeanMs)))
 			}
 			if errs {
-				why = append(why, fmt.Sprintf("errors rose from %.1f%% to %.1f%% of requests", s.errFrom, s.errTo))
+				why = append(why, fmt.Sprintf("errors and timeouts rose from %.1f%% to %.1f%% of requests", s.errFrom, s.errTo))
 			}
 			k.Summary = fmt.Sprintf("knee at %d users: %s while %s", s.from.Users, s.words(), strings.Join(why, " and "))
 			return k

@@ -67,7 +67,7 @@ func TestFindKnee(t *testing.T) {
 			name:   "load shed with errors",
 			levels: []StepLevel{lvl(10, 100, 10, 20, 0), lvl(20, 200, 6, 15, 50)},
 			found:  true, users: 10,
-			words: []string{"throughput grew 0% (100.0 → 100.0 req/s)", "errors rose from 0.0% to 50.0% of requests"},
+			words: []string{"throughput grew 0% (100.0 → 100.0 req/s)", "errors and timeouts rose from 0.0% to 50.0% of requests"},
 		},
 		{
 			name:   "linear all the way",
@@ -144,7 +144,7 @@ func TestKneeFigures(t *testing.T) {
 		k.P95Ms != [2]float64{60, 900} || k.MeanMs != [2]float64{40, 400} || k.ErrorPct[0] != 0 || !near(k.ErrorPct[1], 100*61.0/3060) {
 		t.Errorf("figures %+v", k)
 	}
-	if !strings.Contains(k.Summary, "p95 rose 1400%") || !strings.Contains(k.Summary, "and errors rose from 0.0% to 2.0%") {
+	if !strings.Contains(k.Summary, "p95 rose 1400%") || !strings.Contains(k.Summary, "and errors and timeouts rose from 0.0% to 2.0%") {
 		t.Errorf("summary %s", k.Summary)
 	}
 }

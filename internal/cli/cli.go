@@ -36,6 +36,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run a bounded load test: a fixed number of users for a duration", runCmd},
+		{"step", "hold a list of user counts in turn; a table per level and the knee", stepCmd},
 		{"ceiling", "find how many users the target supports while its health checks pass", ceilingCmd},
 		{"testbed", "start the built-in target server, whose capacity is known", testbedCmd},
 		{"version", "print the version", func(_ context.Context, env Env, _ []string) int {
