@@ -1,8 +1,10 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -15,6 +17,7 @@ const (
 	NoVerdict     = "no verdict: one run per side"
 	NoData        = "no data"
 	NotComparable = "not comparable"
+	TooFew        = "too few requests"
 )
 
 // Options tune the verdicts.
@@ -28,6 +31,10 @@ type Options struct {
 	// MinErrorPoints is the same for error rates, in percentage points
 	// (default 0.1).
 	MinErrorPoints float64
+	// MinCount is the fewest requests a side must have made of a name for
+	// its row to get a verdict (default 30): the p99 of a handful of
+	// requests is their maximum, and says little.
+	MinCount int64
 }
 
 func (o *Options) defaults() {
@@ -39,6 +46,9 @@ func (o *Options) defaults() {
 	}
 	if o.MinErrorPoints <= 0 {
 		o.MinErrorPoints = 0.1
+	}
+	if o.MinCount <= 0 {
+		o.MinCount = 30
 	}
 }
 
@@ -165,4 +175,26 @@ func (m *Metric) DeltaText() string {
 		return f(m.Delta)
 	}
 	return fmt.Sprintf("%s [%s, %s]", f(m.Delta), f(m.Low), f(m.High))
+}
+
+// MarshalJSON writes NaN and infinite figures (no data) as 0: JSON has no
+// NaN, and the verdict already says "no data".
+func (m Metric) MarshalJSON() ([]byte, error) {
+	type plain Metric
+	p := plain(m)
+	fix := func(v float64) float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0
+		}
+		return v
+	}
+	p.Base, p.New, p.Delta, p.Low, p.High, p.BaseSD, p.NewSD = fix(p.Base), fix(p.New), fix(p.Delta), fix(p.Low), fix(p.High), fix(p.BaseSD), fix(p.NewSD)
+	p.BaseRuns, p.NewRuns = slices.Clone(p.BaseRuns), slices.Clone(p.NewRuns)
+	for i := range p.BaseRuns {
+		p.BaseRuns[i] = fix(p.BaseRuns[i])
+	}
+	for i := range p.NewRuns {
+		p.NewRuns[i] = fix(p.NewRuns[i])
+	}
+	return json.Marshal(p)
 }

@@ -181,6 +181,9 @@ func rows(base, new []window, k metrics.Kind, o Options) (out []Row, onlyBase, o
 		}
 		for _, m := range []*Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors} {
 			m.judge(o)
+			if min(r.BaseCount, r.NewCount) < o.MinCount && m.Verdict != NoData && m.Verdict != NotComparable {
+				m.Verdict = TooFew
+			}
 		}
 		out = append(out, r)
 	}

@@ -195,8 +195,8 @@ th, td { padding: .3rem .7rem; border: 1px solid #d0d7de; text-align: left; vert
 th { background: #f6f8fa; font-weight: 600; }
 tbody tr:nth-child(even) td { background: #fafbfc; }
 .num { text-align: right; white-space: nowrap; }
-tbody td.regression { background: #ffebe9; color: #a40e26; font-weight: 600; }
-tbody td.improvement { background: #dafbe1; color: #116329; font-weight: 600; }
+tbody tr td.regression { background: #ffebe9; color: #a40e26; font-weight: 600; }
+tbody tr td.improvement { background: #dafbe1; color: #116329; font-weight: 600; }
 figure { margin: 1rem 0; }
 figure img { display: block; max-width: 100%; height: auto; }
 @media print {

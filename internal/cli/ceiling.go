@@ -203,6 +203,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	}
 	printCeiling(env.Stdout, res)
 	fmt.Fprintf(env.Stdout, "\nresult: %s/%s\n", out, result.ResultFile)
+	writeReports(env, out, res, f.noReport)
 	if !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}

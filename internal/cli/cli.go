@@ -38,6 +38,8 @@ func commands() []command {
 		{"run", "run a bounded load test: a fixed number of users for a duration", runCmd},
 		{"step", "hold a list of user counts in turn; a table per level and the knee", stepCmd},
 		{"ceiling", "find how many users the target supports while its health checks pass", ceilingCmd},
+		{"compare", "compare base and new builds' results: deltas, intervals, verdicts; gates CI", compareCmd},
+		{"report", "write the Markdown + PNG and HTML report of a result, or a ceiling matrix", reportCmd},
 		{"testbed", "start the built-in target server, whose capacity is known", testbedCmd},
 		{"version", "print the version", func(_ context.Context, env Env, _ []string) int {
 			fmt.Fprintf(env.Stdout, "headroom %s\n", Version)

@@ -12,11 +12,11 @@ import (
 
 // loadFlags are the flags of every command that runs users.
 type loadFlags struct {
-	target, out, metricsAddr string
-	seed                     uint64
-	timeout, grace           time.Duration
-	insecure, quiet          bool
-	scrape                   multi
+	target, out, metricsAddr  string
+	seed                      uint64
+	timeout, grace            time.Duration
+	insecure, quiet, noReport bool
+	scrape                    multi
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -28,6 +28,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 

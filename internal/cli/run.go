@@ -86,6 +86,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 	printSummary(env.Stdout, res)
 	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
+	writeReports(env, out, res, f.noReport)
 	return ExitOK
 }
 

@@ -106,6 +106,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	printStep(env.Stdout, res)
 	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
+	writeReports(env, out, res, f.noReport)
 	if res.Step.Stopped != "" {
 		return ExitError
 	}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/headroom-dev/headroom/compare"
+	"github.com/headroom-dev/headroom/report"
+)
+
+// ExitRegression is compare's exit code when a change passes --fail-on.
+const ExitRegression = 3
+
+const compareHelp = `
+Compares two sets of results of the same kind (run, step or ceiling): the
+base build's runs, then --vs and the new build's runs. Each side may be
+one run or several repeats; repeats are what let headroom tell a real
+change from run-to-run noise (3 per side is a good start).
+
+For each figure — supported users, requests/s, latency per request (mean,
+p50, p95, p99 from the exact histograms), error rates, and the server's
+CPU, memory and API/store times when the runs scraped them — it prints
+both sides, the change with its 95% interval, and a verdict: regression,
+improvement, or no significant change. With one run per side it says no
+verdict is possible rather than guess. Requests made on one side only are
+listed apart and left out of every aggregate; aggregates weigh both sides
+with one mix (docs/COMPARE.md).
+
+Writes report.md (+ PNG charts), report.html and compare.json into --out.
+
+Examples:
+  headroom compare runs/base-1 runs/base-2 runs/base-3 --vs runs/new-1 runs/new-2 runs/new-3 --out reports/v2-vs-v1
+  headroom compare runs/base --vs runs/new --fail-on users:-5%,p99:+10%,errors:+1pp   # gate a CI pipeline
+
+Exit codes: 0 compared (no gate failed), 1 could not read the results, 2 bad command line or results that cannot be compared,
+3 a change passed --fail-on.
+`
+
+func compareCmd(_ context.Context, env Env, args []string) int {
+	var out, failOn, labels string
+	var o compare.Options
+	minEffect := percent(0.03)
+	fs := newFlags(env, "compare", "BASE_DIR... --vs NEW_DIR... [--out DIR] [--fail-on GATES]", compareHelp)
+	fs.StringVar(&out, "out", "", "directory for report.md, report.html and compare.json (default: print only)")
+	fs.StringVar(&failOn, "fail-on", "", "exit 3 when a change is real and beyond a limit: users:-5%,rps:-5%,mean:+10%,p50:+10%,p95:+10%,p99:+10%,errors:+1pp,server:+10%")
+	fs.Float64Var(&o.Confidence, "confidence", 0.95, "confidence of the intervals")
+	fs.Var(&minEffect, "min-effect", "smallest relative change given a verdict, however certain")
+	fs.StringVar(&labels, "labels", "base,new", "names of the two sides in the report")
+	var baseArgs, newArgs []string
+	for i, a := range args {
+		if a == "--vs" || a == "-vs" {
+			baseArgs, newArgs = args[:i], args[i+1:]
+			break
+		}
+	}
+	if newArgs == nil {
+		if _, code, ok := parse(fs, args); !ok {
+			return code
+		}
+		fs.Usage()
+		return fail(env, ExitUsage, "compare needs the base runs, then --vs and the new runs")
+	}
+	// Flags may sit on either side of --vs.
+	basePos, code, ok := parse(fs, baseArgs)
+	if !ok {
+		return code
+	}
+	newPos, code, ok := parse(fs, newArgs)
+	if !ok {
+		return code
+	}
+	if len(basePos) == 0 || len(newPos) == 0 {
+		return fail(env, ExitUsage, "compare needs at least one result directory on each side of --vs (got %d and %d)", len(basePos), len(newPos))
+	}
+	gates, err := compare.ParseFailOn(failOn)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+	o.MinEffect = float64(minEffect)
+	bl, nl, _ := strings.Cut(labels, ",")
+	if bl == "" || nl == "" {
+		return fail(env, ExitUsage, "--labels %q: want two names, e.g. v1.4,v1.5", labels)
+	}
+	base, err := compare.Load(bl, basePos)
+	if err != nil {
+		return fail(env, ExitError, "%v", err)
+	}
+	nw, err := compare.Load(nl, newPos)
+	if err != nil {
+		return fail(env, ExitError, "%v", err)
+	}
+	c, err := compare.Compare(base, nw, o)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+
+	fmt.Fprintf(env.Stdout, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, len(newPos), bl, len(basePos), c.Kind)
+	printTable(env.Stdout, report.VerdictTable(c))
+	for _, n := range c.Notes {
+		fmt.Fprintf(env.Stdout, "note: %s\n", n)
+	}
+	if w := c.Window; len(w.OnlyBase)+len(w.OnlyNew) > 0 {
+		fmt.Fprintf(env.Stdout, "left out (one side only): %s only: %v; %s only: %v\n", bl, w.OnlyBase, nl, w.OnlyNew)
+	}
+	if out != "" {
+		md, html, err := writeDoc(out, report.ForComparison(c))
+		if err == nil {
+			err = writeJSONFile(filepath.Join(out, "compare.json"), c)
+		}
+		if err != nil {
+			return fail(env, ExitError, "%v", err)
+		}
+		fmt.Fprintf(env.Stdout, "\nreport: %s\n        %s\n        %s\n", md, html, filepath.Join(out, "compare.json"))
+	}
+	if breaches := c.Breaches(gates); len(breaches) > 0 {
+		fmt.Fprintf(env.Stdout, "\nFAIL: %d change(s) beyond --fail-on %s:\n", len(breaches), failOn)
+		for _, b := range breaches {
+			fmt.Fprintf(env.Stdout, "  %s\n", b)
+		}
+		return ExitRegression
+	}
+	if len(gates) > 0 {
+		fmt.Fprintf(env.Stdout, "\nPASS: no change beyond --fail-on %s\n", failOn)
+	}
+	return ExitOK
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

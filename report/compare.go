@@ -1,0 +1,253 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/headroom-dev/headroom/compare"
+)
+
+// ForComparison is the report of a comparison: the verdicts first, then
+// the setup of each side, the per-request tables with their deltas, the
+// server's side, and the charts with base and new on the same axes.
+func ForComparison(c *compare.Comparison) *Doc {
+	b, n := c.Base.Label, c.New.Label
+	d := &Doc{Title: fmt.Sprintf("headroom compare: %s vs %s (%s)", n, b, kindName(c.Kind))}
+	add := func(bs ...Block) { d.Blocks = append(d.Blocks, bs...) }
+	add(&Para{Text: fmt.Sprintf("%s: %d run(s); %s: %d run(s). Each side's figure pools its runs (latencies from the merged exact histograms); "+
+		"the interval of a change is %.0f%% (Welch's t over the runs), and a change is called a regression or an improvement only when the interval "+
+		"excludes zero and the change is at least %.0f%% (%.2f points for error rates).",
+		b, len(c.Base.Dirs), n, len(c.New.Dirs), 100*c.Options.Confidence, 100*c.Options.MinEffect, c.Options.MinErrorPoints)})
+
+	add(&Heading{Level: 2, Text: "Verdict"}, VerdictTable(c))
+	if len(c.Notes) > 0 {
+		add(&List{Items: c.Notes})
+	}
+
+	add(&Heading{Level: 2, Text: "Setup"})
+	st := &Table{Header: []string{"", b, n}}
+	for _, r := range [][3]string{
+		{"runs", strings.Join(c.Base.Dirs, ", "), strings.Join(c.New.Dirs, ", ")},
+		{"scenario", c.Base.Scenario + " (" + short(c.Base.ScenarioHash) + ")", c.New.Scenario + " (" + short(c.New.ScenarioHash) + ")"},
+		{"target", c.Base.Target, c.New.Target},
+		{"users", ints(c.Base.Users), ints(c.New.Users)},
+		{"headroom", c.Base.Headroom, c.New.Headroom},
+	} {
+		st.Rows = append(st.Rows, r[:])
+	}
+	if len(c.Base.Knee) > 0 {
+		st.Rows = append(st.Rows, []string{"knee", strings.Join(c.Base.Knee, " / "), strings.Join(c.New.Knee, " / ")})
+	}
+	add(st)
+
+	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: spanText(c.Kind)})
+	add(rowsTable("request", b, n, c.Window.Requests), &Para{Text: fmt.Sprintf("Each cell: %s → %s (change). Intervals are in compare.json. Rows with fewer than %d requests on a side get no verdict.", b, n, c.Options.MinCount)})
+	add(apart("requests", b, n, c.Window.OnlyBase, c.Window.OnlyNew)...)
+	if len(c.Window.Weights) > 1 {
+		wt := &Table{Header: []string{"request", "common mix", b + " share", n + " share"}, Right: []int{1, 2, 3}}
+		for _, w := range c.Window.Weights {
+			wt.Rows = append(wt.Rows, []string{w.Name, pctText(100 * w.Weight), pctText(100 * w.Base), pctText(100 * w.New)})
+		}
+		add(&Para{Text: "The common mix weighs each request by the mean of its share on the two sides, so a request that became more frequent does not pass for a slower system:"}, wt)
+	}
+	if len(c.Window.Actions) > 0 {
+		add(&Heading{Level: 3, Text: "Actions"}, rowsTable("action", b, n, c.Window.Actions))
+		add(apart("actions", b, n, c.Window.OnlyBaseActions, c.Window.OnlyNewActions)...)
+	}
+
+	if len(c.Levels) > 0 {
+		add(&Heading{Level: 2, Text: "Levels"})
+		lt := metricTable(b, n)
+		lt.Header[0] = "users: figure"
+		for _, l := range c.Levels {
+			metricRow(lt, fmt.Sprintf("%d: requests/s", l.Users), &l.Throughput)
+			metricRow(lt, fmt.Sprintf("%d: mean (ms)", l.Users), &l.MixMean)
+			metricRow(lt, fmt.Sprintf("%d: p99 (ms)", l.Users), &l.MixP99)
+			metricRow(lt, fmt.Sprintf("%d: errors", l.Users), &l.MixErrors)
+		}
+		add(lt)
+	}
+
+	for i, s := range c.Server {
+		add(&Heading{Level: 2, Text: fmt.Sprintf("Server %d: %s / %s (%s)", i+1, s.Base, s.New, s.Kind)})
+		t := metricTable(b, n)
+		for _, m := range []*compare.Metric{&s.CPU, &s.Memory, &s.Goroutines} {
+			if m.Base != 0 || m.New != 0 {
+				metricRow(t, m.Name, m)
+			}
+		}
+		for j := range s.Timings {
+			metricRow(t, s.Timings[j].Title+": mean, common mix (ms)", &s.Timings[j].Mix)
+		}
+		add(t)
+		for _, tc := range s.Timings {
+			tt := metricTable(b, n)
+			tt.Header[0] = tc.Title
+			for k := range tc.Items {
+				it := &tc.Items[k]
+				metricRow(tt, it.Name+": mean (ms)", &it.Mean)
+				metricRow(tt, it.Name+": p99 (ms)", &it.P99)
+			}
+			add(&Heading{Level: 3, Text: tc.Title + " (" + tc.Metric + ")"}, tt)
+			add(apart(tc.Title, b, n, tc.OnlyBase, tc.OnlyNew)...)
+		}
+	}
+
+	add(&Heading{Level: 2, Text: "Over time"}, &Para{Text: b + " dashed, " + n + " solid; one line per run."})
+	var runs []namedRun
+	for i, r := range c.Base.Results {
+		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", b, i+1), res: r, dashed: true})
+	}
+	for i, r := range c.New.Results {
+		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", n, i+1), res: r})
+	}
+	add(timelineCharts("", runs)...)
+	add(serverCharts("", runs)...)
+	return d
+}
+
+// VerdictTable is the headline figures of a comparison, each with both
+// sides, the change with its interval, and the verdict.
+func VerdictTable(c *compare.Comparison) *Table {
+	t := metricTable(c.Base.Label, c.New.Label)
+	for _, m := range headlines(c) {
+		metricRow(t, m.Name, m)
+	}
+	return t
+}
+
+// headlines are the figures a release note quotes.
+func headlines(c *compare.Comparison) []*compare.Metric {
+	var out []*compare.Metric
+	if c.Users != nil {
+		out = append(out, c.Users, c.CeilingRPS)
+	}
+	w := &c.Window
+	out = append(out, &w.Throughput, &w.MixMean, &w.MixP99, &w.MixErrors)
+	for _, s := range c.Server {
+		for i := range s.Timings {
+			m := s.Timings[i].Mix
+			m.Name = s.Timings[i].Title + ", mean (common mix)"
+			out = append(out, &m)
+		}
+	}
+	return out
+}
+
+func metricTable(b, n string) *Table {
+	return &Table{Header: []string{"figure", b, n, "change [interval]", "verdict"}, Right: []int{1, 2, 3}}
+}
+
+func metricRow(t *Table, name string, m *compare.Metric) {
+	f := func(v float64, runs []float64) string {
+		s := num(v)
+		if m.Points {
+			s = pctText(v)
+		}
+		if len(runs) > 1 {
+			s += " ± " + num(sd(runs))
+		}
+		return s
+	}
+	t.Rows = append(t.Rows, []string{name, f(m.Base, m.BaseRuns), f(m.New, m.NewRuns), m.DeltaText(), m.Verdict})
+}
+
+func sd(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return sqrt(v / float64(len(xs)-1))
+}
+
+// rowsTable is one line per request: the figures that move, with the
+// worst verdict of the row.
+func rowsTable(first, b, n string, rows []compare.Row) *Table {
+	t := &Table{Header: []string{first, b + " count", n + " count", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "verdict"},
+		Right: []int{1, 2}}
+	cell := func(m *compare.Metric) string {
+		v := func(x float64) string {
+			if m.Points {
+				return pctText(x)
+			}
+			return num(x)
+		}
+		d := "-"
+		switch {
+		case m.Verdict == compare.NoData || m.Verdict == compare.NotComparable:
+		case m.Points:
+			d = fmt.Sprintf("%+.2f pp", m.Delta)
+		default:
+			d = fmt.Sprintf("%+.1f%%", 100*m.Delta)
+		}
+		return fmt.Sprintf("%s → %s (%s)", v(m.Base), v(m.New), d)
+	}
+	for _, r := range rows {
+		ms := []*compare.Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors}
+		t.Rows = append(t.Rows, []string{r.Name, count(r.BaseCount), count(r.NewCount), cell(ms[0]), cell(ms[1]), cell(ms[2]), cell(ms[3]), cell(ms[4]), worst(ms)})
+	}
+	return t
+}
+
+// worst is a row's verdict: a regression if any figure regressed (naming
+// them), else an improvement if any improved, else the common verdict.
+func worst(ms []*compare.Metric) string {
+	var reg, imp []string
+	for _, m := range ms {
+		switch m.Verdict {
+		case compare.Regression:
+			reg = append(reg, m.Name)
+		case compare.Improvement:
+			imp = append(imp, m.Name)
+		}
+	}
+	switch {
+	case len(reg) > 0:
+		return "regression (" + strings.Join(reg, ", ") + ")"
+	case len(imp) > 0:
+		return "improvement (" + strings.Join(imp, ", ") + ")"
+	}
+	return ms[0].Verdict
+}
+
+// apart lists names seen on one side only.
+func apart(what, b, n string, onlyBase, onlyNew []string) []Block {
+	var items []string
+	if len(onlyBase) > 0 {
+		items = append(items, fmt.Sprintf("only in %s: %s", b, strings.Join(onlyBase, ", ")))
+	}
+	if len(onlyNew) > 0 {
+		items = append(items, fmt.Sprintf("only in %s: %s", n, strings.Join(onlyNew, ", ")))
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return []Block{&Para{Text: "Left out of every figure above, as they were made on one side only (" + what + "):"}, &List{Items: items}}
+}
+
+func spanText(kind string) string {
+	switch kind {
+	case "ceiling":
+		return "At each run's supported users (its measure hold)."
+	case "step":
+		return "Every held level together; per level below."
+	}
+	return "The measured window of each run (after the ramp)."
+}
+
+func kindName(kind string) string {
+	switch kind {
+	case "run":
+		return "bounded runs"
+	case "step":
+		return "step runs"
+	}
+	return kind + " runs"
+}
+
+func ints(xs []int) string { return strings.Trim(fmt.Sprint(xs), "[]") }

@@ -1,0 +1,222 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// ForResult is the report of one run: its setup, its answer (the
+// ceiling, the knee), its tables and its charts.
+func ForResult(r *result.Result) *Doc {
+	d := &Doc{Title: fmt.Sprintf("headroom %s: %s against %s", r.Kind, filepath.Base(r.Config.Scenario), r.Config.Target)}
+	add := func(b ...Block) { d.Blocks = append(d.Blocks, b...) }
+	add(&Para{Text: headline(r)})
+	add(&Heading{Level: 2, Text: "Setup"}, setupTable(r), &Para{Text: "Command: " + strings.Join(r.Config.Command, " ")})
+	if len(r.Notes) > 0 {
+		add(&Heading{Level: 2, Text: "Notes"}, &List{Items: r.Notes})
+	}
+	switch {
+	case r.Ceiling != nil:
+		add(ceilingBlocks(r)...)
+	case r.Step != nil:
+		add(stepBlocks(r)...)
+	}
+	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", r.Requests))
+	if len(r.Actions) > 0 {
+		add(&Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
+	}
+	add(&Heading{Level: 2, Text: "Over time"})
+	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
+	if r.Server != nil {
+		add(&Heading{Level: 2, Text: "Server"})
+		for _, tg := range r.Server.Targets {
+			w := tg.Window
+			txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
+				tg.URL, tg.Kind, num(w.CPUCoresMean), num(w.CPUCoresMax), num(w.MemoryMBMean), num(w.MemoryMBMax))
+			if has(tg.Has, "goroutines") {
+				txt += fmt.Sprintf("; goroutines %s mean, %s max", num(w.GoroutinesMean), num(w.GoroutinesMax))
+			}
+			if tg.Failed > 0 {
+				txt += fmt.Sprintf(". %d of %d scrapes failed (last: %s)", tg.Failed, tg.Scrapes+tg.Failed, tg.LastError)
+			}
+			add(&Para{Text: txt + "."})
+			add(timingTables(w)...)
+		}
+		add(serverCharts("", []namedRun{{name: "run", res: r}})...)
+	}
+	return d
+}
+
+func headline(r *result.Result) string {
+	switch {
+	case r.Ceiling != nil:
+		su := r.Ceiling.SupportedUsers
+		if !su.Found {
+			return "No ceiling found: " + su.Why + "."
+		}
+		s := fmt.Sprintf("Supported users: %s (%s), at %s requests/s; found in %s.", num(su.Value), interval(su), num(r.Ceiling.ThroughputRPS), seconds(r.Ceiling.SearchSeconds))
+		if b := firstBottleneck(r.Ceiling); b != "" {
+			s += " Bottleneck: " + b + "."
+		}
+		if !r.Ceiling.Trustworthy {
+			s += " Not trustworthy: " + r.Ceiling.Untrusted + "."
+		}
+		return s
+	case r.Step != nil:
+		return r.Step.Knee.Summary
+	}
+	return fmt.Sprintf("%d users for %s: %s requests/s, mean %s ms, p99 %s ms, errors %s.", r.Config.Users, seconds(r.Window.Seconds),
+		num(r.Totals.RPS), num(r.Totals.MeanMs), num(r.Totals.P99Ms), errPct(r.Totals))
+}
+
+func interval(su result.Supported) string {
+	if su.High > 0 {
+		return fmt.Sprintf("in [%s, %s), %s", num(su.Low), num(su.High), su.Method)
+	}
+	return fmt.Sprintf("no unhealthy level found above %s, %s", num(su.Low), su.Method)
+}
+
+// firstBottleneck names the check that fired first, and how often.
+func firstBottleneck(c *result.Ceiling) string {
+	for _, b := range c.Bottleneck {
+		if b.First {
+			return fmt.Sprintf("%s (fired in %d of %d judged evaluations)", b.Check, b.Fired, b.Evaluations)
+		}
+	}
+	return ""
+}
+
+func setupTable(r *result.Result) *Table {
+	c := r.Config
+	t := &Table{Header: []string{"setting", "value"}}
+	row := func(k, v string) { t.Rows = append(t.Rows, []string{k, v}) }
+	row("kind", r.Kind)
+	row("status", r.Status)
+	row("scenario", fmt.Sprintf("%s (%s)", c.Scenario, short(c.ScenarioHash)))
+	row("target", c.Target)
+	switch {
+	case r.Ceiling != nil:
+		row("controller", r.Ceiling.Controller)
+		row("checks evaluated by", r.Ceiling.Evaluator)
+	case r.Step != nil:
+		row("levels", strings.Trim(fmt.Sprint(r.Step.Planned), "[]"))
+		row("hold / settle", fmt.Sprintf("%s / %s", seconds(r.Step.HoldS), seconds(r.Step.SettleS)))
+	default:
+		row("users", fmt.Sprint(c.Users))
+		row("ramp / duration", fmt.Sprintf("%s / %s", seconds(c.RampS), seconds(c.DurationS)))
+	}
+	var mix []string
+	for _, a := range c.Actions {
+		mix = append(mix, fmt.Sprintf("%s %.3g", a.Name, a.Weight))
+	}
+	row("actions (weight)", strings.Join(mix, ", "))
+	row("think time", c.Think)
+	row("seed", fmt.Sprint(c.Seed))
+	row("started", r.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+	row("took", seconds(r.EndedAt.Sub(r.StartedAt).Seconds()))
+	g := r.Generator
+	row("generator", fmt.Sprintf("%s, %d cores, CPU %s%% of a core, peak RSS %s MB, %d late wake-ups", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups))
+	row("headroom", r.Headroom)
+	return t
+}
+
+// short shortens a "sha256:<hex>" hash to a recognisable prefix.
+func short(h string) string {
+	if len(h) > 19 {
+		return h[:19]
+	}
+	return h
+}
+
+func windowText(r *result.Result) string {
+	switch {
+	case r.Ceiling != nil:
+		return "At the supported users: " + r.Ceiling.StatsWindow + "."
+	case r.Step != nil:
+		return "Every level's held window together (settling excluded); per level below."
+	}
+	return fmt.Sprintf("The measured window: %s after the ramp (the ramp's %s requests are left out).", seconds(r.Window.Seconds), count(r.RampTotals.Count))
+}
+
+func ceilingBlocks(r *result.Result) []Block {
+	ci := r.Ceiling
+	out := []Block{&Heading{Level: 2, Text: "Health checks"}}
+	t := &Table{Header: []string{"check", "threshold", "fired", "first", "query"}, Right: []int{1, 2}}
+	for i, b := range ci.Bottleneck {
+		first := ""
+		if b.First {
+			first = fmt.Sprintf("first, at %s", seconds(b.FirstAt))
+		}
+		thr := ""
+		if i < len(ci.Checks) {
+			thr = num(ci.Checks[i].Threshold)
+			if ci.Checks[i].Below {
+				thr = "below " + thr
+			}
+		}
+		q := ""
+		if i < len(ci.Checks) {
+			q = ci.Checks[i].Query
+		}
+		t.Rows = append(t.Rows, []string{b.Check, thr, fmt.Sprintf("%d of %d", b.Fired, b.Evaluations), first, q})
+	}
+	out = append(out, t)
+	if len(ci.Levels) > 0 {
+		lt := &Table{Header: []string{"users", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3}}
+		for _, l := range ci.Levels {
+			lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), l.Verdict})
+		}
+		out = append(out, &Heading{Level: 3, Text: "Levels the search held"}, lt)
+	}
+	for i, ch := range ci.Checks {
+		c := &Chart{Name: fmt.Sprintf("check%d", i+1), Title: "Check: " + ch.Name, XLabel: "time since start (s)", YLabel: "value"}
+		v, thr := Series{Name: "value"}, Series{Name: "threshold", Dashed: true}
+		for _, p := range ci.CheckTimeline {
+			y := math.NaN()
+			if i < len(p.Values) && p.Values[i] != nil {
+				y = *p.Values[i]
+			}
+			v.X, v.Y = append(v.X, p.T), append(v.Y, y)
+			thr.X, thr.Y = append(thr.X, p.T), append(thr.Y, ch.Threshold)
+		}
+		c.Series = []Series{v, thr}
+		out = append(out, c)
+	}
+	return out
+}
+
+func stepBlocks(r *result.Result) []Block {
+	st := r.Step
+	out := []Block{&Heading{Level: 2, Text: "Levels"}, &Para{Text: st.Knee.Summary}}
+	t := &Table{Header: []string{"users", "req/s", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "held"}, Right: []int{0, 1, 2, 3, 4, 5, 6, 7}}
+	thr := &Chart{Name: "step-throughput", Title: "Throughput by level", XLabel: "users", YLabel: "requests/s"}
+	lat := &Chart{Name: "step-latency", Title: "Latency by level", XLabel: "users", YLabel: "ms"}
+	tput, mean, p95 := Series{Name: "requests/s"}, Series{Name: "mean"}, Series{Name: "p95"}
+	for _, l := range st.Levels {
+		held := seconds(l.Window.Seconds)
+		if !l.Complete {
+			held += " (cut short)"
+		}
+		s := l.Totals
+		t.Rows = append(t.Rows, []string{fmt.Sprint(l.Users), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s), held})
+		u := float64(l.Users)
+		tput.X, tput.Y = append(tput.X, u), append(tput.Y, s.RPS)
+		mean.X, mean.Y = append(mean.X, u), append(mean.Y, s.MeanMs)
+		p95.X, p95.Y = append(p95.X, u), append(p95.Y, s.P95Ms)
+	}
+	thr.Series, lat.Series = []Series{tput}, []Series{mean, p95}
+	out = append(out, t, thr, lat)
+	// Per level and request: the forum table, correct.
+	pr := &Table{Header: []string{"users", "request", "req/s", "median (ms)", "p95 (ms)", "p99 (ms)", "errors"}, Right: []int{0, 2, 3, 4, 5, 6}}
+	for _, l := range st.Levels {
+		for _, s := range l.Requests {
+			pr.Rows = append(pr.Rows, []string{fmt.Sprint(l.Users), s.Name, num(s.RPS), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s)})
+		}
+	}
+	out = append(out, &Heading{Level: 3, Text: "Per level and request"}, pr)
+	return out
+}
