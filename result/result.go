@@ -31,7 +31,7 @@ const (
 // Result is result.json.
 type Result struct {
 	Format    string    `json:"format"`
-	Kind      string    `json:"kind"` // "run" (bounded), "ceiling"; later "step"
+	Kind      string    `json:"kind"` // "run" (bounded), "step", "ceiling"
 	Headroom  string    `json:"headroom"`
 	Status    string    `json:"status"`
 	StartedAt time.Time `json:"started_at"`
