@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/color"
 	"image/png"
 	"os"
@@ -26,14 +27,26 @@ const chromiumBin = "/usr/bin/chromium"
 // screenshot must show the charts, in their series' colours.
 func TestHTMLInChromium(t *testing.T) {
 	servertest.Require(t, chromiumBin, "chromium")
-	d := testDoc()
+	for name, d := range browserDocs(t) {
+		t.Run(name, func(t *testing.T) { checkScreenshot(t, d) })
+	}
+}
+
+// browserDocs are the pages the browser tests open: the renderer's test
+// document, and real reports built from the result fixtures.
+func browserDocs(t *testing.T) map[string]*Doc {
+	return map[string]*Doc{"test-doc": testDoc(), "comparison": fixtureComparison(t), "ceiling": ForResult(fixture(t, "ceil-1"))}
+}
+
+func checkScreenshot(t *testing.T, d *Doc) {
 	path, err := WriteHTML(t.TempDir(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	shot := filepath.Join(t.TempDir(), "page.png")
-	_, logs := runChromium(t, "--window-size=1200,2600", "--screenshot="+shot, "file://"+path)
+	// Tall enough for every chart of a long report.
+	_, logs := runChromium(t, fmt.Sprintf("--window-size=1200,%d", 1500+700*len(charts(d))), "--screenshot="+shot, "file://"+path)
 	checkConsole(t, logs)
 	data, err := os.ReadFile(shot)
 	if err != nil {
@@ -49,7 +62,11 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	// Only the charts use the palette, so its colours on the screen are
 	// the charts' lines drawn by the browser.
-	for i, name := range []string{"blue", "vermillion", "green"} {
+	lines := 0
+	for _, c := range charts(d) {
+		lines = max(lines, len(c.Series))
+	}
+	for i, name := range []string{"blue", "vermillion", "green"}[:min(3, lines)] {
 		if n := countPixels(img, near(seriesColor(i))); n < 300 {
 			t.Errorf("screenshot: %d pixels of the %s series colour, want the charts' lines", n, name)
 		}
@@ -63,7 +80,7 @@ func TestHTMLInChromium(t *testing.T) {
 		t.Errorf("screenshot has %d distinct colours, want a page with charts", len(distinct))
 	}
 	if t.Failed() {
-		keep := filepath.Join(os.TempDir(), "report-chromium.png")
+		keep := filepath.Join(os.TempDir(), strings.ReplaceAll(t.Name(), "/", "-")+".png")
 		_ = os.WriteFile(keep, data, 0o644)
 		t.Logf("screenshot kept in %s", keep)
 	}
@@ -75,7 +92,12 @@ func TestHTMLInChromium(t *testing.T) {
 // DOM, and reads it back with --dump-dom.
 func TestHTMLChartsDecode(t *testing.T) {
 	servertest.Require(t, chromiumBin, "chromium")
-	d := testDoc()
+	for name, d := range browserDocs(t) {
+		t.Run(name, func(t *testing.T) { checkDecode(t, d) })
+	}
+}
+
+func checkDecode(t *testing.T, d *Doc) {
 	page, err := HTML(d)
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,8 @@ func num(v float64) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "-"
-	case v == 0:
-		return "0"
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return thousands(int64(v))
 	case math.Abs(v) >= 1000:
 		return thousands(int64(math.Round(v)))
 	case math.Abs(v) >= 100:

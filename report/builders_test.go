@@ -1,0 +1,143 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroom-dev/headroom/compare"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// The fixtures in testdata/runs are real results: bounded runs of
+// testdata/scenario/posts.star against two testbeds, the new one with its
+// capacity lowered by 10% (base-N, new-N), a step run and two ceiling
+// searches. They were made by the commands in testdata/runs/README.md.
+
+func fixture(t *testing.T, name string) *result.Result {
+	t.Helper()
+	r, err := result.Read(filepath.Join("testdata", "runs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func fixtureSide(t *testing.T, label string, names ...string) *compare.Side {
+	t.Helper()
+	var dirs []string
+	for _, n := range names {
+		dirs = append(dirs, filepath.Join("testdata", "runs", n))
+	}
+	s, err := compare.Load(label, dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func fixtureComparison(t *testing.T) *Doc {
+	t.Helper()
+	c, err := compare.Compare(fixtureSide(t, "v1", "base-1", "base-2", "base-3"), fixtureSide(t, "v2", "new-1", "new-2", "new-3"), compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ForComparison(c)
+}
+
+func golden(t *testing.T, name string, d *Doc) string {
+	t.Helper()
+	got := Markdown(d)
+	path := filepath.Join("testdata", name+".md.golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./report -update writes it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the %s report differs from %s (go test ./report -update rewrites it after a deliberate change)\ngot:\n%s", name, path, got)
+	}
+	return string(got)
+}
+
+// mustContain checks what the golden file must say whatever it looks
+// like, so a careless -update cannot bless a wrong report.
+func mustContain(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(md, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+}
+
+func TestBoundedReportGolden(t *testing.T) {
+	md := golden(t, "run", ForResult(fixture(t, "base-1")))
+	mustContain(t, md, "# headroom run: posts.star", "## Setup", "| GetChannelPosts", "| ViewChannel", "![Requests per second](rps.png)",
+		"Store time by method (mattermost_db_store_time)", "| PostStore.GetPosts")
+}
+
+func TestCeilingReportGolden(t *testing.T) {
+	md := golden(t, "ceiling", ForResult(fixture(t, "ceil-1")))
+	mustContain(t, md, `Supported users: 16 (in \[16, 17)`, "Bottleneck: client mean latency (s)", "## Health checks", "Levels the search held", "(check1.png)")
+}
+
+func TestStepReportGolden(t *testing.T) {
+	md := golden(t, "step", ForResult(fixture(t, "step-1")))
+	mustContain(t, md, "knee at 10 users", "## Levels", "Per level and request", "(step-throughput.png)")
+}
+
+func TestComparisonReportGolden(t *testing.T) {
+	md := golden(t, "compare", fixtureComparison(t))
+	// The fixtures' new side has 10% less capacity, saturated: fewer
+	// requests per second and every store call 11% longer.
+	mustContain(t, md, "# headroom compare: v2 vs v1 (bounded runs)", "| requests/s", "**regression**",
+		"Store time by method, mean (common mix)", "The common mix weighs each request")
+}
+
+func TestMatrixReportGolden(t *testing.T) {
+	g := Group{Name: "posts", Dirs: []string{"ceil-1", "ceil-2"}, Results: []*result.Result{fixture(t, "ceil-1"), fixture(t, "ceil-2")}}
+	md := golden(t, "matrix", ForMatrix([]Group{g}))
+	mustContain(t, md, "| posts         |    2 |", "client mean latency (s) (2 of 2)")
+}
+
+// TestReportFilesWritten writes a real comparison both ways: every chart
+// the Markdown links exists as a PNG beside it, and the HTML embeds them.
+func TestReportFilesWritten(t *testing.T) {
+	d := fixtureComparison(t)
+	dir := t.TempDir()
+	md, err := WriteMarkdown(dir, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, err := WriteHTML(dir, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range d.Blocks {
+		if c, ok := b.(*Chart); ok {
+			n++
+			if _, err := os.Stat(filepath.Join(dir, c.Name+".png")); err != nil {
+				t.Errorf("chart %s: %v", c.Name, err)
+			}
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d charts, want the client's five and the server's three", n)
+	}
+	page, _ := os.ReadFile(html)
+	if got := strings.Count(string(page), "data:image/png;base64,"); got != n {
+		t.Errorf("%d images embedded in %s, want %d", got, html, n)
+	}
+	text, _ := os.ReadFile(md)
+	if got := strings.Count(string(text), ".png)"); got != n {
+		t.Errorf("%d images linked from %s, want %d", got, md, n)
+	}
+}
