@@ -32,7 +32,8 @@ done
 OUT=runs/demo-$(date +%Y%m%d-%H%M%S)
 if [[ $MODE == run ]]; then
   echo "== running examples/chat.star: 200 users, ramp 10s, then 60s measured"
-  bin/headroom run examples/chat.star --target "http://127.0.0.1:$PORT" --users 200 --ramp 10s --duration 60s --out "$OUT"
+  bin/headroom run examples/chat.star --target "http://127.0.0.1:$PORT" --scrape "http://127.0.0.1:$PORT/metrics" \
+    --users 200 --ramp 10s --duration 60s --out "$OUT"
 else
   echo "== finding the ceiling with examples/chat.star"
   bin/headroom ceiling examples/chat.star --target "http://127.0.0.1:$PORT" \
