@@ -52,7 +52,8 @@ func mixQuantile(q float64, ws []window, w map[string]float64) float64 {
 	var cdfs []cdf
 	var weights []float64
 	tw, hi := 0.0, 0.0
-	for n, wn := range w {
+	for _, n := range sortedNames(w) {
+		wn := w[n]
 		c := cdfOf(ws, n)
 		if len(c.to) == 0 || wn <= 0 {
 			continue

@@ -97,6 +97,9 @@ func (m *Metric) judge(o Options) {
 		m.Delta = m.New/m.Base - 1
 		scale = m.Base
 	}
+	if math.Abs(m.Delta) < 1e-12 { // rounding, not a change: no "-0.0%"
+		m.Delta = 0
+	}
 	if len(m.BaseRuns) < 2 || len(m.NewRuns) < 2 {
 		m.Verdict = NoVerdict
 		return

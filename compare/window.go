@@ -90,7 +90,7 @@ func compareSpan(base, new []window, o Options) Span {
 		w[n] = (bs[n] + ns[n]) / 2
 		sp.Weights = append(sp.Weights, Share{Name: n, Weight: w[n], Base: bs[n], New: ns[n]})
 	}
-	sort.Slice(sp.Weights, func(i, j int) bool { return sp.Weights[i].Weight > sp.Weights[j].Weight })
+	sort.SliceStable(sp.Weights, func(i, j int) bool { return sp.Weights[i].Weight > sp.Weights[j].Weight })
 
 	sp.Throughput = Metric{Name: "requests/s", Unit: "/s", HigherIsBetter: true}
 	sp.MixMean = Metric{Name: "mean latency, common mix", Unit: "ms"}
@@ -296,7 +296,8 @@ func rps(ws []window, common []string) float64 {
 // renormalised over those names.
 func weighted(w map[string]float64, f func(string) float64) float64 {
 	s, tw := 0.0, 0.0
-	for n, wn := range w {
+	for _, n := range sortedNames(w) { // a fixed order: the same sum, to the last bit, every time
+		wn := w[n]
 		if v := f(n); !math.IsNaN(v) && wn > 0 {
 			s += wn * v
 			tw += wn
@@ -306,4 +307,13 @@ func weighted(w map[string]float64, f func(string) float64) float64 {
 		return math.NaN()
 	}
 	return s / tw
+}
+
+func sortedNames(w map[string]float64) []string {
+	out := make([]string, 0, len(w))
+	for n := range w {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

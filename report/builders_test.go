@@ -101,6 +101,24 @@ func TestComparisonReportGolden(t *testing.T) {
 		"Store time by method, mean (common mix)", "The common mix weighs each request")
 }
 
+func TestCeilingComparisonGolden(t *testing.T) {
+	c, err := compare.Compare(fixtureSide(t, "v1", "ceil-1", "ceil-2"), fixtureSide(t, "v2", "ceil-2", "ceil-1"), compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := golden(t, "compare-ceiling", ForComparison(c))
+	mustContain(t, md, "| supported users ", "| requests/s at the supported users", "(ceiling runs)")
+}
+
+func TestStepComparisonGolden(t *testing.T) {
+	c, err := compare.Compare(fixtureSide(t, "v1", "step-1"), fixtureSide(t, "v2", "step-1"), compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := golden(t, "compare-step", ForComparison(c))
+	mustContain(t, md, "## Levels", "| 5: requests/s", "| 40: p99 (ms)", "no verdict: one run per side", "| knee ")
+}
+
 func TestMatrixReportGolden(t *testing.T) {
 	g := Group{Name: "posts", Dirs: []string{"ceil-1", "ceil-2"}, Results: []*result.Result{fixture(t, "ceil-1"), fixture(t, "ceil-2")}}
 	md := golden(t, "matrix", ForMatrix([]Group{g}))

@@ -1,0 +1,55 @@
+package compare
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// The result fixtures of the report package are real runs
+// (report/testdata/runs/README.md).
+func fixtureSide(t *testing.T, label string, names ...string) *Side {
+	t.Helper()
+	var dirs []string
+	for _, n := range names {
+		dirs = append(dirs, filepath.Join("..", "report", "testdata", "runs", n))
+	}
+	s, err := Load(label, dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCeilingSidesCompareSupportedUsers(t *testing.T) {
+	c, err := Compare(fixtureSide(t, "a", "ceil-1", "ceil-2"), fixtureSide(t, "b", "ceil-2", "ceil-1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Users == nil || c.Users.Base != 16 || c.Users.New != 16 || c.Users.Verdict != NoChange {
+		t.Errorf("supported users %+v, want 16 on both sides and no change", c.Users)
+	}
+	if c.CeilingRPS == nil || c.CeilingRPS.Verdict != NoChange {
+		t.Errorf("throughput at the ceiling %+v", c.CeilingRPS)
+	}
+	if len(c.Window.Requests) == 0 {
+		t.Errorf("no per-request rows at the supported users")
+	}
+}
+
+func TestStepSidesCompareLevelByLevel(t *testing.T) {
+	c, err := Compare(fixtureSide(t, "a", "step-1"), fixtureSide(t, "b", "step-1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Levels) != 4 || c.Levels[0].Users != 5 || c.Levels[3].Users != 40 {
+		t.Fatalf("levels %+v, want 5, 10, 20, 40", c.Levels)
+	}
+	for _, l := range c.Levels {
+		if l.Throughput.Delta != 0 || l.Throughput.Verdict != NoVerdict {
+			t.Errorf("level %d: %s %s, want 0 and %q (one run a side)", l.Users, l.Throughput.DeltaText(), l.Throughput.Verdict, NoVerdict)
+		}
+	}
+	if len(c.Base.Knee) != 1 || c.Base.Knee[0] == "" {
+		t.Errorf("knee %v, want the run's", c.Base.Knee)
+	}
+}
