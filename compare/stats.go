@@ -166,9 +166,9 @@ func sd(xs []float64) float64 { return math.Sqrt(variance(xs)) }
 func (m *Metric) DeltaText() string {
 	f := func(v float64) string {
 		if m.Points {
-			return fmt.Sprintf("%+.2f pp", v)
+			return signed(v, 2) + " pp"
 		}
-		return fmt.Sprintf("%+.1f%%", 100*v)
+		return signed(100*v, 1) + "%"
 	}
 	switch m.Verdict {
 	case NoData, NotComparable:
@@ -200,4 +200,15 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 		p.NewRuns[i] = fix(p.NewRuns[i])
 	}
 	return json.Marshal(p)
+}
+
+// signed formats v with its sign and d decimals, and a zero as +0 (not
+// -0.0 for a rounding error below zero).
+func signed(v float64, d int) string {
+	p := math.Pow(10, float64(d))
+	r := math.Round(v*p) / p
+	if r == 0 {
+		r = 0
+	}
+	return fmt.Sprintf("%+.*f", d, r)
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/headroom-dev/headroom/compare"
@@ -145,7 +146,11 @@ func metricRow(t *Table, name string, m *compare.Metric) {
 			s = pctText(v)
 		}
 		if len(runs) > 1 {
-			s += " ± " + num(sd(runs))
+			d := sd(runs)
+			if d < 1e-9*math.Max(1, math.Abs(v)) { // equal runs but for float rounding
+				d = 0
+			}
+			s += " ± " + num(d)
 		}
 		return s
 	}
@@ -180,10 +185,11 @@ func rowsTable(first, b, n string, rows []compare.Row) *Table {
 		d := "-"
 		switch {
 		case m.Verdict == compare.NoData || m.Verdict == compare.NotComparable:
-		case m.Points:
-			d = fmt.Sprintf("%+.2f pp", m.Delta)
 		default:
-			d = fmt.Sprintf("%+.1f%%", 100*m.Delta)
+			d = m.DeltaText()
+			if i := strings.Index(d, " ["); i >= 0 {
+				d = d[:i]
+			}
 		}
 		return fmt.Sprintf("%s → %s (%s)", v(m.Base), v(m.New), d)
 	}
