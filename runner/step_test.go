@@ -31,21 +31,24 @@ func testbedTarget(t *testing.T, cfg testbed.Config) (*testbed.Server, *url.URL)
 // level's throughput against the model and the knee against the level
 // where the model saturates.
 //
-// The model (docs/TESTBED.md): 4 workers, GetChannelPosts takes S = 20 ms
-// (4 ms × 5), users think Z = 100 ms, so the capacity is 4/S = 200 req/s,
-// reached at N* = 4·(Z+S)/S = 24 users. Below it throughput is N/(Z+S):
-// 5 → 42, 10 → 83, 20 → 167 req/s; above it 200 req/s, flat, while the
-// response time grows as N·S/4 − Z (60 users: 200 ms against 20 ms).
+// The model (docs/TESTBED.md): 8 workers, GetChannelPosts takes S = 80 ms
+// (4 ms × 20), users think Z = 160 ms, so the capacity is 8/S = 100 req/s,
+// reached at N* = 8·(Z+S)/S = 24 users. Below it throughput is N/(Z+S):
+// 5 → 21, 10 → 42, 20 → 83 req/s; above it 100 req/s, flat, while the
+// response time grows as N·S/8 − Z (60 users: 440 ms against 80 ms).
 // From 20 to 40 users throughput can grow 20% at most, far under the half
 // of +100% the knee rule asks for, so the knee is at 20.
+//
+// A long service time keeps the capacity where the model puts it on a
+// starved CPU: the testbed makes up for late timers by at most 10 ms.
 func TestStepFindsTheTestbedKnee(t *testing.T) {
 	t.Parallel()
-	srv, target := testbedTarget(t, testbed.Config{Workers: 4, Scale: 5})
-	const think = 100 * time.Millisecond
+	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 20})
+	const think = 160 * time.Millisecond
 	mix := map[string]float64{"GetChannelPosts": 1}
 	capacity := srv.Capacity(mix)
 	S := srv.ServiceTime("GetChannelPosts")
-	if capacity != 200 || S != 20*time.Millisecond {
+	if capacity != 100 || S != 80*time.Millisecond {
 		t.Fatalf("the testbed's model changed: capacity %.1f req/s, S %v; update this test", capacity, S)
 	}
 	out := filepath.Join(t.TempDir(), "step")
@@ -73,13 +76,21 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 
 	var count int64
 	for i, l := range res.Step.Levels {
-		want := min(float64(l.Users)/(think+S).Seconds(), capacity)
-		tol := 0.15 // under the capacity, timer lateness and loopback add to Z + S
-		if float64(l.Users)/(think+S).Seconds() > capacity {
-			tol = 0.10
+		// Under the capacity a busy generator can only lower throughput
+		// (its think times end late, its latencies include its own
+		// waits); at the capacity the testbed holds it.
+		want, lo, hi := float64(l.Users)/(think+S).Seconds(), -0.20, 0.10
+		if want > capacity {
+			want, lo = capacity, -0.10
 		}
-		if rel := (l.Totals.RPS - want) / want; math.Abs(rel) > tol {
-			t.Errorf("%d users: %.1f req/s, model %.1f: %+.0f%%, want within ±%.0f%%", l.Users, l.Totals.RPS, want, 100*rel, 100*tol)
+		if rel := (l.Totals.RPS - want) / want; rel < lo || rel > hi {
+			t.Errorf("%d users: %.1f req/s, model %.1f: %+.0f%%, want within %+.0f%%..%+.0f%%", l.Users, l.Totals.RPS, want, 100*rel, 100*lo, 100*hi)
+		}
+		if i > 0 && l.Users <= 24 {
+			prev := res.Step.Levels[i-1]
+			if gain, users := l.Totals.RPS/prev.Totals.RPS, float64(l.Users)/float64(prev.Users); gain < 0.8*users {
+				t.Errorf("from %d to %d users throughput grew %.2fx, want near %.0fx below the capacity", prev.Users, l.Users, gain, users)
+			}
 		}
 		if !l.Complete || l.Totals.Errors+l.Totals.Timeouts != 0 {
 			t.Errorf("%d users: complete %v, %d errors %d timeouts", l.Users, l.Complete, l.Totals.Errors, l.Totals.Timeouts)
@@ -94,22 +105,27 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 		if l.SettleS < l.StartS || l.Window.Start-l.SettleS < settle.Seconds()-0.6 || (i > 0 && l.StartS < res.Step.Levels[i-1].Window.End-0.01) {
 			t.Errorf("%d users: started %.2f, set up %.2f, held from %.2f: settle not honoured", l.Users, l.StartS, l.SettleS, l.Window.Start)
 		}
-		// The server's side of the same window (scraped once a tick, so
-		// a tick early at most): its GetChannelPosts rate is the client's.
-		if srvRPS := serverRPS(l, "GetChannelPosts"); math.Abs(srvRPS-l.Totals.RPS) > 0.25*l.Totals.RPS {
+		// The server's side of the same window: its GetChannelPosts rate
+		// is the client's, give or take the second a scrape may lag by
+		// over a 3 s window (a level's neighbours differ by 2x or more).
+		if srvRPS := serverRPS(l, "GetChannelPosts"); math.Abs(srvRPS-l.Totals.RPS) > 0.4*l.Totals.RPS {
 			t.Errorf("%d users: the server saw %.1f req/s, the client %.1f", l.Users, srvRPS, l.Totals.RPS)
 		}
 		count += l.Totals.Count
 	}
 	lv := res.Step.Levels
-	if lv[4].Totals.P95Ms < 3*lv[2].Totals.P95Ms {
-		t.Errorf("p95 at 60 users %.1f ms, at 20 users %.1f ms: the queue should have grown it well past 3x", lv[4].Totals.P95Ms, lv[2].Totals.P95Ms)
+	if r := lv[4].Totals.RPS / lv[3].Totals.RPS; r < 0.9 || r > 1.1 {
+		t.Errorf("from 40 to 60 users throughput changed %.2fx: want it flat at the capacity", r)
+	}
+	// The model's mean response time: 80 ms at 20 users, 440 ms at 60.
+	if lv[4].Totals.MeanMs < 3*lv[2].Totals.MeanMs {
+		t.Errorf("mean at 60 users %.1f ms, at 20 users %.1f ms: the queue should have grown it past 3x", lv[4].Totals.MeanMs, lv[2].Totals.MeanMs)
 	}
 	k := res.Step.Knee
 	if !k.Found || k.Users != 20 || k.Next != 40 {
 		t.Errorf("knee: %s; want it at 20 users", k.Summary)
 	}
-	if !strings.HasPrefix(k.Summary, "knee at 20 users: from 20 to 40 users (+100%) throughput grew") {
+	if !strings.HasPrefix(k.Summary, "knee at 20 users: from 20 to 40 users (+100%) throughput ") || !strings.Contains(k.Summary, " rose ") {
 		t.Errorf("knee in words: %s", k.Summary)
 	}
 
