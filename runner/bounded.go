@@ -52,20 +52,21 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	ramp, steady := metrics.NewSnapshot(), metrics.NewSnapshot()
 	total := b.Ramp + b.Duration
 	nextTick, nextSave := s.start.Add(b.Tick), s.start.Add(b.Save)
-	var from server.Mark // the server's state when the measured window began
-	marked := false
+	var from *server.Mark // the server's state when the measured window began
+	marked, prev := false, s.start
 
 	tick := func(now time.Time, want int, phase string) {
 		p := s.collect()
-		s.scrape(ctx, now)
 		if s.interval.Start.Sub(s.start) >= b.Ramp-b.Tick/2 {
-			if !marked {
-				from, marked = s.mark(s.interval.Start), true
+			if !marked { // the window began at the previous tick, with its scrape
+				from, marked = s.mark(prev), true
 			}
 			steady.Merge(s.interval)
 		} else {
 			ramp.Merge(s.interval)
 		}
+		s.scrape(ctx, now)
+		prev = now
 		if b.Progress != nil {
 			tot := s.all.Total(metrics.Request, s.scratch)
 			b.Progress(Progress{Elapsed: now.Sub(s.start), Total: total, Phase: phase, Users: s.eng.Users(), Want: want,

@@ -164,17 +164,18 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 	}()
 }
 
-// mark is the server state now, to sum up a span from; zero when nothing
-// is scraped.
-func (s *session) mark(now time.Time) server.Mark {
+// mark is the server state as of the scrape taken at the tick now (see
+// server.Watch.Mark), to sum up a span from or to; nil when nothing is
+// scraped.
+func (s *session) mark(now time.Time) *server.Mark {
 	if s.watch == nil {
-		return server.Mark{}
+		return nil
 	}
 	return s.watch.Mark(now)
 }
 
 // server fills the result's server figures over the span from..to.
-func (s *session) server(from, to server.Mark) {
+func (s *session) server(from, to *server.Mark) {
 	if s.watch == nil {
 		return
 	}

@@ -176,7 +176,7 @@ type stepLevel struct {
 	held       time.Duration
 	cpu0, cpu  time.Duration
 	complete   bool
-	from, to   server.Mark // the server's state at the start and end of the hold (--scrape)
+	from, to   *server.Mark // the server's state at the start and end of the hold (--scrape)
 }
 
 func (r *stepRun) cur() *stepLevel { return r.levels[r.i] }
@@ -301,7 +301,7 @@ func (r *stepRun) finish(status string) {
 	res.Status, res.EndedAt = status, time.Now()
 	sr.Levels, sr.Stopped = sr.Levels[:0], r.stopped
 	var win time.Duration
-	var from, to server.Mark
+	var from, to *server.Mark
 	res.Window = result.Window{}
 	for _, l := range r.levels {
 		if l.held == 0 {

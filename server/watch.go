@@ -9,6 +9,7 @@ package server
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,10 +41,12 @@ type Watch struct {
 	start   time.Time
 	mu      sync.Mutex
 	targets []*target
+	pending []*Mark // marks waiting for a scrape of some endpoint
 }
 
 type target struct {
 	url      string
+	lastT    time.Time // when the latest successful scrape was taken
 	kind     string
 	has      map[string]bool
 	timeline []result.ServerPoint
@@ -107,6 +110,7 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	if tg == nil {
 		return
 	}
+	defer w.resolve(tg, t)
 	tg.scrapes++
 	p := result.ServerPoint{T: t.Sub(w.start).Seconds()}
 	cpu, mem, gor, kind := resources(byName)
@@ -224,42 +228,97 @@ func histograms(f Family, mf *dto.MetricFamily) map[key]*cum {
 }
 
 // Mark is the state of the endpoints at one moment, to sum up what
-// happened between two marks.
+// happened between two marks. The zero Mark (or nil) is the start of the
+// watch.
 type Mark struct {
 	t     float64
-	hists []map[key]cum
+	at    time.Time
+	hists []map[key]cum // per target; nil until its scrape at or after at came in
 }
 
-// Mark returns the state now (as of the latest scrape of each endpoint).
-func (w *Watch) Mark(now time.Time) Mark {
+// slack lets a scrape taken a moment before a mark's time count as taken at
+// it: a run starts a scrape and sums up its figures at the same tick, a few
+// microseconds apart. Scrapes are a tick (1 s) apart, so it cannot pick the
+// wrong one.
+const slack = 50 * time.Millisecond
+
+// Mark returns the state of every endpoint as of its first scrape taken at
+// or after at: the one a run started at that tick, even if it is still in
+// flight (the mark is filled in when it comes back). An endpoint scraped
+// again before at is already past it and gives its state now.
+func (w *Watch) Mark(at time.Time) *Mark {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	m := Mark{t: now.Sub(w.start).Seconds()}
-	for _, tg := range w.targets {
-		hs := make(map[key]cum, len(tg.hists))
-		for k, c := range tg.hists {
-			hs[k] = *c // the slices are never written after a scrape stores them
+	m := &Mark{t: at.Sub(w.start).Seconds(), at: at, hists: make([]map[key]cum, len(w.targets))}
+	for i, tg := range w.targets {
+		if !tg.lastT.IsZero() && !tg.lastT.Before(at.Add(-slack)) {
+			m.hists[i] = tg.snapshot()
 		}
-		m.hists = append(m.hists, hs)
 	}
+	w.pending = append(w.pending, m)
 	return m
+}
+
+func (tg *target) snapshot() map[key]cum {
+	hs := make(map[key]cum, len(tg.hists))
+	for k, c := range tg.hists {
+		hs[k] = *c // the slices are never written after a scrape stores them
+	}
+	return hs
+}
+
+// resolve fills the pending marks that tg's scrape taken at t answers.
+// Called with w.mu held.
+func (w *Watch) resolve(tg *target, t time.Time) {
+	tg.lastT = t
+	i := slices.Index(w.targets, tg)
+	keep := w.pending[:0]
+	for _, m := range w.pending {
+		if m.hists[i] == nil && !t.Before(m.at.Add(-slack)) {
+			m.hists[i] = tg.snapshot()
+		}
+		if slices.IndexFunc(m.hists, func(h map[key]cum) bool { return h == nil }) >= 0 {
+			keep = append(keep, m)
+		}
+	}
+	clear(w.pending[len(keep):])
+	w.pending = keep
+}
+
+// state is a mark's state of target i: the latest if no scrape came in
+// after the mark (the run ended first), nothing for the zero mark.
+func (w *Watch) state(m *Mark, i int) map[key]cum {
+	if m == nil || m.hists == nil {
+		return nil
+	}
+	if m.hists[i] == nil {
+		return w.targets[i].snapshot()
+	}
+	return m.hists[i]
 }
 
 // Windows sums up each endpoint between two marks, in the order of the
 // URLs given to New.
-func (w *Watch) Windows(from, to Mark) []result.ServerWindow {
+func (w *Watch) Windows(from, to *Mark) []result.ServerWindow {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]result.ServerWindow, len(w.targets))
+	ft, tt := 0.0, 0.0
+	if from != nil {
+		ft = from.t
+	}
+	if to != nil {
+		tt = to.t
+	}
 	for i, tg := range w.targets {
-		out[i] = tg.window(from, to, i)
+		out[i] = tg.window(ft, tt, w.state(from, i), w.state(to, i))
 	}
 	return out
 }
 
 // Result is the whole record: every endpoint's timeline, and its figures
 // over the span between from and to.
-func (w *Watch) Result(from, to Mark) *result.Server {
+func (w *Watch) Result(from, to *Mark) *result.Server {
 	wins := w.Windows(from, to)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -287,11 +346,11 @@ func instance(url string) string {
 	return s
 }
 
-func (tg *target) window(from, to Mark, i int) result.ServerWindow {
-	w := result.ServerWindow{Seconds: to.t - from.t}
+func (tg *target) window(fromT, toT float64, from, to map[key]cum) result.ServerWindow {
+	w := result.ServerWindow{Seconds: toT - fromT}
 	n := 0.0
 	for _, p := range tg.timeline {
-		if p.T <= from.t || p.T > to.t {
+		if p.T <= fromT || p.T > toT {
 			continue
 		}
 		n++
@@ -307,16 +366,13 @@ func (tg *target) window(from, to Mark, i int) result.ServerWindow {
 		w.MemoryMBMean /= n
 		w.GoroutinesMean /= n
 	}
-	if i >= len(from.hists) || i >= len(to.hists) {
-		return w
-	}
 	for _, f := range Families {
 		g := result.TimingGroup{Metric: f.Metric, Label: f.Label, Title: f.Title}
-		for k, end := range to.hists[i] {
+		for k, end := range to {
 			if k.family != f.Metric {
 				continue
 			}
-			if t, ok := timing(k.name, from.hists[i][k], end, w.Seconds); ok {
+			if t, ok := timing(k.name, from[k], end, w.Seconds); ok {
 				g.Items = append(g.Items, t)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
@@ -118,5 +120,41 @@ func TestTimingCounterReset(t *testing.T) {
 	got, ok := timing("x", begin, end, 10)
 	if !ok || got.Count != 10 || got.MeanMs != 200 || got.RPS != 1 {
 		t.Errorf("after a restart got %+v, %v; want the 10 requests since, mean 200 ms, 1/s", got, ok)
+	}
+}
+
+// hist is a one-series mattermost_api_time family with n requests of 10 ms.
+func hist(n uint64) []*dto.MetricFamily {
+	name, label, value := "mattermost_api_time", "handler", "GetPosts"
+	typ := dto.MetricType_HISTOGRAM
+	sum, le, inf := 0.01*float64(n), 0.025, math.Inf(1)
+	return []*dto.MetricFamily{{Name: &name, Type: &typ, Metric: []*dto.Metric{{
+		Label: []*dto.LabelPair{{Name: &label, Value: &value}},
+		Histogram: &dto.Histogram{SampleCount: &n, SampleSum: &sum, Bucket: []*dto.Bucket{
+			{UpperBound: &le, CumulativeCount: &n}, {UpperBound: &inf, CumulativeCount: &n}}},
+	}}}}
+}
+
+// TestMarkWaitsForItsScrape: a run marks a tick and starts that tick's
+// scrape at the same moment; the mark must get that scrape's state even
+// though it comes back later, not the previous second's.
+func TestMarkWaitsForItsScrape(t *testing.T) {
+	start := time.Now()
+	w := New([]string{"http://127.0.0.1:1/metrics"}, start)
+	url := "http://127.0.0.1:1/metrics"
+	w.Gathered(url, hist(100), start) // the previous tick
+	from := w.Mark(start.Add(time.Second))
+	w.Gathered(url, hist(150), start.Add(time.Second)) // that tick's scrape, back after the mark
+	w.Gathered(url, hist(400), start.Add(2*time.Second))
+	to := w.Mark(start.Add(3 * time.Second)) // no scrape after it: the run ended; the latest state
+	got := w.Windows(from, to)[0].Timings[0].Items[0]
+	if got.Count != 250 || math.Abs(got.MeanMs-10) > 1e-9 {
+		t.Errorf("window %+v: want the 250 requests after the second scrape, at 10 ms", got)
+	}
+	// A mark taken when the scrape of its tick is already in: that state.
+	m := w.Mark(start.Add(2*time.Second + 10*time.Millisecond))
+	w.Gathered(url, hist(500), start.Add(3*time.Second))
+	if got := w.Windows(m, w.Mark(start.Add(3*time.Second)))[0].Timings[0].Items[0]; got.Count != 100 {
+		t.Errorf("window %+v: want 100 requests", got)
 	}
 }
