@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,55 @@ func serverCharts(prefix string, runs []namedRun) []Block {
 				out = append(out, c)
 			}
 		}
+		out = append(out, timingCharts(prefix, runs, i)...)
+	}
+	return out
+}
+
+// timingCharts are the server's latency families (API time, store time)
+// over time for endpoint i: each scrape's mean over the requests since the
+// one before, one line per run.
+func timingCharts(prefix string, runs []namedRun, i int) []Block {
+	titles := map[string]string{}
+	for _, r := range runs {
+		if r.res.Server == nil || i >= len(r.res.Server.Targets) {
+			continue
+		}
+		for _, g := range r.res.Server.Targets[i].Window.Timings {
+			titles[g.Metric] = g.Title
+		}
+		for _, p := range r.res.Server.Targets[i].Timeline {
+			for m := range p.MeanMs {
+				if titles[m] == "" {
+					titles[m] = m
+				}
+			}
+		}
+	}
+	var metrics []string
+	for m := range titles {
+		metrics = append(metrics, m)
+	}
+	sort.Strings(metrics)
+	var out []Block
+	for j, m := range metrics {
+		c := &Chart{Name: fmt.Sprintf("%sserver%d-timing%d", prefix, i+1, j+1), Title: titles[m] + ": mean over time (" + m + ")",
+			XLabel: "time since start (s)", YLabel: "mean (ms)"}
+		for _, r := range runs {
+			if r.res.Server == nil || i >= len(r.res.Server.Targets) {
+				continue
+			}
+			s := Series{Name: r.name, Dashed: r.dashed}
+			for _, p := range r.res.Server.Targets[i].Timeline {
+				v, ok := p.MeanMs[m]
+				if !ok {
+					v = math.NaN()
+				}
+				s.X, s.Y = append(s.X, p.T), append(s.Y, v)
+			}
+			c.Series = append(c.Series, s)
+		}
+		out = append(out, c)
 	}
 	return out
 }

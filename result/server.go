@@ -31,6 +31,10 @@ type ServerPoint struct {
 	CPUCores   float64 `json:"cpu_cores"`
 	MemoryMB   float64 `json:"memory_mb"`
 	Goroutines float64 `json:"goroutines,omitempty"`
+	// MeanMs is each latency family's mean over its requests since the
+	// previous scrape, e.g. {"mattermost_db_store_time": 12.5}; absent
+	// when none came in.
+	MeanMs map[string]float64 `json:"mean_ms,omitempty"`
 }
 
 // ServerWindow sums a target up over a span of the run.

@@ -130,19 +130,35 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 		p.Goroutines = gor
 		tg.has["goroutines"] = true
 	}
-	if len(tg.has) > 0 {
-		tg.timeline = append(tg.timeline, p)
-	}
+	first := tg.scrapes == 1
 	for _, f := range Families {
 		mf := byName[f.Metric]
 		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
 			continue
 		}
+		// The family's mean since the previous scrape, over all its items.
+		var dn, ds float64
 		for k, c := range histograms(f, mf) {
-			if tg.hists[k] != nil || len(tg.hists) < maxItems*len(Families) {
-				tg.hists[k] = c
+			prev := tg.hists[k]
+			if prev == nil && len(tg.hists) >= maxItems*len(Families) {
+				continue // past the cap: not kept, not counted
 			}
+			if prev != nil && c.count >= prev.count {
+				dn, ds = dn+c.count-prev.count, ds+c.sum-prev.sum
+			} else if !first {
+				dn, ds = dn+c.count, ds+c.sum // new since the previous scrape, or restarted
+			}
+			tg.hists[k] = c
 		}
+		if dn > 0 {
+			if p.MeanMs == nil {
+				p.MeanMs = map[string]float64{}
+			}
+			p.MeanMs[f.Metric] = 1000 * ds / dn
+		}
+	}
+	if len(tg.has) > 0 || p.MeanMs != nil {
+		tg.timeline = append(tg.timeline, p)
 	}
 }
 

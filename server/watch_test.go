@@ -158,3 +158,16 @@ func TestMarkWaitsForItsScrape(t *testing.T) {
 		t.Errorf("window %+v: want 100 requests", got)
 	}
 }
+
+func TestTimelineMeanPerScrape(t *testing.T) {
+	start := time.Now()
+	url := "http://127.0.0.1:1/metrics"
+	w := New([]string{url}, start)
+	w.Gathered(url, hist(100), start)
+	w.Gathered(url, hist(100), start.Add(time.Second)) // nothing new
+	w.Gathered(url, hist(150), start.Add(2*time.Second))
+	tl := w.Result(nil, nil).Targets[0].Timeline
+	if len(tl) != 1 || math.Abs(tl[0].MeanMs["mattermost_api_time"]-10) > 1e-9 || tl[0].T != 2 {
+		t.Errorf("timeline %+v: want one point at 2 s, a mean of 10 ms over the 50 new requests", tl)
+	}
+}
