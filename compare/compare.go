@@ -92,7 +92,11 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 		c.Users.judge(o)
 		c.CeilingRPS.judge(o)
 	case "step":
-		c.Levels = compareLevels(base, new, o)
+		var apart []int
+		c.Levels, apart = compareLevels(base, new, o)
+		if len(apart) > 0 {
+			c.Notes = append(c.Notes, fmt.Sprintf("levels %v were not held by every run of both sides: left out of the level-by-level comparison", apart))
+		}
 	}
 	c.Server = compareServers(base, new, o, &c.Notes)
 	return c, nil
@@ -165,8 +169,9 @@ func windows(s *Side) []window {
 	return out
 }
 
-// compareLevels compares the step levels that every run of both sides held.
-func compareLevels(base, new *Side, o Options) []LevelSpan {
+// compareLevels compares the step levels that every run of both sides
+// held, and returns the others apart.
+func compareLevels(base, new *Side, o Options) ([]LevelSpan, []int) {
 	held := func(s *Side) map[int][]window {
 		out := map[int][]window{}
 		for _, r := range s.Runs {
@@ -177,16 +182,24 @@ func compareLevels(base, new *Side, o Options) []LevelSpan {
 		return out
 	}
 	b, n := held(base), held(new)
-	var users []int
-	for u, ws := range b {
-		if len(ws) == len(base.Runs) && len(n[u]) == len(new.Runs) {
-			users = append(users, u)
+	var users, apart []int
+	for _, m := range []map[int][]window{b, n} {
+		for u := range m {
+			if slices.Contains(users, u) || slices.Contains(apart, u) {
+				continue
+			}
+			if len(b[u]) == len(base.Runs) && len(n[u]) == len(new.Runs) {
+				users = append(users, u)
+			} else {
+				apart = append(apart, u)
+			}
 		}
 	}
 	slices.Sort(users)
+	slices.Sort(apart)
 	var out []LevelSpan
 	for _, u := range users {
 		out = append(out, LevelSpan{Users: u, Span: compareSpan(b[u], n[u], o)})
 	}
-	return out
+	return out, apart
 }

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +52,26 @@ func TestStepSidesCompareLevelByLevel(t *testing.T) {
 	}
 	if len(c.Base.Knee) != 1 || c.Base.Knee[0] == "" {
 		t.Errorf("knee %v, want the run's", c.Base.Knee)
+	}
+}
+
+func TestStepLevelsHeldOnOneSideAreLeftOut(t *testing.T) {
+	base := fixtureSide(t, "a", "step-1", "step-1")
+	new := fixtureSide(t, "b", "step-1")
+	st := base.Runs[1].Result.Step
+	st.Levels = st.Levels[:len(st.Levels)-1] // the second base run stopped before 40 users
+	c, err := Compare(base, new, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Levels) != 3 || c.Levels[2].Users != 20 {
+		t.Errorf("levels %d, want 5, 10, 20 (40 was not held by every run)", len(c.Levels))
+	}
+	found := false
+	for _, n := range c.Notes {
+		found = found || strings.Contains(n, "levels [40] were not held by every run")
+	}
+	if !found {
+		t.Errorf("notes %q: want one naming level 40", c.Notes)
 	}
 }

@@ -35,7 +35,8 @@ func TestHTMLInChromium(t *testing.T) {
 // browserDocs are the pages the browser tests open: the renderer's test
 // document, and real reports built from the result fixtures.
 func browserDocs(t *testing.T) map[string]*Doc {
-	return map[string]*Doc{"test-doc": testDoc(), "comparison": fixtureComparison(t), "ceiling": ForResult(fixture(t, "ceil-1"))}
+	return map[string]*Doc{"test-doc": testDoc(), "comparison": fixtureComparison(t), "ceiling": ForResult(fixture(t, "ceil-1")),
+		"step": ForResult(fixture(t, "step-1"))}
 }
 
 func checkScreenshot(t *testing.T, d *Doc) {

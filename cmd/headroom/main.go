@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/headroom-dev/headroom/internal/cli"
@@ -21,6 +22,17 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	// HEADROOM_CPUPROFILE=file writes a CPU profile of the whole command,
+	// for benchmarks (docs/BENCHMARKS.md); go tool pprof reads it.
+	if path := os.Getenv("HEADROOM_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			code := cli.Main(ctx, cli.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal})
+			pprof.StopCPUProfile()
+			f.Close()
+			os.Exit(code)
+		}
+	}
 	os.Exit(cli.Main(ctx, cli.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal}))
 }
 
