@@ -80,6 +80,9 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
+	if o.Confidence <= 0.5 || o.Confidence >= 1 {
+		return fail(env, ExitUsage, "--confidence %g: want a probability in (0.5, 1), e.g. 0.95", o.Confidence)
+	}
 	o.MinEffect = float64(minEffect)
 	bl, nl, _ := strings.Cut(labels, ",")
 	if bl == "" || nl == "" {

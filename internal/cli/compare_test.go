@@ -92,6 +92,7 @@ func TestCompareBadInput(t *testing.T) {
 		{"older format", args([]string{"compare"}, base, []string{"--vs", old}), ExitError, `result format "headroom-result/0" is not supported by this headroom`},
 		{"no --vs", args([]string{"compare"}, base), ExitUsage, "then --vs and the new runs"},
 		{"empty side", args([]string{"compare", "--vs"}, base), ExitUsage, "at least one result directory on each side"},
+		{"bad confidence", args([]string{"compare"}, base, []string{"--vs"}, base, []string{"--confidence", "95"}), ExitUsage, "want a probability in (0.5, 1)"},
 		{"bad gate", args([]string{"compare"}, base, []string{"--vs"}, base, []string{"--fail-on", "p99:10%"}), ExitUsage, "must be signed"},
 		{"report of a run and a ceiling", args([]string{"report"}, fixtures("base-1", "ceil-1"), []string{"--out", dir}), ExitUsage, "all must be ceiling results"},
 	}
