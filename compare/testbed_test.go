@@ -16,21 +16,6 @@ import (
 	"github.com/headroom-dev/headroom/testbed"
 )
 
-const postsScenario = `
-def setup(user):
-    name = "c-%d" % user.id
-    user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
-    r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
-    user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
-    user.state["ch"] = [c["id"] for c in user.http.get("/api/v4/users/me/channels").json()]
-
-def posts(user):
-    user.http.get("/api/v4/channels/%s/posts" % user.rand.choice(user.state["ch"]), name="GetChannelPosts")
-
-actions = [action("Posts", posts)]
-think_time = think.constant("20ms")
-`
-
 // runs makes n short bounded runs against testbeds of the given scale,
 // each against its own testbed, two at a time, and returns their
 // directories. 12 users on 4 workers keep the testbed saturated, so
@@ -38,7 +23,7 @@ think_time = think.constant("20ms")
 func runs(t *testing.T, n int, scale float64) []string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "posts.star")
-	if err := os.WriteFile(path, []byte(postsScenario), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(testbed.PostsScenario(20*time.Millisecond)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sc, err := scenario.LoadFile(path)

@@ -17,24 +17,9 @@ import (
 	"github.com/headroom-dev/headroom/testbed"
 )
 
-// postsScenario logs in, then reads channel posts with a constant think
-// time: one route, so the testbed's model gives the ceiling exactly.
-func postsScenario(think time.Duration) string {
-	return fmt.Sprintf(`
-def setup(user):
-    name = "c-%%d" %% user.id
-    user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
-    r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
-    user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
-    user.state["ch"] = [c["id"] for c in user.http.get("/api/v4/users/me/channels").json()]
-
-def posts(user):
-    user.http.get("/api/v4/channels/%%s/posts" %% user.rand.choice(user.state["ch"]), name="GetChannelPosts")
-
-actions = [action("Posts", posts)]
-think_time = think.constant("%v")
-`, think)
-}
+// postsScenario is the testbed's one-route scenario: its model gives the
+// ceiling exactly.
+var postsScenario = testbed.PostsScenario
 
 const meanLatency = `sum(rate(loadtest_http_request_time_sum{name="GetChannelPosts"}[5s])) / sum(rate(loadtest_http_request_time_count{name="GetChannelPosts"}[5s]))`
 

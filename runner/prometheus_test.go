@@ -27,23 +27,6 @@ import (
 
 const realPrometheusBin = servertest.Prometheus
 
-// realPostsScenario logs in on the testbed, then reads channel posts with a
-// constant think time of 200 ms: one route in the measured window.
-const realPostsScenario = `
-def setup(user):
-    name = "p-%d" % user.id
-    user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
-    r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
-    user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
-    user.state["ch"] = [c["id"] for c in user.http.get("/api/v4/users/me/channels").json()]
-
-def posts(user):
-    user.http.get("/api/v4/channels/%s/posts" % user.rand.choice(user.state["ch"]), name="GetChannelPosts")
-
-actions = [action("Posts", posts)]
-think_time = think.constant("200ms")
-`
-
 // TestRealPrometheusAgreesWithEmbeddedOnARun runs a bounded run against the
 // testbed while a real Prometheus 2.42 scrapes headroom's /metrics and the
 // testbed's /metrics every second, and an embedded store scrapes the same
@@ -173,7 +156,7 @@ scrape_configs:
 	runStart := time.Now()
 	at := runStart.Add(ramp + 14*time.Second)
 	res, err := (&Bounded{
-		Common: Common{Scenario: load(t, realPostsScenario), Target: target, Seed: 1,
+		Common: Common{Scenario: load(t, postsScenario(200*time.Millisecond)), Target: target, Seed: 1,
 			Timeout: 5 * time.Second, Grace: time.Second, Prom: prom},
 		Users: users, Ramp: ramp, Duration: duration,
 	}).Run(ctx)

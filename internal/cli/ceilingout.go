@@ -16,20 +16,13 @@ import (
 // ceilingProgress prints a status line each second (in place on a
 // terminal, every five seconds otherwise) and every decision on a line of
 // its own.
-type ceilingProgress struct {
-	w     io.Writer
-	tty   bool
-	last  time.Time
-	width int
-}
+type ceilingProgress struct{ statusLine }
 
-func newCeilingProgress(env Env) *ceilingProgress {
-	return &ceilingProgress{w: env.Stderr, tty: env.IsTerminal != nil && env.IsTerminal(env.Stderr)}
-}
+func newCeilingProgress(env Env) *ceilingProgress { return &ceilingProgress{newStatusLine(env)} }
 
 func (p *ceilingProgress) update(x runner.CeilingProgress) {
-	if p.tty && p.width > 0 && (x.Decision != "" || x.Warning != "") {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
+	if x.Decision != "" || x.Warning != "" {
+		p.clear()
 	}
 	if x.Warning != "" {
 		fmt.Fprintf(p.w, "%s warning: %s\n", clock(x.Elapsed), x.Warning)
@@ -49,16 +42,7 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 		}
 		fmt.Fprintf(&b, " | %s %s/%g %s", short(r.Name), value(r), r.Threshold, mark)
 	}
-	line := b.String()
-	if p.tty {
-		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(0, p.width-len(line))))
-		p.width = len(line)
-		return
-	}
-	if time.Since(p.last) >= 5*time.Second {
-		fmt.Fprintln(p.w, line)
-		p.last = time.Now()
-	}
+	p.show(b.String(), false)
 }
 
 // short abbreviates a check name for the status line:

@@ -12,19 +12,44 @@ import (
 	"github.com/headroom-dev/headroom/runner"
 )
 
-// progress prints one live line: rewritten in place on a terminal, every
-// five seconds otherwise (logs stay readable).
-type progress struct {
+// statusLine is one live line on stderr: redrawn in place on a terminal,
+// printed every five seconds otherwise (logs stay readable).
+type statusLine struct {
 	w     io.Writer
 	tty   bool
 	last  time.Time
 	width int
 }
 
-func newProgress(env Env) *progress {
-	tty := env.IsTerminal != nil && env.IsTerminal(env.Stderr)
-	return &progress{w: env.Stderr, tty: tty}
+func newStatusLine(env Env) statusLine {
+	return statusLine{w: env.Stderr, tty: env.IsTerminal != nil && env.IsTerminal(env.Stderr)}
 }
+
+// show draws line; always prints it off a terminal even within five seconds.
+func (s *statusLine) show(line string, always bool) {
+	if s.tty {
+		fmt.Fprintf(s.w, "\r%s%s", line, strings.Repeat(" ", max(0, s.width-len(line))))
+		s.width = len(line)
+		return
+	}
+	if always || time.Since(s.last) >= 5*time.Second {
+		fmt.Fprintln(s.w, line)
+		s.last = time.Now()
+	}
+}
+
+// clear blanks the line on a terminal, before a line of its own.
+func (s *statusLine) clear() {
+	if s.tty && s.width > 0 {
+		fmt.Fprintf(s.w, "\r%s\r", strings.Repeat(" ", s.width))
+		s.width = 0
+	}
+}
+
+// progress is a bounded run's live line.
+type progress struct{ statusLine }
+
+func newProgress(env Env) *progress { return &progress{newStatusLine(env)} }
 
 func (p *progress) update(x runner.Progress) {
 	errPct := 0.0
@@ -36,16 +61,7 @@ func (p *progress) update(x runner.Progress) {
 	if x.Phase == "stopping" {
 		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
 	}
-	if p.tty {
-		pad := max(0, p.width-len(line))
-		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
-		p.width = len(line)
-		return
-	}
-	if x.Phase == "stopping" || time.Since(p.last) >= 5*time.Second {
-		fmt.Fprintln(p.w, line)
-		p.last = time.Now()
-	}
+	p.show(line, x.Phase == "stopping")
 }
 
 func (p *progress) done() {

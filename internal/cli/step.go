@@ -140,16 +140,13 @@ func joinInts(ns []int) string {
 // stepProgress prints a status line each second (in place on a terminal,
 // every five seconds otherwise) and a line of its own per finished level.
 type stepProgress struct {
-	w      io.Writer
-	tty    bool
+	statusLine
 	quiet  bool
 	levels []int
-	last   time.Time
-	width  int
 }
 
 func newStepProgress(env Env, levels []int, quiet bool) *stepProgress {
-	return &stepProgress{w: env.Stderr, tty: env.IsTerminal != nil && env.IsTerminal(env.Stderr), quiet: quiet, levels: levels}
+	return &stepProgress{statusLine: newStatusLine(env), quiet: quiet, levels: levels}
 }
 
 func (p *stepProgress) update(x runner.StepProgress) {
@@ -178,23 +175,7 @@ func (p *stepProgress) update(x runner.StepProgress) {
 	}
 	line := fmt.Sprintf("%s level %d/%d, %d users: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d",
 		clock(x.Elapsed), x.Level+1, len(p.levels), x.Want, what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts)
-	if p.tty {
-		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(0, p.width-len(line))))
-		p.width = len(line)
-		return
-	}
-	if time.Since(p.last) >= 5*time.Second {
-		fmt.Fprintln(p.w, line)
-		p.last = time.Now()
-	}
-}
-
-// clear blanks the status line on a terminal before a line of its own.
-func (p *stepProgress) clear() {
-	if p.tty && p.width > 0 {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
-		p.width = 0
-	}
+	p.show(line, false)
 }
 
 func (p *stepProgress) done() { p.clear() }
