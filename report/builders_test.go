@@ -122,7 +122,7 @@ func TestStepComparisonGolden(t *testing.T) {
 func TestMatrixReportGolden(t *testing.T) {
 	g := Group{Name: "posts", Dirs: []string{"ceil-1", "ceil-2"}, Results: []*result.Result{fixture(t, "ceil-1"), fixture(t, "ceil-2")}}
 	md := golden(t, "matrix", ForMatrix([]Group{g}))
-	mustContain(t, md, "| posts         |    2 |", "client mean latency (s) (2 of 2)")
+	mustContain(t, md, "| posts         | http://127.0.0.1:18065 |    2 |                     16 | 16, 16 ", "client mean latency (s) (2 of 2)")
 }
 
 // TestReportFilesWritten writes a real comparison both ways: every chart

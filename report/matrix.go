@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,8 +22,8 @@ type Group struct {
 // bottleneck, then every run.
 func ForMatrix(groups []Group) *Doc {
 	d := &Doc{Title: "headroom ceiling matrix"}
-	t := &Table{Header: []string{"configuration", "runs", "supported users (mean)", "repeats", "spread", "req/s at ceiling", "bottleneck"},
-		Right: []int{1, 2, 4, 5}}
+	t := &Table{Header: []string{"configuration", "setup", "runs", "supported users (mean)", "repeats", "spread", "req/s at ceiling", "bottleneck"},
+		Right: []int{2, 3, 5, 6}}
 	runs := &Table{Header: []string{"configuration", "run", "supported users", "interval", "found in", "bottleneck", "trustworthy"}, Right: []int{2, 4}}
 	for _, g := range groups {
 		var users, rps []float64
@@ -43,14 +44,14 @@ func ForMatrix(groups []Group) *Doc {
 			}
 			runs.Rows = append(runs.Rows, []string{g.Name, g.Dirs[i], value, iv, seconds(ci.SearchSeconds), b, trust})
 		}
-		row := []string{g.Name, fmt.Sprint(len(g.Results)), "-", "-", "-", "-", "-"}
+		row := []string{g.Name, setup(g.Results), fmt.Sprint(len(g.Results)), "-", "-", "-", "-", "-"}
 		if len(users) > 0 {
 			lo, hi := minMax(users)
-			row[2] = num(avg(users))
-			row[3] = strings.Join(nums(users), ", ")
-			row[4] = fmt.Sprintf("%s%%", num(100*(hi-lo)/avg(users)))
-			row[5] = num(avg(rps))
-			row[6] = mostCommon(firsts, len(users))
+			row[3] = num(avg(users))
+			row[4] = strings.Join(nums(users), ", ")
+			row[5] = fmt.Sprintf("%s%%", num(100*(hi-lo)/avg(users)))
+			row[6] = num(avg(rps))
+			row[7] = mostCommon(firsts, len(users))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -74,6 +75,21 @@ func ForMatrix(groups []Group) *Doc {
 	}
 	d.Blocks = append(d.Blocks, c)
 	return d
+}
+
+// setup is what the repeats say they are (--label), else their target.
+func setup(rs []*result.Result) string {
+	var labels []string
+	for _, r := range rs {
+		l := r.Config.Label
+		if l == "" {
+			l = r.Config.Target
+		}
+		if !slices.Contains(labels, l) {
+			labels = append(labels, l)
+		}
+	}
+	return strings.Join(labels, "; ")
 }
 
 func firstCheck(ci *result.Ceiling) string {

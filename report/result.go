@@ -94,6 +94,9 @@ func setupTable(r *result.Result) *Table {
 	c := r.Config
 	t := &Table{Header: []string{"setting", "value"}}
 	row := func(k, v string) { t.Rows = append(t.Rows, []string{k, v}) }
+	if c.Label != "" {
+		row("label", c.Label)
+	}
 	row("kind", r.Kind)
 	row("status", r.Status)
 	row("scenario", fmt.Sprintf("%s (%s)", c.Scenario, short(c.ScenarioHash)))

@@ -77,6 +77,9 @@ type Config struct {
 	Think        string         `json:"think"`
 	Actions      []ActionWeight `json:"actions"`
 	Connections  string         `json:"connections"`
+	// Label is the user's description of what ran (--label), e.g. the
+	// build or the target's architecture; reports show it.
+	Label string `json:"label,omitempty"`
 }
 
 // ActionWeight is one action of the scenario and its weight.

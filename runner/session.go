@@ -35,6 +35,7 @@ type Common struct {
 	// Scrape lists Prometheus endpoints of the system under test, scraped
 	// every tick for the result's server figures.
 	Scrape []string
+	Label  string // the user's description of the run, kept in the result
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes
@@ -120,7 +121,7 @@ func (c *Common) open(kind string) (*session, error) {
 		Config: result.Config{
 			Command: c.Command, Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.String(),
 			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(), Think: c.Scenario.ThinkSrc,
-			Connections: "per-user keep-alive",
+			Connections: "per-user keep-alive", Label: c.Label,
 		},
 		Generator: result.Generator{Host: host, GOMAXPROCS: runtime.GOMAXPROCS(0)},
 	}

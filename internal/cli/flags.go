@@ -12,11 +12,11 @@ import (
 
 // loadFlags are the flags of every command that runs users.
 type loadFlags struct {
-	target, out, metricsAddr  string
-	seed                      uint64
-	timeout, grace            time.Duration
-	insecure, quiet, noReport bool
-	scrape                    multi
+	target, out, metricsAddr, label string
+	seed                            uint64
+	timeout, grace                  time.Duration
+	insecure, quiet, noReport       bool
+	scrape                          multi
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -29,6 +29,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
+	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 
@@ -71,7 +72,7 @@ func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, string, int,
 // common is what every run gets from these flags.
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
-		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape,
+		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 	}
