@@ -116,7 +116,7 @@ func TestStepComparisonGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := golden(t, "compare-step", ForComparison(c))
-	mustContain(t, md, "## Levels", "| 5: requests/s", "| 40: p99 (ms)", "no verdict: one run per side", "| knee ")
+	mustContain(t, md, "## Levels", "|     5 | 20.7 → 20.7 (+0.0%)", "no verdict: one run per side", "| knee ")
 }
 
 func TestMatrixReportGolden(t *testing.T) {

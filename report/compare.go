@@ -57,16 +57,25 @@ func ForComparison(c *compare.Comparison) *Doc {
 	}
 
 	if len(c.Levels) > 0 {
-		add(&Heading{Level: 2, Text: "Levels"})
-		lt := metricTable(b, n)
-		lt.Header[0] = "users: figure"
-		for _, l := range c.Levels {
-			metricRow(lt, fmt.Sprintf("%d: requests/s", l.Users), &l.Throughput)
-			metricRow(lt, fmt.Sprintf("%d: mean (ms)", l.Users), &l.MixMean)
-			metricRow(lt, fmt.Sprintf("%d: p99 (ms)", l.Users), &l.MixP99)
-			metricRow(lt, fmt.Sprintf("%d: errors", l.Users), &l.MixErrors)
+		add(&Heading{Level: 2, Text: "Levels"}, &Para{Text: fmt.Sprintf("Each level's held window, over the requests both sides made, with one mix. Each cell: %s → %s (change); compare.json has the intervals.", b, n)},
+			LevelsTable(c))
+		for _, k := range []struct {
+			name, title, y string
+			m             func(*compare.LevelSpan) *compare.Metric
+		}{
+			{"levels-rps", "Throughput by level", "requests/s", func(l *compare.LevelSpan) *compare.Metric { return &l.Throughput }},
+			{"levels-p99", "p99 latency by level (common mix)", "p99 (ms)", func(l *compare.LevelSpan) *compare.Metric { return &l.MixP99 }},
+		} {
+			ch := &Chart{Name: k.name, Title: k.title, XLabel: "users", YLabel: k.y}
+			bs, ns := Series{Name: b, Dashed: true}, Series{Name: n}
+			for i := range c.Levels {
+				m, u := k.m(&c.Levels[i]), float64(c.Levels[i].Users)
+				bs.X, bs.Y = append(bs.X, u), append(bs.Y, m.Base)
+				ns.X, ns.Y = append(ns.X, u), append(ns.Y, m.New)
+			}
+			ch.Series = []Series{bs, ns}
+			add(ch)
 		}
-		add(lt)
 	}
 
 	for i, s := range c.Server {
@@ -113,6 +122,18 @@ func VerdictTable(c *compare.Comparison) *Table {
 	t := metricTable(c.Base.Label, c.New.Label)
 	for _, m := range headlines(c) {
 		metricRow(t, m.Name, m)
+	}
+	return t
+}
+
+// LevelsTable is a step comparison level by level: requests/s, mean, p99
+// and errors over the common mix, each "base → new (change)", and the
+// worst verdict of the level.
+func LevelsTable(c *compare.Comparison) *Table {
+	t := &Table{Header: []string{"users", "requests/s", "mean (ms)", "p99 (ms)", "errors", "verdict"}, Right: []int{0}}
+	for _, l := range c.Levels {
+		ms := []*compare.Metric{&l.Throughput, &l.MixMean, &l.MixP99, &l.MixErrors}
+		t.Rows = append(t.Rows, []string{fmt.Sprint(l.Users), change(ms[0]), change(ms[1]), change(ms[2]), change(ms[3]), worst(ms)})
 	}
 	return t
 }
@@ -175,29 +196,31 @@ func sd(xs []float64) float64 {
 func rowsTable(first, b, n string, rows []compare.Row) *Table {
 	t := &Table{Header: []string{first, b + " count", n + " count", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "verdict"},
 		Right: []int{1, 2}}
-	cell := func(m *compare.Metric) string {
-		v := func(x float64) string {
-			if m.Points {
-				return pctText(x)
-			}
-			return num(x)
-		}
-		d := "-"
-		switch {
-		case m.Verdict == compare.NoData || m.Verdict == compare.NotComparable:
-		default:
-			d = m.DeltaText()
-			if i := strings.Index(d, " ["); i >= 0 {
-				d = d[:i]
-			}
-		}
-		return fmt.Sprintf("%s → %s (%s)", v(m.Base), v(m.New), d)
-	}
 	for _, r := range rows {
 		ms := []*compare.Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors}
-		t.Rows = append(t.Rows, []string{r.Name, count(r.BaseCount), count(r.NewCount), cell(ms[0]), cell(ms[1]), cell(ms[2]), cell(ms[3]), cell(ms[4]), worst(ms)})
+		t.Rows = append(t.Rows, []string{r.Name, count(r.BaseCount), count(r.NewCount), change(ms[0]), change(ms[1]), change(ms[2]), change(ms[3]), change(ms[4]), worst(ms)})
 	}
 	return t
+}
+
+// change is one figure as "base → new (change)", without the interval.
+func change(m *compare.Metric) string {
+	v := func(x float64) string {
+		if m.Points {
+			return pctText(x)
+		}
+		return num(x)
+	}
+	d := "-"
+	switch {
+	case m.Verdict == compare.NoData || m.Verdict == compare.NotComparable:
+	default:
+		d = m.DeltaText()
+		if i := strings.Index(d, " ["); i >= 0 {
+			d = d[:i]
+		}
+	}
+	return fmt.Sprintf("%s → %s (%s)", v(m.Base), v(m.New), d)
 }
 
 // worst is a row's verdict: a regression if any figure regressed (naming

@@ -103,6 +103,10 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 
 	fmt.Fprintf(env.Stdout, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, len(newPos), bl, len(basePos), c.Kind)
 	printTable(env.Stdout, report.VerdictTable(c))
+	if len(c.Levels) > 0 {
+		fmt.Fprintln(env.Stdout, "\nlevel by level:")
+		printTable(env.Stdout, report.LevelsTable(c))
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(env.Stdout, "note: %s\n", n)
 	}
