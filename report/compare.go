@@ -61,7 +61,7 @@ func ForComparison(c *compare.Comparison) *Doc {
 			LevelsTable(c))
 		for _, k := range []struct {
 			name, title, y string
-			m             func(*compare.LevelSpan) *compare.Metric
+			m              func(*compare.LevelSpan) *compare.Metric
 		}{
 			{"levels-rps", "Throughput by level", "requests/s", func(l *compare.LevelSpan) *compare.Metric { return &l.Throughput }},
 			{"levels-p99", "p99 latency by level (common mix)", "p99 (ms)", func(l *compare.LevelSpan) *compare.Metric { return &l.MixP99 }},
