@@ -113,14 +113,11 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 
 	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration}
 	c.Prom = metrics.NewProm()
-	if f.metricsAddr != "" {
-		stop, err := serveMetrics(f.metricsAddr, c.Prom)
-		if err != nil {
-			return fail(env, ExitUsage, "--metrics-listen: %v", err)
-		}
-		defer stop()
-		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	stop, err := f.serveMetrics(env, &c.Common)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
 	}
+	defer stop()
 
 	// Where the checks run, and what they can see.
 	var has func(string) bool

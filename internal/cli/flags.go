@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -76,4 +77,21 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 	}
+}
+
+// serveMetrics serves headroom's Prometheus metrics at --metrics-listen,
+// if given, creating c.Prom when the run has none yet. stop is never nil.
+func (f *loadFlags) serveMetrics(env Env, c *runner.Common) (stop func(), err error) {
+	if f.metricsAddr == "" {
+		return func() {}, nil
+	}
+	if c.Prom == nil {
+		c.Prom = metrics.NewProm()
+	}
+	stop, err = serveMetrics(f.metricsAddr, c.Prom)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %v", err)
+	}
+	fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	return stop, nil
 }

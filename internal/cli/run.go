@@ -62,15 +62,11 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return code
 	}
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out), Users: f.users, Ramp: f.ramp, Duration: f.duration}
-	if f.metricsAddr != "" {
-		b.Prom = metrics.NewProm()
-		stop, err := serveMetrics(f.metricsAddr, b.Prom)
-		if err != nil {
-			return fail(env, ExitUsage, "--metrics-listen: %v", err)
-		}
-		defer stop()
-		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	stop, err := f.serveMetrics(env, &b.Common)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
 	}
+	defer stop()
 	var pr *progress
 	if !f.quiet {
 		pr = newProgress(env)

@@ -86,15 +86,11 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out), Levels: levels, Hold: f.hold, Settle: f.settle,
 		RampRate: f.rampRate, SetupTimeout: f.setupTimeout}
-	if f.metricsAddr != "" {
-		st.Prom = metrics.NewProm()
-		stop, err := serveMetrics(f.metricsAddr, st.Prom)
-		if err != nil {
-			return fail(env, ExitUsage, "--metrics-listen: %v", err)
-		}
-		defer stop()
-		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	stop, err := f.serveMetrics(env, &st.Common)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
 	}
+	defer stop()
 	pr := newStepProgress(env, levels, f.quiet)
 	st.Progress = pr.update
 	fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
