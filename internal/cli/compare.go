@@ -107,6 +107,12 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stdout, "\nlevel by level:")
 		printTable(env.Stdout, report.LevelsTable(c))
 	}
+	if moved := movers(c); len(moved) > 0 {
+		fmt.Fprintln(env.Stdout, "\nper request and action:")
+		for _, m := range moved {
+			fmt.Fprintf(env.Stdout, "  %s\n", m)
+		}
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(env.Stdout, "note: %s\n", n)
 	}
@@ -146,4 +152,24 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// movers lists every request and action figure with a verdict of
+// regression or improvement, regressions first.
+func movers(c *compare.Comparison) []string {
+	var reg, imp []string
+	for _, rows := range [][]compare.Row{c.Window.Requests, c.Window.Actions} {
+		for _, r := range rows {
+			for _, m := range []*compare.Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors} {
+				line := fmt.Sprintf("%s %s: %s %s", m.Verdict, r.Name, m.Name, m.DeltaText())
+				switch m.Verdict {
+				case compare.Regression:
+					reg = append(reg, line)
+				case compare.Improvement:
+					imp = append(imp, line)
+				}
+			}
+		}
+	}
+	return append(reg, imp...)
 }

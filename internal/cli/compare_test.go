@@ -34,7 +34,8 @@ func TestCompareGatesAndWritesReports(t *testing.T) {
 	if code != ExitRegression {
 		t.Fatalf("exit %d, want %d (throughput fell more than 5%%)\n%s%s", code, ExitRegression, stdout, stderr)
 	}
-	for _, want := range []string{"new (3 runs) vs base (3 runs), run results", "requests/s", "regression", "FAIL: 1 change(s) beyond --fail-on", "window: requests/s -"} {
+	for _, want := range []string{"new (3 runs) vs base (3 runs), run results", "requests/s", "regression", "FAIL: 1 change(s) beyond --fail-on", "window: requests/s -",
+		"per request and action:", "regression GetChannelPosts: mean +"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
