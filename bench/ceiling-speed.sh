@@ -22,19 +22,12 @@ ulimit -n 65536 2>/dev/null || true
 
 go build -o bin/headroom ./cmd/headroom
 
-TESTBED=""
-stop_testbed() { [[ -n $TESTBED ]] && kill "$TESTBED" 2>/dev/null && wait "$TESTBED" 2>/dev/null; TESTBED=""; }
+source bench/lib.sh
 trap stop_testbed EXIT
-start_testbed() {
-  bin/headroom testbed --listen "127.0.0.1:$PORT" --workers 8 --scale 2 2>/dev/null &
-  TESTBED=$!
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return; sleep 0.1; done
-  echo "testbed did not start on port $PORT" >&2; exit 1
-}
 
 run() { # name, extra flags...
   local name=$1; shift
-  start_testbed
+  start_testbed "$PORT" --workers 8 --scale 2
   echo "== $name"
   bin/headroom ceiling bench/ceiling.star --target "http://127.0.0.1:$PORT" --max-users 3000 --max-duration 60m \
     --out "$OUT/$name" --quiet "$@" | sed -n '/^supported users/,/^levels/p' || true

@@ -20,14 +20,11 @@ mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || true
 go build -o bin/headroom ./cmd/headroom
 
-TESTBED=""
-stop_testbed() { [[ -n $TESTBED ]] && kill "$TESTBED" 2>/dev/null && wait "$TESTBED" 2>/dev/null; TESTBED=""; }
+source bench/lib.sh
 trap stop_testbed EXIT
 
 search() { # dir scale
-  bin/headroom testbed --listen "127.0.0.1:$PORT" --workers 4 --scale "$2" 2>/dev/null &
-  TESTBED=$!
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+  start_testbed "$PORT" --workers 4 --scale "$2"
   bin/headroom ceiling bench/ceiling.star --target "http://127.0.0.1:$PORT" --scrape "http://127.0.0.1:$PORT/metrics" \
     --start-users 50 --precision 3% --measure 10s --out "$1" --quiet --no-report | grep '^supported users' || true
   stop_testbed

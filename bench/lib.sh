@@ -196,3 +196,20 @@ wait_quiet() {
 		fi
 	done
 }
+
+# start_testbed PORT ARGS...: starts bin/headroom testbed on 127.0.0.1:PORT
+# with ARGS (e.g. --workers 8 --scale 2), waits until it answers, and sets
+# TESTBED to its PID. stop_testbed stops it by that PID; scripts call it
+# from their EXIT trap and between runs.
+TESTBED=""
+start_testbed() {
+	local port=$1
+	shift
+	bin/headroom testbed --listen "127.0.0.1:$port" "$@" 2>/dev/null &
+	TESTBED=$!
+	wait_port "$port" 5 || die "testbed did not start on port $port"
+}
+stop_testbed() {
+	[[ -n $TESTBED ]] && kill "$TESTBED" 2>/dev/null && wait "$TESTBED" 2>/dev/null
+	TESTBED=""
+}
