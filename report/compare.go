@@ -161,34 +161,20 @@ func metricTable(b, n string) *Table {
 }
 
 func metricRow(t *Table, name string, m *compare.Metric) {
-	f := func(v float64, runs []float64) string {
+	f := func(v, sd float64, runs int) string {
 		s := num(v)
 		if m.Points {
 			s = pctText(v)
 		}
-		if len(runs) > 1 {
-			d := sd(runs)
-			if d < 1e-9*math.Max(1, math.Abs(v)) { // equal runs but for float rounding
-				d = 0
+		if runs > 1 {
+			if sd < 1e-9*math.Max(1, math.Abs(v)) { // equal runs but for float rounding
+				sd = 0
 			}
-			s += " ± " + num(d)
+			s += " ± " + num(sd)
 		}
 		return s
 	}
-	t.Rows = append(t.Rows, []string{name, f(m.Base, m.BaseRuns), f(m.New, m.NewRuns), m.DeltaText(), m.Verdict})
-}
-
-func sd(xs []float64) float64 {
-	m := 0.0
-	for _, x := range xs {
-		m += x
-	}
-	m /= float64(len(xs))
-	v := 0.0
-	for _, x := range xs {
-		v += (x - m) * (x - m)
-	}
-	return sqrt(v / float64(len(xs)-1))
+	t.Rows = append(t.Rows, []string{name, f(m.Base, m.BaseSD, len(m.BaseRuns)), f(m.New, m.NewSD, len(m.NewRuns)), m.DeltaText(), m.Verdict})
 }
 
 // rowsTable is one line per request: the figures that move, with the

@@ -248,5 +248,3 @@ func timingTables(w result.ServerWindow) []Block {
 	}
 	return out
 }
-
-func sqrt(v float64) float64 { return math.Sqrt(v) }
