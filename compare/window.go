@@ -232,7 +232,14 @@ func count(ws []window, k metrics.Kind, n string) int64 {
 }
 
 // merged is the exact histogram of n over the windows (empty if none has it).
+// The result is only read: one window's own histogram is returned as is,
+// not copied (each is ~190 KB, and this runs per name, figure and run).
 func merged(ws []window, k metrics.Kind, n string) *hdr.Histogram {
+	if len(ws) == 1 {
+		if st := hists(ws[0], k)[n]; st != nil {
+			return st.Hist
+		}
+	}
 	h := metrics.NewHistogram()
 	for _, w := range ws {
 		if st := hists(w, k)[n]; st != nil {
