@@ -9,13 +9,13 @@
 package transport
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -23,8 +23,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // Header is one header line.
@@ -56,9 +54,11 @@ type Response struct {
 
 // Headers parses RawHeader into header lines, in order. It is done on
 // demand: most scenarios never look at most responses' headers.
-func (r *Response) Headers() []Header {
+func (r *Response) Headers() []Header { return parseHeaders(r.RawHeader) }
+
+func parseHeaders(head []byte) []Header {
 	var out []Header
-	lines := bytes.Split(r.RawHeader, []byte("\r\n"))
+	lines := bytes.Split(head, []byte("\r\n"))
 	for i, l := range lines {
 		if i == 0 || len(l) == 0 { // the status line; the blank end
 			continue
@@ -81,11 +81,6 @@ type Options struct {
 	Now         func() time.Time
 }
 
-var (
-	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 8<<10) }}
-	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
-)
-
 // ErrCanceled is the error of a request stopped by Cancel.
 var ErrCanceled = errors.New("request canceled: user stopped")
 
@@ -96,10 +91,11 @@ type Client struct {
 	opt      Options
 	jar      map[string]string // cookies of the target host
 	mu       sync.Mutex
-	conns    map[string]*countingConn // by host:port
-	busy     *countingConn
+	conns    map[string]*connection // by host:port
+	busy     *connection
 	canceled atomic.Bool
 	dialer   net.Dialer
+	parser   respParser // the response being read; Do's alone
 
 	targetAddr string // host:port of the target, once known
 	targetTLS  bool
@@ -131,119 +127,198 @@ func (c *Client) Do(req *Request, resp *Response) {
 	}
 	deadline := start.Add(timeout)
 
-	freq := fasthttp.AcquireRequest()
-	fresp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(freq)
-	defer fasthttp.ReleaseResponse(fresp)
-
-	addr, isTLS, serverName, host, err := c.build(freq, req)
+	addr, isTLS, serverName, host, uri, err := c.route(req)
 	if err != nil {
 		resp.Err = err
 		return
 	}
-	if req.Method == "HEAD" {
-		fresp.SkipBody = true
+	var jar map[string]string
+	if host == c.opt.Target.Host {
+		jar = c.jar
 	}
+	wb := getBuf()
+	*wb = appendRequest((*wb)[:0], req.Method, uri, host, req.Header, jar, req.Body)
+	p := &c.parser
+	p.reset(getBuf(), c.opt.MaxBodySize, req.Method == "HEAD")
+	defer c.release(wb)
 	for attempt := 0; ; attempt++ {
 		conn, reused, err := c.conn(addr, isTLS, serverName, deadline)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
 		}
-		in0, out0 := conn.in, conn.out
-		err = c.roundTrip(conn, freq, fresp, deadline)
-		resp.BytesIn, resp.BytesOut = conn.in-in0, conn.out-out0
+		err = c.roundTrip(conn, *wb, p, deadline, timeout, resp)
 		if err != nil {
 			c.drop(addr, conn)
 			// A kept-alive connection the server closed meanwhile fails
 			// before any response byte: send again, once, on a new one.
 			if reused && attempt == 0 && resp.BytesIn == 0 && retryable(err) && !c.canceled.Load() {
+				p.reset(p.buf, c.opt.MaxBodySize, req.Method == "HEAD")
 				continue
 			}
 			c.fail(resp, err, start)
 			return
 		}
-		if fresp.ConnectionClose() {
+		if p.close {
 			c.drop(addr, conn)
 		}
 		break
 	}
 	resp.Latency = c.opt.Now().Sub(start)
-	resp.Status = fresp.StatusCode()
-	resp.Body = append([]byte(nil), fresp.Body()...)
-	resp.RawHeader = fresp.Header.AppendBytes(nil)
-	if host == c.opt.Target.Host {
-		for _, v := range fresp.Header.Cookies() {
-			c.keepCookie(v)
-		}
+	resp.Status = p.status
+	resp.RawHeader, resp.Body = p.result()
+	if p.cookies && host == c.opt.Target.Host {
+		c.keepCookies(resp.RawHeader)
 	}
 }
 
-// build fills freq and returns where to send it: host:port, whether TLS,
-// the server name, and the URL's host as written. A path goes to the
-// target without parsing a URL.
-func (c *Client) build(freq *fasthttp.Request, req *Request) (addr string, isTLS bool, serverName, host string, err error) {
-	freq.Header.SetMethod(req.Method)
+// release returns Do's buffers to the pool.
+func (c *Client) release(wb *[]byte) {
+	putBuf(wb)
+	putBuf(c.parser.buf)
+	c.parser = respParser{}
+}
+
+// route returns where req goes: host:port, whether TLS, the server name,
+// the Host header and the request target. A path goes to the target
+// without parsing a URL.
+func (c *Client) route(req *Request) (addr string, isTLS bool, serverName, host, uri string, err error) {
 	if strings.HasPrefix(req.URL, "/") {
 		t := c.opt.Target
 		if c.targetAddr == "" {
 			c.targetAddr, c.targetTLS = hostPort(t)
 			c.basePath = strings.TrimSuffix(t.Path, "/")
 		}
-		freq.Header.SetRequestURI(c.basePath + req.URL)
-		freq.Header.SetHost(t.Host)
-		addr, isTLS, serverName, host = c.targetAddr, c.targetTLS, t.Hostname(), t.Host
-	} else {
-		u, perr := url.Parse(req.URL)
-		if perr != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return "", false, "", "", fmt.Errorf("bad URL %q: want a path like /api/x or an http(s) URL", req.URL)
+		uri = req.URL
+		if c.basePath != "" {
+			uri = c.basePath + req.URL
 		}
-		freq.SetRequestURI(req.URL)
-		addr, isTLS = hostPort(u)
-		serverName, host = u.Hostname(), u.Host
+		return c.targetAddr, c.targetTLS, t.Hostname(), t.Host, uri, nil
 	}
-	for _, h := range req.Header {
-		freq.Header.Set(h.Key, h.Value)
+	u, perr := url.Parse(req.URL)
+	if perr != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", false, "", "", "", fmt.Errorf("bad URL %q: want a path like /api/x or an http(s) URL", req.URL)
 	}
-	if host == c.opt.Target.Host {
-		for k, v := range c.jar {
-			freq.Header.SetCookie(k, v)
-		}
-	}
-	if req.Body != nil {
-		freq.SetBodyRaw(req.Body)
-	}
-	return addr, isTLS, serverName, host, nil
+	addr, isTLS = hostPort(u)
+	return addr, isTLS, u.Hostname(), u.Host, u.RequestURI(), nil
 }
 
-func (c *Client) roundTrip(conn *countingConn, freq *fasthttp.Request, fresp *fasthttp.Response, deadline time.Time) error {
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
+// roundTrip sends the serialized request on conn and reads the response
+// into p, counting bytes into resp.
+//
+// The connection's deadline is kept when it already lies between this
+// request's deadline and 1% of the timeout after it: a keep-alive user then
+// changes its timers about once per 1% of the timeout rather than on every
+// request, and a timeout fires at most 1% late.
+func (c *Client) roundTrip(conn *connection, req []byte, p *respParser, deadline time.Time, timeout time.Duration, resp *Response) error {
+	if conn.deadline.Before(deadline) || conn.deadline.Sub(deadline) > timeout/100 {
+		d := deadline.Add(timeout / 100)
+		if err := conn.SetDeadline(d); err != nil {
+			return err
+		}
+		conn.deadline = d
 	}
-	w := writers.Get().(*bufio.Writer)
-	w.Reset(conn)
-	err := freq.Write(w)
-	if err == nil {
-		err = w.Flush()
+	if conn.raw != nil && len(req) <= bufSize {
+		return rawTrip(conn, req, p, resp)
 	}
-	w.Reset(nil)
-	writers.Put(w)
+	n, err := conn.Write(req)
+	resp.BytesOut += int64(n)
 	if err != nil {
 		return err
 	}
-	r := readers.Get().(*bufio.Reader)
-	r.Reset(conn)
-	err = fresp.ReadLimitBody(r, c.opt.MaxBodySize)
-	if err == nil && r.Buffered() > 0 {
-		err = errors.New("server sent more bytes than one response")
+	for {
+		n, err := conn.Read(p.space())
+		resp.BytesIn += int64(n)
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			return err
+		}
+		done, perr := p.advance(n, eof)
+		if perr != nil || done {
+			return perr
+		}
 	}
-	r.Reset(nil)
-	readers.Put(r)
-	return err
+}
+
+// rawTrip is roundTrip on a plain TCP connection, driven by readiness as
+// an event loop is: the request is written from inside RawConn.Read's
+// callback, after the runtime has reset the socket's read readiness, and
+// the callback then waits for the response instead of trying a read that
+// would only find the socket empty. One write and (for a small response)
+// one read per request, and no allocation.
+func rawTrip(conn *connection, req []byte, p *respParser, resp *Response) error {
+	t := &conn.trip
+	*t = trip{req: req, p: p, resp: resp}
+	defer func() { *t = trip{} }()
+	for {
+		if err := conn.raw.Read(conn.onReady); err != nil {
+			return err
+		}
+		if t.err != nil || t.done {
+			return t.err
+		}
+		n, err := conn.Write(req[t.sent:]) // only after the socket's buffer was full
+		t.sent += n
+		resp.BytesOut += int64(n)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// trip is the state of one rawTrip, kept in its connection so that the
+// callback is a method value made once per connection.
+type trip struct {
+	req  []byte
+	sent int
+	p    *respParser
+	resp *Response
+	done bool
+	err  error
+}
+
+// ready is RawConn.Read's callback for rawTrip: true ends the trip (or
+// hands a partial write back to rawTrip), false waits for readiness.
+func (c *connection) ready(fd uintptr) bool {
+	t := &c.trip
+	if t.sent < len(t.req) {
+		for t.sent < len(t.req) {
+			n, err := syscall.Write(int(fd), t.req[t.sent:])
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return true // the socket's buffer is full: finish with a blocking write
+			case err != nil:
+				t.err = os.NewSyscallError("write", err)
+				return true
+			}
+			t.sent += n
+			t.resp.BytesOut += int64(n)
+		}
+		return false // wait until the response starts to arrive
+	}
+	for {
+		n, err := syscall.Read(int(fd), t.p.space())
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			t.err = os.NewSyscallError("read", err)
+			return true
+		}
+		t.resp.BytesIn += int64(n)
+		t.done, t.err = t.p.advance(n, n == 0)
+		if t.done || t.err != nil {
+			return true
+		}
+	}
 }
 
 // conn returns the user's connection to addr, dialing if it has none.
-func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.Time) (*countingConn, bool, error) {
+func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.Time) (*connection, bool, error) {
 	if c.canceled.Load() {
 		return nil, false, ErrCanceled
 	}
@@ -268,10 +343,15 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 		}
 		raw = tc
 	}
-	conn = &countingConn{Conn: raw}
+	conn = &connection{Conn: raw}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			conn.raw, conn.onReady = rc, conn.ready
+		}
+	}
 	c.mu.Lock()
 	if c.conns == nil {
-		c.conns = map[string]*countingConn{}
+		c.conns = map[string]*connection{}
 	}
 	c.conns[addr] = conn
 	c.busy = conn
@@ -282,7 +362,7 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 	return conn, false, nil
 }
 
-func (c *Client) drop(addr string, conn *countingConn) {
+func (c *Client) drop(addr string, conn *connection) {
 	c.mu.Lock()
 	if c.conns[addr] == conn {
 		delete(c.conns, addr)
@@ -299,7 +379,7 @@ func (c *Client) fail(resp *Response, err error, start time.Time) {
 	switch {
 	case c.canceled.Load():
 		resp.Canceled, resp.Err = true, ErrCanceled
-	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err):
+	case errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err):
 		resp.Timeout, resp.Err = true, fmt.Errorf("timeout after %v", resp.Latency.Round(time.Millisecond))
 	default:
 		resp.Err = err
@@ -330,22 +410,26 @@ func (c *Client) Close() {
 // Cookies returns the cookies kept for the target host.
 func (c *Client) Cookies() map[string]string { return c.jar }
 
-func (c *Client) keepCookie(raw []byte) {
-	ck := fasthttp.AcquireCookie()
-	defer fasthttp.ReleaseCookie(ck)
-	if ck.ParseBytes(raw) != nil {
-		return
+// keepCookies applies a response's Set-Cookie headers to the jar: a new
+// value replaces the old, an expired cookie is deleted.
+func (c *Client) keepCookies(head []byte) {
+	for _, h := range parseHeaders(head) {
+		if !strings.EqualFold(h.Key, "Set-Cookie") {
+			continue
+		}
+		ck, err := http.ParseSetCookie(h.Value)
+		if err != nil {
+			continue
+		}
+		if ck.MaxAge < 0 || (!ck.Expires.IsZero() && ck.Expires.Before(c.opt.Now())) {
+			delete(c.jar, ck.Name)
+			continue
+		}
+		if c.jar == nil {
+			c.jar = map[string]string{}
+		}
+		c.jar[ck.Name] = ck.Value
 	}
-	name := string(ck.Key())
-	expired := ck.MaxAge() < 0 || (!ck.Expire().IsZero() && ck.Expire().Before(c.opt.Now()) && ck.Expire() != fasthttp.CookieExpireUnlimited)
-	if expired {
-		delete(c.jar, name)
-		return
-	}
-	if c.jar == nil {
-		c.jar = map[string]string{}
-	}
-	c.jar[name] = string(ck.Value())
 }
 
 func hostPort(u *url.URL) (string, bool) {
@@ -369,20 +453,11 @@ func retryable(err error) bool {
 		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "closed")
 }
 
-// countingConn counts the bytes a connection carries.
-type countingConn struct {
+// connection is one kept-alive connection.
+type connection struct {
 	net.Conn
-	in, out int64
-}
-
-func (c *countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.in += int64(n)
-	return n, err
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.out += int64(n)
-	return n, err
+	raw      syscall.RawConn // plain TCP: the socket, for rawTrip; nil for TLS
+	onReady  func(fd uintptr) bool
+	trip     trip
+	deadline time.Time // the deadline last set on it
 }

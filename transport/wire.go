@@ -1,0 +1,460 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The HTTP/1.1 wire format, both ways. Requests are serialized into one
+// buffer and sent with one write; responses are parsed as their bytes
+// arrive, so a caller can read straight from the socket into the parser
+// and stop as soon as the response is complete.
+
+// bufSize is the size of pooled read and write buffers. A response that
+// does not fit grows its own buffer (to its exact size when the length is
+// known); a buffer grown past maxPooled is not pooled again.
+const (
+	bufSize   = 8 << 10
+	maxPooled = 64 << 10
+)
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooled {
+		*b = (*b)[:cap(*b)]
+		bufs.Put(b)
+	}
+}
+
+// appendRequest serializes a request line, headers and body. Later headers
+// replace earlier ones of the same name (a request's own headers override
+// the user's defaults); Host and Content-Length are set here, and cookies
+// join any Cookie header given.
+func appendRequest(b []byte, method, uri, host string, hs []Header, cookies map[string]string, body []byte) []byte {
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = appendURI(b, uri)
+	b = append(b, " HTTP/1.1\r\n"...)
+	hostSet, agentSet, cookieSet := false, false, false
+	for i, h := range hs {
+		if replaced(hs[i+1:], h.Key) || strings.EqualFold(h.Key, "Content-Length") {
+			continue
+		}
+		switch {
+		case strings.EqualFold(h.Key, "Host"):
+			hostSet = true
+		case strings.EqualFold(h.Key, "User-Agent"):
+			agentSet = true
+		case strings.EqualFold(h.Key, "Cookie"):
+			cookieSet = true
+			b = appendCookies(append(append(b, "Cookie: "...), h.Value...), cookies, len(h.Value) > 0)
+			continue
+		}
+		b = appendHeader(b, h.Key, h.Value)
+	}
+	if !hostSet {
+		b = appendHeader(b, "Host", host)
+	}
+	if !agentSet {
+		b = append(b, "User-Agent: headroom\r\n"...)
+	}
+	if !cookieSet && len(cookies) > 0 {
+		b = appendCookies(append(b, "Cookie: "...), cookies, false)
+	}
+	if body != nil || method == "POST" || method == "PUT" || method == "PATCH" {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	return append(b, body...)
+}
+
+func replaced(later []Header, key string) bool {
+	for _, h := range later {
+		if strings.EqualFold(h.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+func appendHeader(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = append(b, v...)
+	return append(b, "\r\n"...)
+}
+
+// appendCookies ends a Cookie header line: "k=v; k2=v2\r\n", in name
+// order so that requests are reproducible.
+func appendCookies(b []byte, jar map[string]string, more bool) []byte {
+	if len(jar) > 0 {
+		names := make([]string, 0, len(jar))
+		for k := range jar {
+			names = append(names, k)
+		}
+		if len(names) > 1 {
+			sortStrings(names)
+		}
+		for _, k := range names {
+			if more {
+				b = append(b, "; "...)
+			}
+			more = true
+			b = append(b, k...)
+			b = append(b, '=')
+			b = append(b, jar[k]...)
+		}
+	}
+	return append(b, "\r\n"...)
+}
+
+func sortStrings(s []string) { // insertion sort: a jar holds a few cookies
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// appendURI writes the request target as given, percent-encoding only
+// the bytes HTTP does not allow there (spaces, controls, non-ASCII), so
+// that a path with a space still makes a valid request line.
+func appendURI(b []byte, uri string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(uri); i++ {
+		c := uri[i]
+		if c <= ' ' || c >= 0x7f {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// Errors of a response that cannot be read as HTTP/1.x.
+var (
+	errMalformed = errors.New("malformed HTTP response")
+	errExtra     = errors.New("server sent more bytes than one response")
+)
+
+// respParser reads one response from bytes appended to buf as they
+// arrive: call space for room to read into, then advance with the count.
+// It is incremental: each byte is looked at a bounded number of times.
+type respParser struct {
+	buf     *[]byte // pooled; replaced by a larger one when the response outgrows it
+	n       int     // bytes in *buf
+	head    int     // length of the status line and headers; 0 until they are complete
+	start   int     // where the current head starts (after skipped 1xx responses)
+	scanned int     // bytes already searched for the end of the head
+	max     int     // body limit, bytes
+	noBody  bool    // a response to HEAD
+
+	status  int
+	length  int  // Content-Length, or -1
+	chunked bool // Transfer-Encoding: chunked
+	close   bool // the server closes the connection after this response
+	cookies bool // the head has Set-Cookie lines
+	chunkAt int  // chunked: offset of the next chunk-size line
+	body    int  // chunked: data bytes so far
+	end     int  // offset just past the response, once complete
+}
+
+func (p *respParser) reset(buf *[]byte, max int, noBody bool) {
+	*p = respParser{buf: buf, max: max, noBody: noBody, length: -1}
+}
+
+// space returns where to read the next bytes into.
+func (p *respParser) space() []byte {
+	b := *p.buf
+	if p.n == len(b) {
+		want := 2 * len(b)
+		if p.head > 0 && p.length >= 0 && !p.chunked {
+			want = p.head + p.length // exactly the response
+		}
+		nb := make([]byte, max(want, p.n+bufSize))
+		copy(nb, b[:p.n])
+		putBuf(p.buf)
+		p.buf = &nb
+		b = nb
+	}
+	return b[p.n:]
+}
+
+// advance accounts for n new bytes (eof: the server closed the
+// connection) and reports whether the response is complete.
+func (p *respParser) advance(n int, eof bool) (bool, error) {
+	p.n += n
+	for p.head == 0 {
+		ok, err := p.parseHead()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			if eof {
+				if p.n == 0 {
+					return false, io.EOF
+				}
+				return false, io.ErrUnexpectedEOF
+			}
+			if p.n-p.start > 1<<20 {
+				return false, fmt.Errorf("%w: headers longer than 1 MiB", errMalformed)
+			}
+			return false, nil
+		}
+	}
+	done, err := p.parseBody(eof)
+	if err != nil || !done {
+		if err == nil && eof {
+			err = io.ErrUnexpectedEOF
+		}
+		return false, err
+	}
+	if p.end < p.n {
+		return false, errExtra
+	}
+	return true, nil
+}
+
+// parseHead parses the status line and headers once they are complete,
+// skipping interim (1xx) responses.
+func (p *respParser) parseHead() (bool, error) {
+	b := (*p.buf)[p.start:p.n]
+	from := max(p.scanned-3, p.start) - p.start // the end may straddle the last read
+	i := bytes.Index(b[from:], []byte("\r\n\r\n"))
+	if i < 0 {
+		p.scanned = p.n
+		return false, nil
+	}
+	i += from
+	head := b[:i+4]
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	// HTTP/1.1 200 OK
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return false, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
+	}
+	status := decimal(line[9:12])
+	if status < 100 || (len(line) > 12 && line[12] != ' ') {
+		return false, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
+	}
+	http10 := line[7] == '0'
+	p.close = http10
+	p.length, p.chunked, p.cookies = -1, false, false
+	for len(rest) > 2 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if !ok {
+			continue
+		}
+		v = bytes.TrimSpace(v)
+		switch {
+		case equalFold(k, "content-length"):
+			n := decimal(v)
+			if n < 0 {
+				return false, fmt.Errorf("%w: Content-Length %q", errMalformed, clipBytes(v, 40))
+			}
+			p.length = n
+		case equalFold(k, "transfer-encoding"):
+			p.chunked = hasToken(v, "chunked")
+		case equalFold(k, "connection"):
+			if hasToken(v, "close") {
+				p.close = true
+			} else if http10 && hasToken(v, "keep-alive") {
+				p.close = false
+			}
+		case equalFold(k, "set-cookie"):
+			p.cookies = true
+		}
+	}
+	if status < 200 && status != 101 { // 100 Continue, 103 Early Hints: the real response follows
+		p.start += len(head)
+		p.scanned = p.start
+		return p.parseHead()
+	}
+	p.status = status
+	p.head = p.start + len(head)
+	p.chunkAt = p.head
+	return true, nil
+}
+
+// parseBody reports whether the body is complete, setting end.
+func (p *respParser) parseBody(eof bool) (bool, error) {
+	switch {
+	case p.noBody || p.status == 204 || p.status == 304 || p.status == 101:
+		p.end = p.head
+		return true, nil
+	case p.chunked:
+		return p.parseChunks()
+	case p.length >= 0:
+		if p.length > p.max {
+			return false, fmt.Errorf("response body of %d bytes is larger than the limit of %d", p.length, p.max)
+		}
+		p.end = p.head + p.length
+		return p.n >= p.end, nil
+	default: // the body runs to the end of the connection
+		p.close = true
+		if p.n-p.head > p.max {
+			return false, fmt.Errorf("response body is larger than the limit of %d bytes", p.max)
+		}
+		p.end = p.n
+		return eof, nil
+	}
+}
+
+// parseChunks walks the chunks that have fully arrived.
+func (p *respParser) parseChunks() (bool, error) {
+	b := (*p.buf)[:p.n]
+	for {
+		i := bytes.Index(b[p.chunkAt:], []byte("\r\n"))
+		if i < 0 {
+			return false, nil
+		}
+		line := b[p.chunkAt : p.chunkAt+i]
+		if j := bytes.IndexByte(line, ';'); j >= 0 {
+			line = line[:j]
+		}
+		size := hexSize(line)
+		if size < 0 {
+			return false, fmt.Errorf("%w: chunk size %q", errMalformed, clipBytes(line, 20))
+		}
+		data := p.chunkAt + i + 2
+		if size == 0 { // the last chunk, then trailers up to an empty line
+			if bytes.HasPrefix(b[data:], []byte("\r\n")) {
+				p.end = data + 2
+				return true, nil
+			}
+			t := bytes.Index(b[data:], []byte("\r\n\r\n"))
+			if t < 0 {
+				return false, nil
+			}
+			p.end = data + t + 4
+			return true, nil
+		}
+		if p.body+size > p.max {
+			return false, fmt.Errorf("response body is larger than the limit of %d bytes", p.max)
+		}
+		if len(b) < data+size+2 {
+			return false, nil
+		}
+		if b[data+size] != '\r' || b[data+size+1] != '\n' {
+			return false, fmt.Errorf("%w: chunk not followed by CRLF", errMalformed)
+		}
+		p.body += size
+		p.chunkAt = data + size + 2
+	}
+}
+
+// result copies the complete response into one slice of its exact size
+// and returns the head (status line and headers) and the body.
+func (p *respParser) result() (head, body []byte) {
+	b := *p.buf
+	h := b[p.start:p.head]
+	if !p.chunked || p.end == p.head { // plain body, or none (HEAD)
+		out := make([]byte, p.end-p.start)
+		copy(out, b[p.start:p.end])
+		return out[:len(h):len(h)], out[len(h):]
+	}
+	out := make([]byte, len(h), len(h)+p.body)
+	copy(out, h)
+	for at := p.head; ; {
+		i := bytes.Index(b[at:], []byte("\r\n"))
+		line := b[at : at+i]
+		if j := bytes.IndexByte(line, ';'); j >= 0 {
+			line = line[:j]
+		}
+		size := hexSize(line)
+		if size <= 0 {
+			break
+		}
+		data := at + i + 2
+		out = append(out, b[data:data+size]...)
+		at = data + size + 2
+	}
+	return out[:len(h):len(h)], out[len(h):]
+}
+
+// decimal parses a non-negative decimal number; -1 if b is not one (or
+// has more than 18 digits).
+func decimal(b []byte) int {
+	if len(b) == 0 || len(b) > 18 {
+		return -1
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// hexSize parses a chunk size (hex, spaces around allowed); -1 if b is
+// not one or it is 256 MiB or more.
+func hexSize(b []byte) int {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || len(b) > 7 {
+		return -1
+	}
+	n := 0
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			n = n<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			n = n<<4 | int(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			n = n<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return n
+}
+
+// equalFold reports whether b equals the lower-case ASCII s, ignoring case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken reports whether a comma-separated header value holds tok.
+func hasToken(v []byte, tok string) bool {
+	for len(v) > 0 {
+		var t []byte
+		t, v, _ = bytes.Cut(v, []byte(","))
+		if equalFold(bytes.TrimSpace(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+func clipBytes(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
