@@ -27,6 +27,7 @@ type Prom struct {
 	actions  *prometheus.CounterVec
 	users    prometheus.Gauge
 	cache    sync.Map // request name -> prometheus.Observer
+	acts     sync.Map // action name -> *[Canceled]prometheus.Counter, by outcome
 }
 
 var _ Observer = (*Prom)(nil)
@@ -74,7 +75,15 @@ func (p *Prom) Observe(x Sample) {
 		return
 	}
 	if x.Kind == Action {
-		p.actions.WithLabelValues(x.Name, x.Outcome.String()).Inc()
+		c, ok := p.acts.Load(x.Name)
+		if !ok {
+			var byOutcome [Canceled]prometheus.Counter
+			for o := range Canceled {
+				byOutcome[o] = p.actions.WithLabelValues(x.Name, o.String())
+			}
+			c, _ = p.acts.LoadOrStore(x.Name, &byOutcome)
+		}
+		c.(*[Canceled]prometheus.Counter)[x.Outcome].Inc()
 		return
 	}
 	o, ok := p.cache.Load(x.Name)

@@ -17,6 +17,8 @@ import (
 type httpValue struct {
 	u       *User
 	headers *starlark.Dict // sent with every request; the scenario may change it
+	bound   [len(methodNames)]*starlark.Builtin // methods bound to this value, made on first use
+	req     transport.Request                   // reused by each request: Do does not keep it
 }
 
 var _ starlark.HasAttrs = (*httpValue)(nil)
@@ -41,14 +43,22 @@ func (h *httpValue) Attr(name string) (starlark.Value, error) {
 		}
 		return d, nil
 	}
-	if m, ok := httpMethods[name]; ok {
-		return m.BindReceiver(h), nil
+	for i, m := range methodNames {
+		if m == name {
+			if h.bound[i] == nil {
+				h.bound[i] = httpMethods[m].BindReceiver(h)
+			}
+			return h.bound[i], nil
+		}
 	}
 	return nil, nil
 }
 
-// httpMethods are user.http's methods, bound to the user's value on each
-// attribute access (one small allocation, no closure). Immutable.
+// methodNames are the keys of httpMethods, in a fixed order.
+var methodNames = [...]string{"get", "post", "put", "delete", "patch", "head", "request"}
+
+// httpMethods are user.http's methods; each user binds those it uses to its
+// own value once. Immutable.
 var httpMethods = map[string]*starlark.Builtin{
 	"get":    starlark.NewBuiltin("http.get", method("GET")),
 	"head":   starlark.NewBuiltin("http.head", method("HEAD")),
@@ -157,7 +167,8 @@ func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, 
 		return nil, err
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
-	req := &transport.Request{Method: method, URL: rawURL}
+	req := &h.req
+	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0]}
 	if params != nil && params.Len() > 0 {
 		q := url.Values{}
 		for _, it := range params.Items() {
@@ -169,8 +180,10 @@ func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, 
 		}
 		req.URL += sep + q.Encode()
 	}
-	for _, it := range h.headers.Items() {
-		req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+	if h.headers.Len() > 0 {
+		for _, it := range h.headers.Items() {
+			req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+		}
 	}
 	if headers != nil {
 		for _, it := range headers.Items() {
@@ -264,7 +277,8 @@ func plain(v starlark.Value) string {
 
 // send does the request, records it, and notes failures for the action.
 func (u *User) send(name string, req *transport.Request, expect []int) *responseValue {
-	resp := &transport.Response{}
+	rv := &responseValue{url: req.URL}
+	resp := &rv.r
 	u.env.HTTP.Do(req, resp)
 	s := metrics.Sample{Kind: metrics.Request, Name: name, Status: resp.Status, Latency: resp.Latency,
 		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut}
@@ -280,7 +294,7 @@ func (u *User) send(name string, req *transport.Request, expect []int) *response
 	}
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
-	return &responseValue{r: resp, url: req.URL}
+	return rv
 }
 
 func expected(status int, expect []int) bool {
@@ -297,7 +311,7 @@ func expected(status int, expect []int) bool {
 
 // responseValue is what user.http.*() returns.
 type responseValue struct {
-	r   *transport.Response
+	r   transport.Response
 	url string
 }
 
