@@ -16,7 +16,7 @@ import (
 // httpValue is user.http: request methods and the user's default headers.
 type httpValue struct {
 	u       *User
-	headers *starlark.Dict // sent with every request; the scenario may change it
+	headers *starlark.Dict                      // sent with every request; the scenario may change it
 	bound   [len(methodNames)]*starlark.Builtin // methods bound to this value, made on first use
 	req     transport.Request                   // reused by each request: Do does not keep it
 }
