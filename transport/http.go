@@ -2,7 +2,8 @@
 // keep-alive connection to the target, as a browser has, so connection
 // counts, handshakes and per-connection server work match real users; an
 // idle user holds only its socket (buffers come from a shared pool while a
-// request is in flight).
+// request is in flight). It speaks HTTP/1.1 itself (wire.go), so that a
+// request costs one write, one read and one copy of the response.
 //
 // Latency is measured from the start of the request (including a dial,
 // when one is needed) to the end of the response body.
