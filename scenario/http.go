@@ -161,10 +161,27 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 }
 
 // do sends one request: url, params=, headers=, json=, body=, name=, expect=, timeout=.
+//
+// Its frame is on the stack under the whole request (a dial included), so
+// building the request is left to build, whose larger frame is gone by
+// then: a user's goroutine stack then stays within 8 KB (see
+// docs/BENCHMARKS.md, memory per idle user).
 func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	a, err := unpackRequest(b.Name(), args, kw)
+	name, expect, err := h.build(th, method, b, args, kw)
 	if err != nil {
 		return nil, err
+	}
+	return h.u.send(name, &h.req, expect), nil
+}
+
+// build fills h.req from a request call's arguments and returns the
+// request's name and expected statuses.
+//
+//go:noinline
+func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (string, []int, error) {
+	a, err := unpackRequest(b.Name(), args, kw)
+	if err != nil {
+		return "", nil, err
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
 	req := &h.req
@@ -192,11 +209,11 @@ func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, 
 	}
 	switch {
 	case jsonV != nil && bodyV != nil:
-		return nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
+		return "", nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
 	case jsonV != nil:
 		enc, err := starlark.Call(th, json.Module.Members["encode"], starlark.Tuple{jsonV}, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
+			return "", nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
 		}
 		req.Body = []byte(enc.(starlark.String))
 		req.Header = append(req.Header, transport.Header{Key: "Content-Type", Value: "application/json"})
@@ -207,24 +224,24 @@ func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, 
 		case starlark.Bytes:
 			req.Body = []byte(x)
 		default:
-			return nil, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
+			return "", nil, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
 		}
 	}
 	expect, err := expectSet(expectV)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		return "", nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
 	if timeoutV != nil {
 		d, err := Duration(timeoutV)
 		if err != nil {
-			return nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
+			return "", nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
 		}
 		req.Timeout = d
 	}
 	if name == "" {
 		name = defaultName(method, rawURL)
 	}
-	return h.u.send(name, req, expect), nil
+	return name, expect, nil
 }
 
 // defaultName is METHOD plus the path without its query: the request name

@@ -162,10 +162,12 @@ func TestRequestLargerThanTheSocketBuffer(t *testing.T) {
 	conn := &connection{Conn: raw, raw: rc}
 	conn.onReady = conn.ready
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	wb := getBuf()
+	*wb = append((*wb)[:0], req...)
 	var p respParser
-	p.reset(getBuf(), 1<<20, false)
+	p.reset(1<<20, false)
 	var resp Response
-	if err := rawTrip(conn, req, &p, &resp); err != nil {
+	if err := rawTrip(conn, wb, &p, &resp); err != nil {
 		t.Fatal(err)
 	}
 	if n := <-got; n < len(req) || resp.BytesOut != int64(len(req)) || p.status != 200 {

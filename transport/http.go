@@ -95,7 +95,6 @@ type Client struct {
 	conns    map[string]*connection // by host:port
 	busy     *connection
 	canceled atomic.Bool
-	dialer   net.Dialer
 	parser   respParser // the response being read; Do's alone
 
 	targetAddr string // host:port of the target, once known
@@ -137,24 +136,25 @@ func (c *Client) Do(req *Request, resp *Response) {
 	if host == c.opt.Target.Host {
 		jar = c.jar
 	}
-	wb := getBuf()
-	*wb = appendRequest((*wb)[:0], req.Method, uri, host, req.Header, jar, req.Body)
+	// Buffers are taken from the pool only while bytes move: a user
+	// waiting for a dial or a slow response holds none.
 	p := &c.parser
-	p.reset(getBuf(), c.opt.MaxBodySize, req.Method == "HEAD")
-	defer c.release(wb)
+	defer c.release()
 	for attempt := 0; ; attempt++ {
 		conn, reused, err := c.conn(addr, isTLS, serverName, deadline)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
 		}
-		err = c.roundTrip(conn, *wb, p, deadline, timeout, resp)
+		wb := getBuf()
+		*wb = appendRequest((*wb)[:0], req.Method, uri, host, req.Header, jar, req.Body)
+		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
+		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
 			c.drop(addr, conn)
 			// A kept-alive connection the server closed meanwhile fails
 			// before any response byte: send again, once, on a new one.
 			if reused && attempt == 0 && resp.BytesIn == 0 && retryable(err) && !c.canceled.Load() {
-				p.reset(p.buf, c.opt.MaxBodySize, req.Method == "HEAD")
 				continue
 			}
 			c.fail(resp, err, start)
@@ -173,10 +173,11 @@ func (c *Client) Do(req *Request, resp *Response) {
 	}
 }
 
-// release returns Do's buffers to the pool.
-func (c *Client) release(wb *[]byte) {
-	putBuf(wb)
-	putBuf(c.parser.buf)
+// release returns the response buffer to the pool.
+func (c *Client) release() {
+	if c.parser.buf != nil {
+		putBuf(c.parser.buf)
+	}
 	c.parser = respParser{}
 }
 
@@ -204,25 +205,28 @@ func (c *Client) route(req *Request) (addr string, isTLS bool, serverName, host,
 	return addr, isTLS, u.Hostname(), u.Host, u.RequestURI(), nil
 }
 
-// roundTrip sends the serialized request on conn and reads the response
-// into p, counting bytes into resp.
+// roundTrip sends the serialized request in wb on conn, returning wb to
+// the pool once written, and reads the response into p, counting bytes
+// into resp.
 //
 // The connection's deadline is kept when it already lies between this
 // request's deadline and 1% of the timeout after it: a keep-alive user then
 // changes its timers about once per 1% of the timeout rather than on every
 // request, and a timeout fires at most 1% late.
-func (c *Client) roundTrip(conn *connection, req []byte, p *respParser, deadline time.Time, timeout time.Duration, resp *Response) error {
+func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline time.Time, timeout time.Duration, resp *Response) error {
 	if conn.deadline.Before(deadline) || conn.deadline.Sub(deadline) > timeout/100 {
 		d := deadline.Add(timeout / 100)
 		if err := conn.SetDeadline(d); err != nil {
+			putBuf(wb)
 			return err
 		}
 		conn.deadline = d
 	}
-	if conn.raw != nil && len(req) <= bufSize {
-		return rawTrip(conn, req, p, resp)
+	if conn.raw != nil && len(*wb) <= bufSize {
+		return rawTrip(conn, wb, p, resp)
 	}
-	n, err := conn.Write(req)
+	n, err := conn.Write(*wb)
+	putBuf(wb)
 	resp.BytesOut += int64(n)
 	if err != nil {
 		return err
@@ -247,10 +251,10 @@ func (c *Client) roundTrip(conn *connection, req []byte, p *respParser, deadline
 // the callback then waits for the response instead of trying a read that
 // would only find the socket empty. One write and (for a small response)
 // one read per request, and no allocation.
-func rawTrip(conn *connection, req []byte, p *respParser, resp *Response) error {
+func rawTrip(conn *connection, wb *[]byte, p *respParser, resp *Response) error {
 	t := &conn.trip
-	*t = trip{req: req, p: p, resp: resp}
-	defer func() { *t = trip{} }()
+	*t = trip{wb: wb, p: p, resp: resp}
+	defer t.end()
 	for {
 		if err := conn.raw.Read(conn.onReady); err != nil {
 			return err
@@ -258,19 +262,20 @@ func rawTrip(conn *connection, req []byte, p *respParser, resp *Response) error 
 		if t.err != nil || t.done {
 			return t.err
 		}
-		n, err := conn.Write(req[t.sent:]) // only after the socket's buffer was full
+		n, err := conn.Write((*t.wb)[t.sent:]) // only after the socket's buffer was full
 		t.sent += n
 		resp.BytesOut += int64(n)
 		if err != nil {
 			return err
 		}
+		t.written()
 	}
 }
 
 // trip is the state of one rawTrip, kept in its connection so that the
 // callback is a method value made once per connection.
 type trip struct {
-	req  []byte
+	wb   *[]byte // the request until it is written, then nil
 	sent int
 	p    *respParser
 	resp *Response
@@ -278,13 +283,26 @@ type trip struct {
 	err  error
 }
 
+// written returns the request's buffer once it is all sent.
+func (t *trip) written() {
+	putBuf(t.wb)
+	t.wb = nil
+}
+
+func (t *trip) end() {
+	if t.wb != nil {
+		putBuf(t.wb)
+	}
+	*t = trip{}
+}
+
 // ready is RawConn.Read's callback for rawTrip: true ends the trip (or
 // hands a partial write back to rawTrip), false waits for readiness.
 func (c *connection) ready(fd uintptr) bool {
 	t := &c.trip
-	if t.sent < len(t.req) {
-		for t.sent < len(t.req) {
-			n, err := syscall.Write(int(fd), t.req[t.sent:])
+	if t.wb != nil {
+		for req := *t.wb; t.sent < len(req); {
+			n, err := syscall.Write(int(fd), req[t.sent:])
 			switch {
 			case err == syscall.EINTR:
 				continue
@@ -297,6 +315,7 @@ func (c *connection) ready(fd uintptr) bool {
 			t.sent += n
 			t.resp.BytesOut += int64(n)
 		}
+		t.written()
 		return false // wait until the response starts to arrive
 	}
 	for {
@@ -330,19 +349,9 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 	if conn != nil {
 		return conn, true, nil
 	}
-	c.dialer.Deadline = deadline
-	raw, err := c.dialer.Dial("tcp", addr)
+	raw, err := c.dial(addr, isTLS, serverName, deadline)
 	if err != nil {
 		return nil, false, err
-	}
-	if isTLS {
-		tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: c.opt.Insecure})
-		_ = tc.SetDeadline(deadline)
-		if err := tc.Handshake(); err != nil {
-			raw.Close()
-			return nil, false, err
-		}
-		raw = tc
 	}
 	conn = &connection{Conn: raw}
 	if tc, ok := raw.(*net.TCPConn); ok {
@@ -361,6 +370,35 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 		return nil, false, ErrCanceled
 	}
 	return conn, false, nil
+}
+
+// dial connects to addr (and does the TLS handshake) on a goroutine of
+// its own. Name resolution, connect and handshake need deep stacks (Go's
+// DNS client alone over 6 KB): run on the user's goroutine they would
+// double its stack for good, while this goroutine's stack is freed when
+// it ends. See docs/BENCHMARKS.md, memory per idle user.
+func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.Time) (net.Conn, error) {
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	insecure := c.opt.Insecure
+	go func() {
+		d := net.Dialer{Deadline: deadline}
+		raw, err := d.Dial("tcp", addr)
+		if err == nil && isTLS {
+			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
+			_ = tc.SetDeadline(deadline)
+			if err = tc.Handshake(); err != nil {
+				raw.Close()
+			}
+			raw = tc
+		}
+		done <- dialed{raw, err}
+	}()
+	r := <-done
+	return r.conn, r.err
 }
 
 func (c *Client) drop(addr string, conn *connection) {

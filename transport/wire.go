@@ -28,7 +28,7 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 func getBuf() *[]byte { return bufs.Get().(*[]byte) }
 
 func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooled {
+	if c := cap(*b); bufSize <= c && c <= maxPooled {
 		*b = (*b)[:cap(*b)]
 		bufs.Put(b)
 	}
@@ -170,12 +170,16 @@ type respParser struct {
 	end     int  // offset just past the response, once complete
 }
 
-func (p *respParser) reset(buf *[]byte, max int, noBody bool) {
-	*p = respParser{buf: buf, max: max, noBody: noBody, length: -1}
+// reset readies p for a response, keeping its buffer if it has one.
+func (p *respParser) reset(max int, noBody bool) {
+	*p = respParser{buf: p.buf, max: max, noBody: noBody, length: -1}
 }
 
 // space returns where to read the next bytes into.
 func (p *respParser) space() []byte {
+	if p.buf == nil {
+		p.buf = getBuf()
+	}
 	b := *p.buf
 	if p.n == len(b) {
 		want := 2 * len(b)

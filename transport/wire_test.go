@@ -12,7 +12,8 @@ import (
 func parse(raw string, step int, head bool, max int) (status int, hdr, body string, closed bool, err error) {
 	var p respParser
 	b := make([]byte, 16) // small, so that growing is exercised
-	p.reset(&b, max, head)
+	p.buf = &b
+	p.reset(max, head)
 	in := []byte(raw)
 	for len(in) > 0 {
 		sp := p.space()
