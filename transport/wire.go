@@ -295,7 +295,10 @@ func (p *respParser) parseHead() (bool, error) {
 // parseBody reports whether the body is complete, setting end.
 func (p *respParser) parseBody(eof bool) (bool, error) {
 	switch {
-	case p.noBody || p.status == 204 || p.status == 304 || p.status == 101:
+	case p.status == 101: // Switching Protocols: the connection is no longer HTTP
+		p.end, p.close = p.head, true
+		return true, nil
+	case p.noBody || p.status == 204 || p.status == 304:
 		p.end = p.head
 		return true, nil
 	case p.chunked:

@@ -67,6 +67,7 @@ func TestParseResponses(t *testing.T) {
 		{name: "HTTP/1.0 keep-alive", raw: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", status: 200, body: "ok"},
 		{name: "Connection: close", raw: "HTTP/1.1 503 Busy\r\nconnection: Close\r\ncontent-length: 0\r\n\r\n", status: 503, closed: true},
 		{name: "100 Continue first", raw: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx", status: 201, body: "x", headSuffix: "Content-Length: 1\r\n\r\n"},
+		{name: "101 ends HTTP on the connection", raw: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", status: 101, closed: true},
 		{name: "HEAD has no body", raw: "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", head: true, status: 200},
 		{name: "304 has no body", raw: "HTTP/1.1 304 Not Modified\r\nContent-Length: 99\r\n\r\n", status: 304},
 		{name: "extra bytes", raw: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxy", err: "more bytes"},
