@@ -174,3 +174,49 @@ func TestRequestLargerThanTheSocketBuffer(t *testing.T) {
 		t.Errorf("server read %d bytes, client wrote %d of %d, status %d", n, resp.BytesOut, len(req), p.status)
 	}
 }
+
+// TestCancelStopsTheDial: a user removed while its connection is still
+// being set up (here a TLS handshake the server never answers) stops at
+// once instead of at the timeout; and that handshake, left alone, is a
+// timeout.
+func TestCancelStopsTheDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accepts, never answers
+		}
+	}()
+	u, _ := url.Parse("https://" + ln.Addr().String())
+	c := NewClient(Options{Target: u, Timeout: 10 * time.Second, Insecure: true})
+	done := make(chan Response)
+	go func() {
+		var r Response
+		c.Do(&Request{Method: "GET", URL: "/"}, &r)
+		done <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.Cancel()
+	select {
+	case r := <-done:
+		if !r.Canceled || r.Timeout {
+			t.Errorf("canceled during the handshake: canceled=%v timeout=%v err=%v", r.Canceled, r.Timeout, r.Err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Cancel did not stop the dial within 3 s")
+	}
+
+	c = NewClient(Options{Target: u, Timeout: 300 * time.Millisecond, Insecure: true})
+	var r Response
+	c.Do(&Request{Method: "GET", URL: "/"}, &r)
+	if !r.Timeout || r.Latency > 2*time.Second {
+		t.Errorf("unanswered handshake: timeout=%v after %v, err %v", r.Timeout, r.Latency, r.Err)
+	}
+}

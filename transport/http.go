@@ -11,6 +11,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -95,7 +96,8 @@ type Client struct {
 	conns    map[string]*connection // by host:port
 	busy     *connection
 	canceled atomic.Bool
-	parser   respParser // the response being read; Do's alone
+	dialing  context.CancelFunc // stops the dial in flight, if any
+	parser   respParser         // the response being read; Do's alone
 
 	targetAddr string // host:port of the target, once known
 	targetTLS  bool
@@ -382,15 +384,28 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 		conn net.Conn
 		err  error
 	}
+	// Cancel stops a dial in flight through its context.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c.mu.Lock()
+	c.dialing = cancel
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.dialing = nil
+		c.mu.Unlock()
+	}()
+	if c.canceled.Load() { // Cancel ran before the dial could be stopped
+		return nil, ErrCanceled
+	}
 	done := make(chan dialed, 1)
 	insecure := c.opt.Insecure
 	go func() {
-		d := net.Dialer{Deadline: deadline}
-		raw, err := d.Dial("tcp", addr)
+		var d net.Dialer
+		raw, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil && isTLS {
 			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
-			_ = tc.SetDeadline(deadline)
-			if err = tc.Handshake(); err != nil {
+			if err = tc.HandshakeContext(ctx); err != nil {
 				raw.Close()
 			}
 			raw = tc
@@ -418,7 +433,7 @@ func (c *Client) fail(resp *Response, err error, start time.Time) {
 	switch {
 	case c.canceled.Load():
 		resp.Canceled, resp.Err = true, ErrCanceled
-	case errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err):
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		resp.Timeout, resp.Err = true, fmt.Errorf("timeout after %v", resp.Latency.Round(time.Millisecond))
 	default:
 		resp.Err = err
@@ -432,6 +447,9 @@ func (c *Client) Cancel() {
 	c.mu.Lock()
 	if c.busy != nil {
 		_ = c.busy.SetDeadline(time.Unix(1, 0))
+	}
+	if c.dialing != nil {
+		c.dialing()
 	}
 	c.mu.Unlock()
 }
