@@ -26,6 +26,7 @@ const (
 	Running     = "running"     // still going (a checkpoint), or the process died
 	Completed   = "completed"   // ran its whole duration
 	Interrupted = "interrupted" // stopped early (Ctrl-C); figures cover what ran
+	Stopped     = "stopped"     // ended early by headroom itself (e.g. a step whose users never finished setup); the notes say why
 )
 
 // Result is result.json.

@@ -136,8 +136,11 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 		return more
 	})
 	status := result.Completed
-	if interrupted {
+	switch {
+	case interrupted:
 		status = result.Interrupted
+	case r.stopped != "":
+		status = result.Stopped
 	}
 	if st.Progress != nil {
 		st.Progress(StepProgress{Elapsed: time.Since(s.start), Level: r.i, Phase: PhaseStopping, Want: st.Levels[r.i], Users: s.eng.Users()})

@@ -284,6 +284,9 @@ think_time = think.constant("200ms")
 	if len(res.Step.Levels) != 0 || !strings.Contains(res.Step.Stopped, "at 3 users only 0 had finished setup") {
 		t.Errorf("levels %d, stopped %q", len(res.Step.Levels), res.Step.Stopped)
 	}
+	if res.Status != result.Stopped {
+		t.Errorf("status %q, want %q: the run did not hold its levels", res.Status, result.Stopped)
+	}
 	if res.RampTotals.Errors == 0 {
 		t.Errorf("the failed logins are not in ramp_totals: %+v", res.RampTotals)
 	}
