@@ -195,25 +195,9 @@ func TestCancelStopsTheDial(t *testing.T) {
 		}
 	}()
 	u, _ := url.Parse("https://" + ln.Addr().String())
-	c := NewClient(Options{Target: u, Timeout: 10 * time.Second, Insecure: true})
-	done := make(chan Response)
-	go func() {
-		var r Response
-		c.Do(&Request{Method: "GET", URL: "/"}, &r)
-		done <- r
-	}()
-	time.Sleep(200 * time.Millisecond)
-	c.Cancel()
-	select {
-	case r := <-done:
-		if !r.Canceled || r.Timeout {
-			t.Errorf("canceled during the handshake: canceled=%v timeout=%v err=%v", r.Canceled, r.Timeout, r.Err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Cancel did not stop the dial within 3 s")
-	}
+	cancelMidway(t, NewClient(Options{Target: u, Timeout: 10 * time.Second, Insecure: true}), "/", "the handshake")
 
-	c = NewClient(Options{Target: u, Timeout: 300 * time.Millisecond, Insecure: true})
+	c := NewClient(Options{Target: u, Timeout: 300 * time.Millisecond, Insecure: true})
 	var r Response
 	c.Do(&Request{Method: "GET", URL: "/"}, &r)
 	if !r.Timeout || r.Latency > 2*time.Second {
