@@ -152,7 +152,7 @@ var (
 // arrive: call space for room to read into, then advance with the count.
 // It is incremental: each byte is looked at a bounded number of times.
 type respParser struct {
-	buf     *[]byte // pooled; replaced by a larger one when the response outgrows it
+	buf     *[]byte // pooled, taken at the first read; replaced by a larger one when the response outgrows it
 	n       int     // bytes in *buf
 	head    int     // length of the status line and headers; 0 until they are complete
 	start   int     // where the current head starts (after skipped 1xx responses)
@@ -323,19 +323,13 @@ func (p *respParser) parseBody(eof bool) (bool, error) {
 func (p *respParser) parseChunks() (bool, error) {
 	b := (*p.buf)[:p.n]
 	for {
-		i := bytes.Index(b[p.chunkAt:], []byte("\r\n"))
-		if i < 0 {
+		size, data := chunkHeader(b, p.chunkAt)
+		if data < 0 {
 			return false, nil
 		}
-		line := b[p.chunkAt : p.chunkAt+i]
-		if j := bytes.IndexByte(line, ';'); j >= 0 {
-			line = line[:j]
-		}
-		size := hexSize(line)
 		if size < 0 {
-			return false, fmt.Errorf("%w: chunk size %q", errMalformed, clipBytes(line, 20))
+			return false, fmt.Errorf("%w: chunk size %q", errMalformed, clipBytes(b[p.chunkAt:data-2], 20))
 		}
-		data := p.chunkAt + i + 2
 		if size == 0 { // the last chunk, then trailers up to an empty line
 			if bytes.HasPrefix(b[data:], []byte("\r\n")) {
 				p.end = data + 2
@@ -374,21 +368,30 @@ func (p *respParser) result() (head, body []byte) {
 	}
 	out := make([]byte, len(h), len(h)+p.body)
 	copy(out, h)
-	for at := p.head; ; {
-		i := bytes.Index(b[at:], []byte("\r\n"))
-		line := b[at : at+i]
-		if j := bytes.IndexByte(line, ';'); j >= 0 {
-			line = line[:j]
-		}
-		size := hexSize(line)
+	for at := p.head; ; { // the chunks were checked as they arrived
+		size, data := chunkHeader(b, at)
 		if size <= 0 {
 			break
 		}
-		data := at + i + 2
 		out = append(out, b[data:data+size]...)
 		at = data + size + 2
 	}
 	return out[:len(h):len(h)], out[len(h):]
+}
+
+// chunkHeader reads the chunk-size line at b[at:]: the size (-1 if
+// malformed) and where the chunk's data starts (-1 if the line has not
+// fully arrived).
+func chunkHeader(b []byte, at int) (size, data int) {
+	i := bytes.Index(b[at:], []byte("\r\n"))
+	if i < 0 {
+		return 0, -1
+	}
+	line := b[at : at+i]
+	if j := bytes.IndexByte(line, ';'); j >= 0 {
+		line = line[:j]
+	}
+	return hexSize(line), at + i + 2
 }
 
 // decimal parses a non-negative decimal number; -1 if b is not one (or
