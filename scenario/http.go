@@ -185,7 +185,7 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
 	req := &h.req
-	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0]}
+	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0]}
 	if params != nil && params.Len() > 0 {
 		q := url.Values{}
 		for _, it := range params.Items() {
@@ -197,9 +197,9 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		}
 		req.URL += sep + q.Encode()
 	}
-	if h.headers.Len() > 0 {
+	if h.headers.Len() > 0 { // the transport sends them to the target's origin only
 		for _, it := range h.headers.Items() {
-			req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+			req.Defaults = append(req.Defaults, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
 		}
 	}
 	if headers != nil {

@@ -16,7 +16,9 @@ type fakeDoer struct {
 }
 
 func (f *fakeDoer) Do(req *transport.Request, resp *transport.Response) {
-	f.sent = append(f.sent, *req)
+	r := *req // the user reuses its request's slices: keep copies
+	r.Header, r.Defaults = append([]transport.Header(nil), req.Header...), append([]transport.Header(nil), req.Defaults...)
+	f.sent = append(f.sent, r)
 	*resp = transport.Response{Status: f.status, Body: []byte(f.body),
 		RawHeader: []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nToken: abc\r\n\r\n")}
 }
@@ -62,8 +64,12 @@ def act(user):
 	for _, h := range post.Header {
 		hs[h.Key] = h.Value
 	}
-	if hs["Authorization"] != "Bearer t" || hs["X-Y"] != "z" || hs["Content-Type"] != "application/json" {
-		t.Errorf("headers %v", hs)
+	if hs["X-Y"] != "z" || hs["Content-Type"] != "application/json" || hs["Authorization"] != "" {
+		t.Errorf("the request's own headers %v", hs)
+	}
+	// the user's defaults go apart: the transport sends them to the target only
+	if len(post.Defaults) != 1 || post.Defaults[0] != (transport.Header{Key: "Authorization", Value: "Bearer t"}) {
+		t.Errorf("default headers %v", post.Defaults)
 	}
 	names := []string{}
 	for _, s := range *rec {

@@ -33,11 +33,16 @@ type Header struct{ Key, Value string }
 // Request is one HTTP request. URL is absolute, or a path ("/api/x") that
 // is joined to the target.
 type Request struct {
-	Method  string
-	URL     string
-	Header  []Header
-	Body    []byte
-	Timeout time.Duration // 0 means the client's default
+	Method string
+	URL    string
+	Header []Header // the request's own headers: sent wherever it goes
+	// Defaults are the user's default headers (an Authorization, say): sent
+	// only when the request goes to the target's origin (scheme, host and
+	// port), as cookies are, so a token never leaks to another host. Header
+	// entries of the same name override them.
+	Defaults []Header
+	Body     []byte
+	Timeout  time.Duration // 0 means the client's default
 }
 
 // Response is what came back. When Err is set no complete response
@@ -99,7 +104,7 @@ type Client struct {
 	dialing  context.CancelFunc // stops the dial in flight, if any
 	parser   respParser         // the response being read; Do's alone
 
-	targetAddr string // host:port of the target, once known
+	targetAddr string // host:port of the target: its origin, with targetTLS
 	targetTLS  bool
 	basePath   string // the target URL's path, prefixed to request paths
 }
@@ -115,7 +120,10 @@ func NewClient(opt Options) *Client {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Client{opt: opt}
+	c := &Client{opt: opt}
+	c.targetAddr, c.targetTLS = hostPort(opt.Target)
+	c.basePath = strings.TrimSuffix(opt.Target.Path, "/")
+	return c
 }
 
 // Do sends req and fills resp. It never panics on network trouble: errors
@@ -138,6 +146,10 @@ func (c *Client) Do(req *Request, resp *Response) {
 	if host == c.opt.Target.Host {
 		jar = c.jar
 	}
+	var defaults []Header
+	if addr == c.targetAddr && isTLS == c.targetTLS {
+		defaults = req.Defaults
+	}
 	// Buffers are taken from the pool only while bytes move: a user
 	// waiting for a dial or a slow response holds none.
 	p := &c.parser
@@ -149,7 +161,7 @@ func (c *Client) Do(req *Request, resp *Response) {
 			return
 		}
 		wb := getBuf()
-		*wb = appendRequest((*wb)[:0], req.Method, uri, host, req.Header, jar, req.Body)
+		*wb = appendRequest((*wb)[:0], req.Method, uri, host, defaults, req.Header, jar, req.Body)
 		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
 		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
@@ -189,10 +201,6 @@ func (c *Client) release() {
 func (c *Client) route(req *Request) (addr string, isTLS bool, serverName, host, uri string, err error) {
 	if strings.HasPrefix(req.URL, "/") {
 		t := c.opt.Target
-		if c.targetAddr == "" {
-			c.targetAddr, c.targetTLS = hostPort(t)
-			c.basePath = strings.TrimSuffix(t.Path, "/")
-		}
 		uri = req.URL
 		if c.basePath != "" {
 			uri = c.basePath + req.URL

@@ -134,3 +134,45 @@ func TestRefusedConnectionIsAnError(t *testing.T) {
 		t.Errorf("bad scheme: %v", r.Err)
 	}
 }
+
+// TestDefaultHeadersGoToTheTargetOriginOnly: a user's default headers (an
+// Authorization token, say) reach the target and nothing else, not even
+// the same host on another port; a request's own headers go wherever it
+// goes.
+func TestDefaultHeadersGoToTheTargetOriginOnly(t *testing.T) {
+	seen := func() (*url.URL, *atomic.Value) {
+		var got atomic.Value
+		u, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got.Store(r.Header.Get("Authorization") + "|" + r.Header.Get("X-Own"))
+		}))
+		return u, &got
+	}
+	target, atTarget := seen()
+	other, atOther := seen()
+	c := NewClient(Options{Target: target})
+	defer c.Close()
+	defaults := []Header{{"Authorization", "Bearer secret"}}
+	for _, tc := range []struct {
+		url  string
+		seen *atomic.Value
+		want string
+	}{
+		{"/x", atTarget, "Bearer secret|mine"},
+		{target.String() + "/x", atTarget, "Bearer secret|mine"}, // the target's origin, spelled out
+		{other.String() + "/x", atOther, "|mine"},                // same host, other port: another origin
+	} {
+		var r Response
+		c.Do(&Request{Method: "GET", URL: tc.url, Header: []Header{{"X-Own", "mine"}}, Defaults: defaults}, &r)
+		if r.Err != nil {
+			t.Fatalf("%s: %v", tc.url, r.Err)
+		}
+		if got := tc.seen.Load(); got != tc.want {
+			t.Errorf("%s: server saw Authorization|X-Own %q, want %q", tc.url, got, tc.want)
+		}
+	}
+	var r Response // a request's own header overrides a default of the same name
+	c.Do(&Request{Method: "GET", URL: "/x", Header: []Header{{"authorization", "Basic b3du"}}, Defaults: defaults}, &r)
+	if got := atTarget.Load(); got != "Basic b3du|" {
+		t.Errorf("override: server saw %q", got)
+	}
+}

@@ -34,18 +34,31 @@ func putBuf(b *[]byte) {
 	}
 }
 
-// appendRequest serializes a request line, headers and body. Later headers
-// replace earlier ones of the same name (a request's own headers override
-// the user's defaults); Host and Content-Length are set here, and cookies
-// join any Cookie header given.
-func appendRequest(b []byte, method, uri, host string, hs []Header, cookies map[string]string, body []byte) []byte {
+// appendRequest serializes a request line, headers and body. defaults
+// (the user's default headers, or nil) come before hs (the request's own);
+// a later header replaces an earlier one of the same name, so a request's
+// own headers override the defaults. Host and Content-Length are set here,
+// and cookies join any Cookie header given.
+func appendRequest(b []byte, method, uri, host string, defaults, hs []Header, cookies map[string]string, body []byte) []byte {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = appendURI(b, uri)
 	b = append(b, " HTTP/1.1\r\n"...)
 	hostSet, agentSet, cookieSet := false, false, false
-	for i, h := range hs {
-		if replaced(hs[i+1:], h.Key) || strings.EqualFold(h.Key, "Content-Length") {
+	for i, n := 0, len(defaults)+len(hs); i < n; i++ {
+		var h Header
+		if i < len(defaults) {
+			h = defaults[i]
+			if replaced(defaults[i+1:], h.Key) || replaced(hs, h.Key) {
+				continue
+			}
+		} else {
+			h = hs[i-len(defaults)]
+			if replaced(hs[i-len(defaults)+1:], h.Key) {
+				continue
+			}
+		}
+		if strings.EqualFold(h.Key, "Content-Length") {
 			continue
 		}
 		switch {

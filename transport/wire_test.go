@@ -106,7 +106,7 @@ func TestParseResponses(t *testing.T) {
 }
 
 func TestAppendRequest(t *testing.T) {
-	got := string(appendRequest(nil, "POST", "/a b?q=é", "h:1",
+	got := string(appendRequest(nil, "POST", "/a b?q=é", "h:1", nil,
 		[]Header{{"X-Default", "1"}, {"Accept", "*/*"}, {"x-default", "2"}, {"Content-Length", "7"}},
 		map[string]string{"z": "1", "a": "2"}, []byte(`{}`)))
 	want := "POST /a%20b?q=%C3%A9 HTTP/1.1\r\n" +
@@ -120,7 +120,7 @@ func TestAppendRequest(t *testing.T) {
 	if got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
-	got = string(appendRequest(nil, "GET", "/", "h", []Header{{"Cookie", "mine=1"}, {"Host", "other"}}, map[string]string{"s": "x"}, nil))
+	got = string(appendRequest(nil, "GET", "/", "h", nil, []Header{{"Cookie", "mine=1"}, {"Host", "other"}}, map[string]string{"s": "x"}, nil))
 	want = "GET / HTTP/1.1\r\nCookie: mine=1; s=x\r\nHost: other\r\nUser-Agent: headroom\r\n\r\n"
 	if got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
