@@ -167,7 +167,7 @@ func TestRequestLargerThanTheSocketBuffer(t *testing.T) {
 	var p respParser
 	p.reset(1<<20, false)
 	var resp Response
-	if err := rawTrip(conn, wb, &p, &resp); err != nil {
+	if err := rawTrip(conn, wb, &p, &resp, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := <-got; n < len(req) || resp.BytesOut != int64(len(req)) || p.status != 200 {

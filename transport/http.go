@@ -128,6 +128,14 @@ func NewClient(opt Options) *Client {
 
 // Do sends req and fills resp. It never panics on network trouble: errors
 // end up in resp.Err.
+//
+// A request that may have reached the server is sent again only when its
+// method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
+// request with an Idempotency-Key header), and only once, when a
+// kept-alive connection failed before any response byte: a POST the
+// server read and then dropped is an error, as in browsers. A connection
+// idle for probeIdle or more is checked before reuse, so one the server
+// closed meanwhile is replaced without sending anything on it.
 func (c *Client) Do(req *Request, resp *Response) {
 	*resp = Response{}
 	start := c.opt.Now()
@@ -137,6 +145,10 @@ func (c *Client) Do(req *Request, resp *Response) {
 	}
 	deadline := start.Add(timeout)
 
+	if err := checkRequest(req); err != nil {
+		resp.Err = err
+		return
+	}
 	addr, isTLS, serverName, host, uri, err := c.route(req)
 	if err != nil {
 		resp.Err = err
@@ -154,8 +166,10 @@ func (c *Client) Do(req *Request, resp *Response) {
 	// waiting for a dial or a slow response holds none.
 	p := &c.parser
 	defer c.release()
+	var conn *connection
 	for attempt := 0; ; attempt++ {
-		conn, reused, err := c.conn(addr, isTLS, serverName, deadline)
+		var reused bool
+		conn, reused, err = c.conn(addr, isTLS, serverName, start, deadline)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
@@ -167,8 +181,10 @@ func (c *Client) Do(req *Request, resp *Response) {
 		if err != nil {
 			c.drop(addr, conn)
 			// A kept-alive connection the server closed meanwhile fails
-			// before any response byte: send again, once, on a new one.
-			if reused && attempt == 0 && resp.BytesIn == 0 && retryable(err) && !c.canceled.Load() {
+			// before any response byte: send again, once, on a new one,
+			// if sending twice cannot do harm.
+			if reused && attempt == 0 && resp.BytesIn == 0 && retryable(err) && !c.canceled.Load() &&
+				(resp.BytesOut == 0 || idempotent(req)) {
 				continue
 			}
 			c.fail(resp, err, start)
@@ -179,12 +195,76 @@ func (c *Client) Do(req *Request, resp *Response) {
 		}
 		break
 	}
-	resp.Latency = c.opt.Now().Sub(start)
+	end := c.opt.Now()
+	conn.used = end
+	resp.Latency = end.Sub(start)
+	if end.After(deadline.Add(timeout / 100)) {
+		// Complete, but past the timeout (a connect the kernel held, a
+		// response that finished as the deadline fired): a timeout, as
+		// documented, whatever arrived.
+		c.fail(resp, os.ErrDeadlineExceeded, start)
+		return
+	}
 	resp.Status = p.status
 	resp.RawHeader, resp.Body = p.result()
 	if p.cookies && host == c.opt.Target.Host {
 		c.keepCookies(resp.RawHeader)
 	}
+}
+
+// idempotent reports whether req may be sent twice without harm (RFC 9110
+// 9.2.2, and the Idempotency-Key convention).
+func idempotent(req *Request) bool {
+	switch req.Method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	for _, h := range req.Header {
+		if strings.EqualFold(h.Key, "Idempotency-Key") || strings.EqualFold(h.Key, "X-Idempotency-Key") {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrBadRequest is the error of a request that cannot be written as
+// HTTP/1.1: a CR, LF or NUL in its method, a header name or value, or a
+// method or header name that is not a token.
+var ErrBadRequest = errors.New("request cannot be sent")
+
+// checkRequest refuses a request whose bytes would change its framing on
+// the wire (header injection, request smuggling). Scenarios check the
+// same before they get here, with a better message; this is the last
+// line. The path needs no check: appendURI escapes control bytes.
+func checkRequest(req *Request) error {
+	if !isToken(req.Method) {
+		return fmt.Errorf("%w: method %q is not an HTTP token", ErrBadRequest, req.Method)
+	}
+	for _, hs := range [2][]Header{req.Defaults, req.Header} {
+		for _, h := range hs {
+			if !isToken(h.Key) {
+				return fmt.Errorf("%w: header name %q is not an HTTP token", ErrBadRequest, h.Key)
+			}
+			if strings.ContainsAny(h.Value, "\r\n\x00") {
+				return fmt.Errorf("%w: header %q holds a CR, LF or NUL", ErrBadRequest, h.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // release returns the response buffer to the pool.
@@ -232,8 +312,12 @@ func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline
 		}
 		conn.deadline = d
 	}
+	if c.canceled.Load() { // Cancel may have set its past deadline before ours replaced it
+		putBuf(wb)
+		return ErrCanceled
+	}
 	if conn.raw != nil && len(*wb) <= bufSize {
-		return rawTrip(conn, wb, p, resp)
+		return rawTrip(conn, wb, p, resp, &c.canceled)
 	}
 	n, err := conn.Write(*wb)
 	putBuf(wb)
@@ -261,9 +345,9 @@ func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline
 // the callback then waits for the response instead of trying a read that
 // would only find the socket empty. One write and (for a small response)
 // one read per request, and no allocation.
-func rawTrip(conn *connection, wb *[]byte, p *respParser, resp *Response) error {
+func rawTrip(conn *connection, wb *[]byte, p *respParser, resp *Response, stop *atomic.Bool) error {
 	t := &conn.trip
-	*t = trip{wb: wb, p: p, resp: resp}
+	*t = trip{wb: wb, p: p, resp: resp, deadline: conn.deadline, stop: stop}
 	defer t.end()
 	for {
 		if err := conn.raw.Read(conn.onReady); err != nil {
@@ -285,12 +369,14 @@ func rawTrip(conn *connection, wb *[]byte, p *respParser, resp *Response) error 
 // trip is the state of one rawTrip, kept in its connection so that the
 // callback is a method value made once per connection.
 type trip struct {
-	wb   *[]byte // the request until it is written, then nil
-	sent int
-	p    *respParser
-	resp *Response
-	done bool
-	err  error
+	wb       *[]byte // the request until it is written, then nil
+	sent     int
+	p        *respParser
+	resp     *Response
+	deadline time.Time    // the connection's: the poller enforces it only while the callback waits
+	stop     *atomic.Bool // the client's canceled flag; nil: none
+	done     bool
+	err      error
 }
 
 // written returns the request's buffer once it is all sent.
@@ -344,11 +430,28 @@ func (c *connection) ready(fd uintptr) bool {
 		if t.done || t.err != nil {
 			return true
 		}
+		// More is coming without a pause: the poller, which enforces the
+		// deadline and Cancel, is not consulted until the socket is
+		// drained, so check both here (a server streaming without end).
+		if t.stop != nil && t.stop.Load() {
+			t.err = ErrCanceled
+			return true
+		}
+		if !time.Now().Before(t.deadline) {
+			t.err = os.ErrDeadlineExceeded
+			return true
+		}
 	}
 }
 
-// conn returns the user's connection to addr, dialing if it has none.
-func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.Time) (*connection, bool, error) {
+// probeIdle is how long a kept-alive connection may sit unused before it
+// is checked (one non-blocking peek) for a close or stray bytes from the
+// server before the next request goes on it.
+const probeIdle = 100 * time.Millisecond
+
+// conn returns the user's connection to addr, dialing if it has none (or
+// if the one it has was closed by the server while idle).
+func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline time.Time) (*connection, bool, error) {
 	if c.canceled.Load() {
 		return nil, false, ErrCanceled
 	}
@@ -357,13 +460,20 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 	c.busy = conn
 	c.mu.Unlock()
 	if conn != nil {
-		return conn, true, nil
+		if now.Sub(conn.used) < probeIdle || conn.alive() {
+			return conn, true, nil
+		}
+		c.drop(addr, conn)
 	}
 	raw, err := c.dial(addr, isTLS, serverName, deadline)
 	if err != nil {
 		return nil, false, err
 	}
-	conn = &connection{Conn: raw}
+	if !c.opt.Now().Before(deadline) { // connected, but too late (a connect the kernel held)
+		raw.Close()
+		return nil, false, os.ErrDeadlineExceeded
+	}
+	conn = &connection{Conn: raw, used: now}
 	if tc, ok := raw.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			conn.raw, conn.onReady = rc, conn.ready
@@ -380,6 +490,35 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, deadline time.
 		return nil, false, ErrCanceled
 	}
 	return conn, false, nil
+}
+
+// alive peeks at an idle connection without blocking: false when the
+// server closed or reset it, or sent bytes no request asked for (the
+// connection is then out of step). TLS connections are peeked at below
+// TLS: any record from the server (a close_notify, say) counts as stray.
+func (conn *connection) alive() bool {
+	rc := conn.raw
+	if rc == nil {
+		tc, ok := conn.Conn.(*tls.Conn)
+		if !ok {
+			return true
+		}
+		sc, ok := tc.NetConn().(syscall.Conn)
+		if !ok {
+			return true
+		}
+		var err error
+		if rc, err = sc.SyscallConn(); err != nil {
+			return true
+		}
+	}
+	alive := true
+	var b [1]byte
+	err := rc.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		alive = n < 0 && (err == syscall.EAGAIN || err == syscall.EINTR)
+	})
+	return alive && err == nil
 }
 
 // dial connects to addr (and does the TLS handshake) on a goroutine of
@@ -513,9 +652,11 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// retryable reports whether err says the server closed the connection
+// (rather than answered badly or too slowly).
 func retryable(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "closed")
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 // connection is one kept-alive connection.
@@ -525,4 +666,5 @@ type connection struct {
 	onReady  func(fd uintptr) bool
 	trip     trip
 	deadline time.Time // the deadline last set on it
+	used     time.Time // when it was dialed or last finished a request
 }

@@ -161,15 +161,25 @@ var (
 	errExtra     = errors.New("server sent more bytes than one response")
 )
 
+// Limits on what a response may make the parser hold before its body:
+// the status lines and headers of the interim (1xx) responses and the
+// final one, together, and how many interim responses may come first.
+const (
+	maxHead    = 1 << 20
+	maxInterim = 32
+)
+
 // respParser reads one response from bytes appended to buf as they
 // arrive: call space for room to read into, then advance with the count.
 // It is incremental: each byte is looked at a bounded number of times.
+// What it holds is bounded by maxHead plus the body limit.
 type respParser struct {
 	buf     *[]byte // pooled, taken at the first read; replaced by a larger one when the response outgrows it
 	n       int     // bytes in *buf
 	head    int     // length of the status line and headers; 0 until they are complete
 	start   int     // where the current head starts (after skipped 1xx responses)
 	scanned int     // bytes already searched for the end of the head
+	interim int     // 1xx responses skipped
 	max     int     // body limit, bytes
 	noBody  bool    // a response to HEAD
 
@@ -188,7 +198,10 @@ func (p *respParser) reset(max int, noBody bool) {
 	*p = respParser{buf: p.buf, max: max, noBody: noBody, length: -1}
 }
 
-// space returns where to read the next bytes into.
+// space returns where to read the next bytes into. A full buffer grows
+// to the exact size of the response when its length is known, else to
+// twice its size, but never past what the head and body limits allow
+// (plus one read, to see that a response is too large).
 func (p *respParser) space() []byte {
 	if p.buf == nil {
 		p.buf = getBuf()
@@ -196,8 +209,13 @@ func (p *respParser) space() []byte {
 	b := *p.buf
 	if p.n == len(b) {
 		want := 2 * len(b)
-		if p.head > 0 && p.length >= 0 && !p.chunked {
+		switch {
+		case p.head > 0 && p.length >= 0 && !p.chunked:
 			want = p.head + p.length // exactly the response
+		case p.head > 0:
+			want = min(want, p.head+p.max+bufSize)
+		default:
+			want = min(want, maxHead+bufSize)
 		}
 		nb := make([]byte, max(want, p.n+bufSize))
 		copy(nb, b[:p.n])
@@ -212,7 +230,13 @@ func (p *respParser) space() []byte {
 // connection) and reports whether the response is complete.
 func (p *respParser) advance(n int, eof bool) (bool, error) {
 	p.n += n
-	for p.head == 0 {
+	if p.buf == nil { // nothing was ever read
+		if eof {
+			return false, io.EOF
+		}
+		return false, nil
+	}
+	if p.head == 0 {
 		ok, err := p.parseHead()
 		if err != nil {
 			return false, err
@@ -224,8 +248,8 @@ func (p *respParser) advance(n int, eof bool) (bool, error) {
 				}
 				return false, io.ErrUnexpectedEOF
 			}
-			if p.n-p.start > 1<<20 {
-				return false, fmt.Errorf("%w: headers longer than 1 MiB", errMalformed)
+			if p.n > maxHead {
+				return false, fmt.Errorf("%w: status line and headers (interim responses included) longer than 1 MiB", errMalformed)
 			}
 			return false, nil
 		}
@@ -244,25 +268,54 @@ func (p *respParser) advance(n int, eof bool) (bool, error) {
 }
 
 // parseHead parses the status line and headers once they are complete,
-// skipping interim (1xx) responses.
+// skipping interim (1xx) responses, at most maxInterim of them.
 func (p *respParser) parseHead() (bool, error) {
-	b := (*p.buf)[p.start:p.n]
-	from := max(p.scanned-3, p.start) - p.start // the end may straddle the last read
-	i := bytes.Index(b[from:], []byte("\r\n\r\n"))
-	if i < 0 {
-		p.scanned = p.n
-		return false, nil
+	for {
+		b := (*p.buf)[p.start:p.n]
+		from := max(p.scanned-3, p.start) - p.start // the end may straddle the last read
+		i := bytes.Index(b[from:], []byte("\r\n\r\n"))
+		if i < 0 {
+			if bytes.Contains(b[max(from-1, 0):], []byte("\n\n")) {
+				return false, fmt.Errorf("%w: lines end in a bare LF, not CRLF", errMalformed)
+			}
+			p.scanned = p.n
+			return false, nil
+		}
+		i += from
+		head := b[:i+4]
+		status, err := p.parseFields(head)
+		if err != nil {
+			return false, err
+		}
+		if status < 200 && status != 101 { // 100 Continue, 103 Early Hints: the real response follows
+			if p.interim++; p.interim > maxInterim {
+				return false, fmt.Errorf("%w: more than %d interim (1xx) responses before the response", errMalformed, maxInterim)
+			}
+			p.start += len(head)
+			p.scanned = p.start
+			continue
+		}
+		p.status = status
+		p.head = p.start + len(head)
+		p.chunkAt = p.head
+		return true, nil
 	}
-	i += from
-	head := b[:i+4]
+}
+
+// parseFields reads a complete head: the status line and the header
+// fields framing depends on. It returns the status.
+func (p *respParser) parseFields(head []byte) (int, error) {
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
+		return 0, fmt.Errorf("%w: a bare CR or LF in the status line", errMalformed)
+	}
 	// HTTP/1.1 200 OK
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-		return false, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
+		return 0, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
 	}
 	status := decimal(line[9:12])
 	if status < 100 || (len(line) > 12 && line[12] != ' ') {
-		return false, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
+		return 0, fmt.Errorf("%w: status line %q", errMalformed, clipBytes(line, 40))
 	}
 	http10 := line[7] == '0'
 	p.close = http10
@@ -270,6 +323,10 @@ func (p *respParser) parseHead() (bool, error) {
 	for len(rest) > 2 {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		if bytes.IndexByte(l, '\n') >= 0 || bytes.IndexByte(l, '\r') >= 0 {
+			// read one way here and another by a proxy: refused, not guessed
+			return 0, fmt.Errorf("%w: a bare CR or LF in header line %q", errMalformed, clipBytes(l, 40))
+		}
 		k, v, ok := bytes.Cut(l, []byte(":"))
 		if !ok {
 			continue
@@ -278,11 +335,14 @@ func (p *respParser) parseHead() (bool, error) {
 		switch {
 		case equalFold(k, "content-length"):
 			n := decimal(v)
-			if n < 0 {
-				return false, fmt.Errorf("%w: Content-Length %q", errMalformed, clipBytes(v, 40))
+			if n < 0 || (p.length >= 0 && n != p.length) {
+				return 0, fmt.Errorf("%w: Content-Length %q", errMalformed, clipBytes(v, 40))
 			}
 			p.length = n
 		case equalFold(k, "transfer-encoding"):
+			if http10 { // HTTP/1.0 has no transfer codings: readers disagree on such framing
+				return 0, fmt.Errorf("%w: Transfer-Encoding in an HTTP/1.0 response", errMalformed)
+			}
 			p.chunked = hasToken(v, "chunked")
 		case equalFold(k, "connection"):
 			if hasToken(v, "close") {
@@ -294,15 +354,7 @@ func (p *respParser) parseHead() (bool, error) {
 			p.cookies = true
 		}
 	}
-	if status < 200 && status != 101 { // 100 Continue, 103 Early Hints: the real response follows
-		p.start += len(head)
-		p.scanned = p.start
-		return p.parseHead()
-	}
-	p.status = status
-	p.head = p.start + len(head)
-	p.chunkAt = p.head
-	return true, nil
+	return status, nil
 }
 
 // parseBody reports whether the body is complete, setting end.
@@ -332,12 +384,26 @@ func (p *respParser) parseBody(eof bool) (bool, error) {
 	}
 }
 
-// parseChunks walks the chunks that have fully arrived.
+// parseChunks decodes the chunks that have fully arrived in place: each
+// chunk's data is moved down to the end of the body decoded so far
+// (head..head+body), and the bytes not yet parsed after it, so the buffer
+// holds the body and one partial chunk, never the framing of the chunks
+// before. It ends after the last chunk and its trailers.
 func (p *respParser) parseChunks() (bool, error) {
 	b := (*p.buf)[:p.n]
+	dataEnd := p.head + p.body
+	defer func() { // move what is not parsed yet down to the body's end
+		if p.chunkAt > dataEnd && p.end == 0 {
+			p.n = dataEnd + copy(b[dataEnd:], b[p.chunkAt:p.n])
+			p.chunkAt, p.scanned = dataEnd, dataEnd
+		}
+	}()
 	for {
 		size, data := chunkHeader(b, p.chunkAt)
 		if data < 0 {
+			if p.n-p.chunkAt > 4<<10 {
+				return false, fmt.Errorf("%w: chunk-size line longer than 4 KiB", errMalformed)
+			}
 			return false, nil
 		}
 		if size < 0 {
@@ -348,11 +414,15 @@ func (p *respParser) parseChunks() (bool, error) {
 				p.end = data + 2
 				return true, nil
 			}
-			t := bytes.Index(b[data:], []byte("\r\n\r\n"))
+			t := bytes.Index(b[max(data, p.scanned-3):], []byte("\r\n\r\n"))
 			if t < 0 {
+				if len(b)-data > maxHead {
+					return false, fmt.Errorf("%w: trailers longer than 1 MiB", errMalformed)
+				}
+				p.scanned = len(b)
 				return false, nil
 			}
-			p.end = data + t + 4
+			p.end = max(data, p.scanned-3) + t + 4
 			return true, nil
 		}
 		if p.body+size > p.max {
@@ -364,32 +434,31 @@ func (p *respParser) parseChunks() (bool, error) {
 		if b[data+size] != '\r' || b[data+size+1] != '\n' {
 			return false, fmt.Errorf("%w: chunk not followed by CRLF", errMalformed)
 		}
+		dataEnd += copy(b[dataEnd:], b[data:data+size])
 		p.body += size
 		p.chunkAt = data + size + 2
 	}
 }
 
-// result copies the complete response into one slice of its exact size
-// and returns the head (status line and headers) and the body.
+// result returns the head (status line and headers) and the body of the
+// complete response. A response that fit the pooled buffer is copied once
+// into a slice of its exact size; a larger one already has a buffer of its
+// own, which is handed over rather than copied again, so a response never
+// costs twice its size.
 func (p *respParser) result() (head, body []byte) {
 	b := *p.buf
-	h := b[p.start:p.head]
-	if !p.chunked || p.end == p.head { // plain body, or none (HEAD)
-		out := make([]byte, p.end-p.start)
-		copy(out, b[p.start:p.end])
-		return out[:len(h):len(h)], out[len(h):]
+	bodyEnd := p.end
+	if p.chunked && p.end > p.head { // decoded in place by parseChunks
+		bodyEnd = p.head + p.body
 	}
-	out := make([]byte, len(h), len(h)+p.body)
-	copy(out, h)
-	for at := p.head; ; { // the chunks were checked as they arrived
-		size, data := chunkHeader(b, at)
-		if size <= 0 {
-			break
-		}
-		out = append(out, b[data:data+size]...)
-		at = data + size + 2
+	if cap(b) > maxPooled { // grown for this response: never pooled again
+		p.buf = nil
+		return b[p.start:p.head:p.head], b[p.head:bodyEnd:bodyEnd]
 	}
-	return out[:len(h):len(h)], out[len(h):]
+	out := make([]byte, bodyEnd-p.start)
+	copy(out, b[p.start:bodyEnd])
+	h := p.head - p.start
+	return out[:h:h], out[h:]
 }
 
 // chunkHeader reads the chunk-size line at b[at:]: the size (-1 if

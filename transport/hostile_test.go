@@ -1,0 +1,359 @@
+package transport
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/internal/hostile"
+)
+
+// A hostile case is one broken server and what one request to it must
+// give: the outcome, within a time, allocating within a bound. The
+// outcome is checked by want, which returns what is wrong ("" if nothing).
+type hostileCase struct {
+	name    string
+	serve   hostile.Behaviour
+	method  string        // default GET
+	timeout time.Duration // default 2 s
+	maxBody int           // default the client's
+	took    time.Duration // the request must end within this; default 1 s
+	alloc   uint64        // bytes the request may allocate, both ends; default 8 MiB
+	want    func(r *Response) string
+}
+
+// ok wants a 2xx-3xx with this body.
+func ok(status int, body string) func(*Response) string {
+	return func(r *Response) string {
+		if r.Err != nil || r.Status != status || string(r.Body) != body {
+			return fmt.Sprintf("want %d %q, got %d %q err %v", status, body, r.Status, clipBytes(r.Body, 40), r.Err)
+		}
+		return ""
+	}
+}
+
+// failed wants an error (not a timeout) whose text holds part.
+func failed(part string) func(*Response) string {
+	return func(r *Response) string {
+		if r.Err == nil || r.Timeout || r.Canceled || r.Status != 0 || !strings.Contains(r.Err.Error(), part) {
+			return fmt.Sprintf("want an error with %q, got status %d err %v timeout %v", part, r.Status, r.Err, r.Timeout)
+		}
+		return ""
+	}
+}
+
+// timedOut wants a timeout no earlier than the timeout.
+func timedOut(timeout time.Duration) func(*Response) string {
+	return func(r *Response) string {
+		if !r.Timeout || r.Latency < timeout {
+			return fmt.Sprintf("want a timeout after %v, got timeout %v after %v err %v", timeout, r.Timeout, r.Latency, r.Err)
+		}
+		return ""
+	}
+}
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, _ = w.Write([]byte(s))
+	_ = w.Close()
+	return b.String()
+}
+
+// TestHostileServers sends one request to each kind of broken server. The
+// framings a server may legally use must read exactly; every broken one
+// must end as an error of the right kind, by the timeout at the latest,
+// holding bounded memory whatever the server keeps sending.
+func TestHostileServers(t *testing.T) {
+	const hello = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	gz := gzipped("hello")
+	cases := []hostileCase{
+		// Legal framings, read exactly.
+		{name: "content-length", serve: hostile.Reply(hello), want: ok(200, "ok")},
+		{name: "chunked with extensions and trailers", serve: hostile.Reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\nok\r\n3\r\n!!!\r\n0\r\nX-T: 1\r\n\r\n"), want: ok(200, "ok!!!")},
+		{name: "HTTP/1.0 body to the close", serve: hostile.ReplyOnce("HTTP/1.0 200 OK\r\n\r\nto the end"), want: ok(200, "to the end")},
+		{name: "interim responses then the response", serve: hostile.Reply("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + hello), want: ok(200, "ok")},
+		{name: "204 without a length", serve: hostile.Reply("HTTP/1.1 204 No Content\r\n\r\n"), want: ok(204, "")},
+		{name: "304 with a length and no body", serve: hostile.Reply("HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n"), want: ok(304, "")},
+		{name: "HEAD with a length and no body", method: "HEAD", serve: hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"), want: ok(200, "")},
+		{name: "redirect is not followed", serve: hostile.Reply("HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"), want: ok(302, "")},
+		{name: "gzip is not decoded", serve: hostile.Reply(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", len(gz), gz)), want: ok(200, gz)},
+		{name: "a header line without a colon is ignored", serve: hostile.Reply("HTTP/1.1 200 OK\r\nnonsense\r\nContent-Length: 2\r\n\r\nok"), want: ok(200, "ok")},
+		{name: "a NUL in a header value is carried", serve: hostile.Reply("HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 2\r\n\r\nok"), want: ok(200, "ok")},
+
+		// Broken framings: errors, at once.
+		{name: "not HTTP", serve: hostile.Reply("HELLO\r\n\r\n"), want: failed("malformed HTTP response: status line")},
+		{name: "HTTP/0.9: a body and no head", serve: hostile.ReplyOnce("just a body"), want: failed("unexpected EOF")},
+		{name: "status not a number", serve: hostile.Reply("HTTP/1.1 2x0 OK\r\n\r\n"), want: failed("status line")},
+		{name: "negative Content-Length", serve: hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), want: failed("Content-Length")},
+		{name: "two different Content-Lengths", serve: hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!"), want: failed("Content-Length")},
+		{name: "body shorter than its length", serve: hostile.ReplyOnce("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"), want: failed("unexpected EOF")},
+		{name: "body longer than its length", serve: hostile.ReplyOnce(hello + "EXTRA"), want: failed("more bytes than one response")},
+		{name: "chunk size not hex", serve: hostile.Reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), want: failed("chunk size")},
+		{name: "chunk size of 2^60", serve: hostile.Reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffff\r\n"), want: failed("chunk size")},
+		{name: "chunk not followed by CRLF", serve: hostile.Reply("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX0\r\n\r\n"), want: failed("CRLF")},
+		{name: "closed before the last chunk", serve: hostile.ReplyOnce("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"), want: failed("unexpected EOF")},
+		{name: "lines ending in a bare LF", serve: hostile.Reply("HTTP/1.1 200 OK\nContent-Length: 2\n\nok"), want: failed("bare LF")},
+		{name: "closed without a byte", serve: hostile.ReplyOnce(""), want: failed("EOF")},
+		{name: "reset", serve: hostile.Reset, want: failed("reset")},
+		{name: "Content-Length past the limit", maxBody: 1 << 20, serve: hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n"), want: failed("larger than the limit")},
+
+		// Servers that never stop sending: an error once a cap is passed,
+		// with memory bounded by that cap.
+		{name: "100 Continue forever", serve: hostile.Endless("", "HTTP/1.1 100 Continue\r\n\r\n"), want: failed("more than 32 interim")},
+		{name: "headers without end", serve: hostile.Endless("HTTP/1.1 200 OK\r\n", "X-A: b\r\n"), want: failed("longer than 1 MiB")},
+		{name: "trailers without end", serve: hostile.Endless("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", "X-T: b\r\n"), want: failed("trailers longer than 1 MiB")},
+		{name: "body to the close without end", maxBody: 4 << 20, alloc: 24 << 20, serve: hostile.Endless("HTTP/1.1 200 OK\r\n\r\n", "x"), want: failed("larger than the limit")},
+		{name: "chunks without end", maxBody: 4 << 20, alloc: 24 << 20, serve: hostile.Endless("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "4\r\nxxxx\r\n"), want: failed("larger than the limit")},
+
+		// Servers that stall: a timeout, at the timeout.
+		{name: "never answers", timeout: 300 * time.Millisecond, serve: hostile.Silent, want: timedOut(300 * time.Millisecond)},
+		{name: "head a byte at a time", timeout: 300 * time.Millisecond, serve: hostile.Trickle(hello, 20*time.Millisecond), want: timedOut(300 * time.Millisecond)},
+		{name: "never reads a large request", method: "PUT", timeout: 300 * time.Millisecond, alloc: 24 << 20, serve: hostile.NoRead, want: timedOut(300 * time.Millisecond)},
+		// A body streamed faster than it is read: the read loop never
+		// finds the socket empty, and must still see the deadline.
+		{name: "endless body faster than it is read", timeout: 50 * time.Millisecond, maxBody: 1 << 30, alloc: 1 << 30,
+			serve: hostile.Endless("HTTP/1.1 200 OK\r\n\r\n", "x"), want: timedOut(50 * time.Millisecond)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := hostile.Start(tc.serve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			timeout := cmp(tc.timeout, 2*time.Second)
+			c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody})
+			defer c.Close()
+			req := &Request{Method: cmp(tc.method, "GET"), URL: "/"}
+			if req.Method == "PUT" {
+				req.Body = bytes.Repeat([]byte("y"), 16<<20)
+			}
+			var r Response
+			alloc := allocated(func() { c.Do(req, &r) })
+			if msg := tc.want(&r); msg != "" {
+				t.Error(msg)
+			}
+			took := cmp(tc.took, time.Second)
+			if tc.timeout > 0 {
+				took = tc.timeout + tc.timeout/100 + 200*time.Millisecond // 1% late at most, plus scheduling
+			}
+			if r.Latency > took {
+				t.Errorf("took %v, want at most %v", r.Latency, took)
+			}
+			if max := cmp(tc.alloc, 8<<20); alloc > max {
+				t.Errorf("allocated %d MiB, want at most %d MiB", alloc>>20, max>>20)
+			}
+		})
+	}
+}
+
+// allocated returns the bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// TestLargeBodyCostsItsSizeOnce: a 60 MB response is held once, not grown
+// into one buffer and copied into another, and a short timeout cuts it
+// while it still streams in.
+func TestLargeBodyCostsItsSizeOnce(t *testing.T) {
+	const size = 60 << 20
+	srv, err := hostile.Start(hostile.Body(size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := NewClient(Options{Target: srv.URL, Timeout: 10 * time.Second})
+	defer c.Close()
+	var r Response
+	alloc := allocated(func() { c.Do(&Request{Method: "GET", URL: "/"}, &r) })
+	if r.Err != nil || len(r.Body) != size {
+		t.Fatalf("60 MB body: %d bytes, err %v", len(r.Body), r.Err)
+	}
+	if alloc > size+size/4 {
+		t.Errorf("a 60 MB response allocated %d MB, want about its size once", alloc>>20)
+	}
+	// The same body with a 20 ms timeout: it takes longer than that to
+	// arrive here, and must end as a timeout at 20 ms, not as a success
+	// when the last byte comes.
+	quick := NewClient(Options{Target: srv.URL, Timeout: 20 * time.Millisecond})
+	defer quick.Close()
+	quick.Do(&Request{Method: "GET", URL: "/"}, &r)
+	switch {
+	case r.Err == nil && r.Latency > 20*time.Millisecond:
+		t.Errorf("60 MB in %v counted as a success past a 20 ms timeout", r.Latency)
+	case r.Err != nil && (!r.Timeout || r.Latency > 20*time.Millisecond+150*time.Millisecond):
+		t.Errorf("timeout %v after %v (err %v), want a timeout at 20.2 ms", r.Timeout, r.Latency, r.Err)
+	}
+}
+
+// TestRetryOnlyWhatIsSafeToSendTwice: a server that reads a request on a
+// kept-alive connection and closes it without answering. A GET is sent
+// again on a new connection; a POST is not (the server may have acted on
+// it), it is an error.
+func TestRetryOnlyWhatIsSafeToSendTwice(t *testing.T) {
+	for _, tc := range []struct {
+		method   string
+		status   int
+		requests int64 // the server sees: the first GET, then this request once or twice
+	}{{"GET", 200, 3}, {"POST", 0, 2}} {
+		srv, err := hostile.Start(hostile.ReadThenClose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewClient(Options{Target: srv.URL})
+		var r Response
+		c.Do(&Request{Method: "GET", URL: "/first"}, &r)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		c.Do(&Request{Method: tc.method, URL: "/second", Body: []byte("{}")}, &r)
+		if r.Status != tc.status || (tc.status == 0) != (r.Err != nil) {
+			t.Errorf("%s dropped unanswered: status %d err %v, want status %d", tc.method, r.Status, r.Err, tc.status)
+		}
+		if n := srv.Requests.Load(); n != tc.requests {
+			t.Errorf("%s: the server read %d requests, want %d", tc.method, n, tc.requests)
+		}
+		c.Close()
+		srv.Close()
+	}
+}
+
+// TestIdleConnectionIsCheckedBeforeReuse: a connection the server closed
+// while the user thought is replaced before anything is sent on it, so
+// even a POST goes through; one on which the server sent stray bytes is
+// replaced too, so the stray response is never taken for the answer.
+func TestIdleConnectionIsCheckedBeforeReuse(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now } // advanced by hand: the user "thinks" without sleeping
+	srv, err := hostile.Start(hostile.ReplyOnce("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := NewClient(Options{Target: srv.URL, Now: clock})
+	defer c.Close()
+	var r Response
+	c.Do(&Request{Method: "GET", URL: "/"}, &r)
+	for srv.Ended.Load() == 0 { // the server closes its end after the answer
+		runtime.Gosched()
+	}
+	waitReadable(t, c)
+	now = now.Add(time.Second)
+	c.Do(&Request{Method: "POST", URL: "/", Body: []byte("x")}, &r)
+	if r.Err != nil || r.Status != 200 || srv.Conns.Load() != 2 {
+		t.Errorf("POST after the server closed the idle connection: status %d err %v, %d connections", r.Status, r.Err, srv.Conns.Load())
+	}
+
+	stray, err := hostile.Start(hostile.Stray)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Close()
+	s := NewClient(Options{Target: stray.URL, Now: clock})
+	defer s.Close()
+	s.Do(&Request{Method: "GET", URL: "/"}, &r)
+	waitReadable(t, s)
+	now = now.Add(time.Second)
+	s.Do(&Request{Method: "GET", URL: "/"}, &r)
+	if r.Err != nil || string(r.Body) != "ok" || stray.Conns.Load() != 2 {
+		t.Errorf("after stray bytes: body %q err %v, %d connections", r.Body, r.Err, stray.Conns.Load())
+	}
+}
+
+// waitReadable waits until the client's one connection has something to
+// read (the server's close, or its stray bytes), so the test does not
+// race the network.
+func waitReadable(t *testing.T, c *Client) {
+	t.Helper()
+	c.mu.Lock()
+	var conn *connection
+	for _, conn = range c.conns {
+	}
+	c.mu.Unlock()
+	if conn == nil {
+		t.Fatal("no connection kept")
+	}
+	for deadline := time.Now().Add(5 * time.Second); conn.alive(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's close or bytes never arrived")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestConnectPastTheTimeoutIsATimeout: a connect that returns only after
+// the deadline (the kernel can hold one for seconds when its ports run
+// short) is a timeout, and the request is not sent.
+func TestConnectPastTheTimeoutIsATimeout(t *testing.T) {
+	srv, err := hostile.Start(hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	start := time.Now()
+	calls := 0
+	clock := func() time.Time { // the dial "takes" 11 s
+		calls++
+		if calls == 1 {
+			return start
+		}
+		return start.Add(11 * time.Second)
+	}
+	c := NewClient(Options{Target: srv.URL, Timeout: 10 * time.Second, Now: clock})
+	defer c.Close()
+	var r Response
+	c.Do(&Request{Method: "GET", URL: "/"}, &r)
+	if !r.Timeout || r.Latency != 11*time.Second || srv.Requests.Load() != 0 {
+		t.Errorf("connect done at 11 s with a 10 s timeout: timeout %v latency %v err %v, %d requests sent",
+			r.Timeout, r.Latency, r.Err, srv.Requests.Load())
+	}
+}
+
+// TestInjectedLinesAreRefused: CR, LF or NUL in a header, or a method that
+// is not a token, would let a scenario's data write a second request on
+// the wire. Nothing is sent.
+func TestInjectedLinesAreRefused(t *testing.T) {
+	srv, err := hostile.Start(hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c := NewClient(Options{Target: srv.URL})
+	defer c.Close()
+	for _, req := range []Request{
+		{Method: "GET", URL: "/", Header: []Header{{"X-Token", "a\r\n\r\nGET /smuggled HTTP/1.1"}}},
+		{Method: "GET", URL: "/", Defaults: []Header{{"Authorization", "Bearer x\ny"}}},
+		{Method: "GET", URL: "/", Header: []Header{{"X-A\r\nX-B", "v"}}},
+		{Method: "GET", URL: "/", Header: []Header{{"X", "nul\x00"}}},
+		{Method: "GET / HTTP/1.1\r\n", URL: "/"},
+	} {
+		var r Response
+		c.Do(&req, &r)
+		if !errors.Is(r.Err, ErrBadRequest) {
+			t.Errorf("%q %v %v: err %v, want ErrBadRequest", req.Method, req.Header, req.Defaults, r.Err)
+		}
+	}
+	var r Response // a control byte in a path is escaped, not sent raw
+	c.Do(&Request{Method: "GET", URL: "/a\r\nb"}, &r)
+	if r.Err != nil || srv.Requests.Load() != 1 {
+		t.Errorf("path with CRLF: err %v, server read %d requests, want 1", r.Err, srv.Requests.Load())
+	}
+}
