@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"net/netip"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -20,11 +21,16 @@ type Config struct {
 	Scenario *scenario.Scenario
 	Target   *url.URL
 	Seed     uint64
-	Timeout  time.Duration     // per request; default 10 s
-	Grace    time.Duration     // how long a removed user may finish its action; default 5 s
-	Insecure bool              // skip TLS checks
-	Recorder *metrics.Recorder // where users record
-	Print    func(user int, msg string)
+	Timeout  time.Duration // per request; default 10 s
+	Grace    time.Duration // how long a removed user may finish its action; default 5 s
+	Insecure bool          // skip TLS checks
+	MaxBody  int           // response body limit, bytes; default transport's (64 MiB)
+	// SourceAddrs, if any, are the local addresses users connect from,
+	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
+	// connections to one target.
+	SourceAddrs []netip.Addr
+	Recorder    *metrics.Recorder // where users record
+	Print       func(user int, msg string)
 	// OnAction, if set, is called from a user's goroutine as each action starts.
 	OnAction func(user int, action string)
 }
@@ -70,7 +76,11 @@ func (e *Engine) SetUsers(n int) {
 }
 
 func (e *Engine) newUser(id int) *vu {
-	client := transport.NewClient(transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure})
+	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody}
+	if n := len(e.cfg.SourceAddrs); n > 0 {
+		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
+	}
+	client := transport.NewClient(opt)
 	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: client, Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,

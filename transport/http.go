@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -85,7 +86,12 @@ type Options struct {
 	Timeout     time.Duration // default per-request timeout, dial included
 	Insecure    bool          // skip TLS certificate checks
 	MaxBodySize int           // bytes; larger responses fail; default 64 MiB
-	Now         func() time.Time
+	// LocalAddr, if valid, is the source address of the user's
+	// connections: one address holds only so many connections to one
+	// target (its ephemeral ports), so a large run spreads its users over
+	// several (any 127.x.y.z reaches a loopback target).
+	LocalAddr netip.Addr
+	Now       func() time.Time
 }
 
 // ErrCanceled is the error of a request stopped by Cancel.
@@ -547,8 +553,13 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	}
 	done := make(chan dialed, 1)
 	insecure := c.opt.Insecure
+	local := c.opt.LocalAddr
 	go func() {
 		var d net.Dialer
+		if local.IsValid() {
+			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+			d.Control = bindNoPort
+		}
 		raw, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil && isTLS {
 			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
@@ -561,6 +572,17 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	}()
 	r := <-done
 	return r.conn, r.err
+}
+
+// bindNoPort lets a socket bound to a source address take its port at
+// connect time (IP_BIND_ADDRESS_NO_PORT), as an unbound one does: the
+// port then need only be free towards that destination, so one address
+// serves every target with its whole port range.
+func bindNoPort(_, _ string, rc syscall.RawConn) error {
+	const ipBindAddressNoPort = 24 // linux/in.h
+	return rc.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
+	})
 }
 
 func (c *Client) drop(addr string, conn *connection) {

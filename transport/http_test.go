@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -174,5 +175,23 @@ func TestDefaultHeadersGoToTheTargetOriginOnly(t *testing.T) {
 	c.Do(&Request{Method: "GET", URL: "/x", Header: []Header{{"authorization", "Basic b3du"}}, Defaults: defaults}, &r)
 	if got := atTarget.Load(); got != "Basic b3du|" {
 		t.Errorf("override: server saw %q", got)
+	}
+}
+
+// TestSourceAddress: a client given a local address connects from it.
+func TestSourceAddress(t *testing.T) {
+	var from atomic.Value
+	u, _ := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		from.Store(host)
+	}))
+	for _, addr := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := NewClient(Options{Target: u, LocalAddr: netip.MustParseAddr(addr)})
+		var r Response
+		c.Do(&Request{Method: "GET", URL: "/"}, &r)
+		c.Close()
+		if r.Err != nil || from.Load() != addr {
+			t.Errorf("LocalAddr %s: the server saw %v (err %v)", addr, from.Load(), r.Err)
+		}
 	}
 }
