@@ -1,0 +1,166 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/result"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds headroom once for the tests of this package.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "headroom-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "headroom")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return binPath
+}
+
+// TestRunsAgainstHostileServers runs the real binary, two users for 2 s,
+// against servers that misbehave in ways that once crashed headroom, hung
+// it past its duration or made it hold gigabytes. Each run must end by
+// --duration + --grace (plus start-up and writing), within a memory
+// bound, with a result that counts what happened as the right outcome.
+func TestRunsAgainstHostileServers(t *testing.T) {
+	bin := binary(t)
+	get := "def act(user):\n    user.http.get(\"/\")\nactions = [action(\"Get\", act)]\nthink_time = think.constant(\"10ms\")\n"
+	post := "def act(user):\n    user.http.post(\"/\", json={\"n\": 1})\nactions = [action(\"Post\", act)]\nthink_time = think.constant(\"10ms\")\n"
+	cases := []struct {
+		name     string
+		serve    hostile.Behaviour
+		scenario string
+		args     []string
+		rssMB    int64 // peak resident memory allowed
+		check    func(t *testing.T, res *result.Result, srv *hostile.Server)
+	}{
+		{name: "100 Continue forever", serve: hostile.Endless("", "HTTP/1.1 100 Continue\r\n\r\n"), scenario: get, rssMB: 120,
+			check: allFailedWith("more than 32 interim")},
+		// Unknown length: the buffer doubles up to the 64 MiB limit, so each
+		// user may hold 1.5x the limit while copying, and the garbage
+		// collector lets the heap reach twice what is live.
+		{name: "endless body", serve: hostile.Endless("HTTP/1.1 200 OK\r\n\r\n", "x"), scenario: get, rssMB: 2*64*4 + 64,
+			check: allFailedWith("larger than the limit")},
+		{name: "never answers, default 10 s timeout", serve: hostile.Silent, scenario: get, rssMB: 120,
+			check: func(t *testing.T, res *result.Result, _ *hostile.Server) {
+				if res.Totals.Count != 0 || res.Totals.Errors != 0 {
+					t.Errorf("requests in the window: %+v, want none finished (canceled at the end)", res.Totals)
+				}
+			}},
+		{name: "head a byte every 50 ms", serve: hostile.Trickle("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 50*time.Millisecond),
+			scenario: get, args: []string{"--timeout", "500ms"}, rssMB: 120,
+			check: func(t *testing.T, res *result.Result, _ *hostile.Server) {
+				if res.Totals.Timeouts == 0 || res.Totals.Timeouts != res.Totals.Count {
+					t.Errorf("totals %+v, want every request a timeout", res.Totals)
+				}
+			}},
+		{name: "POST read and dropped on a kept-alive connection", serve: hostile.ReadThenClose, scenario: post, rssMB: 120,
+			check: func(t *testing.T, res *result.Result, srv *hostile.Server) {
+				tot := res.Totals
+				if tot.Count == 0 || tot.Errors == 0 || tot.Errors >= tot.Count {
+					t.Errorf("totals %+v, want every second POST an error", tot)
+				}
+				// Each connection serves one POST and reads a second one it
+				// drops: never sent twice, so requests read = 2 x connections.
+				if r, c := srv.Requests.Load(), srv.Conns.Load(); r > 2*c {
+					t.Errorf("the server read %d requests on %d connections: a POST was sent again", r, c)
+				}
+			}},
+		// Known length: one buffer of the response's size per user (it was
+		// 505 MB when each response was held twice).
+		{name: "60 MB bodies", serve: hostile.Body(60 << 20), scenario: get, rssMB: 420,
+			check: func(t *testing.T, res *result.Result, _ *hostile.Server) {
+				if res.Totals.Count == 0 || res.Totals.Errors != 0 || res.Totals.BytesIn < 60<<20 {
+					t.Errorf("totals %+v, want 60 MB responses read", res.Totals)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, err := hostile.Start(tc.serve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			dir := t.TempDir()
+			sc := filepath.Join(dir, "s.star")
+			if err := os.WriteFile(sc, []byte(tc.scenario), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "run")
+			args := append([]string{"run", sc, "--target", srv.URL.String(), "--users", "2", "--duration", "2s",
+				"--grace", "1s", "--quiet", "--no-report", "--out", out}, tc.args...)
+			cmd := exec.Command(bin, args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			start := time.Now()
+			err = cmd.Run()
+			took := time.Since(start)
+			if cmd.ProcessState == nil {
+				t.Fatalf("did not run: %v", err)
+			}
+			if code := cmd.ProcessState.ExitCode(); code == 2 || code < 0 {
+				t.Fatalf("exit %d: %v\n%s", code, err, stderr.String())
+			}
+			// 2 s + 1 s of grace, plus start-up, the reachability check and
+			// writing the result: well under the 10 s a stalled request or a
+			// server that never stops would take.
+			if took > 5*time.Second {
+				t.Errorf("took %v, want the run over by --duration 2s + --grace 1s", took)
+			}
+			rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss / 1024
+			t.Logf("took %v, peak RSS %d MB", took.Round(time.Millisecond), rss)
+			if rss > tc.rssMB {
+				t.Errorf("peak RSS %d MB, want at most %d MB", rss, tc.rssMB)
+			}
+			res, err := result.Read(out)
+			if err != nil {
+				t.Fatalf("no result: %v\n%s", err, stderr.String())
+			}
+			tc.check(t, res, srv)
+		})
+	}
+}
+
+// allFailedWith wants every request in the window an error whose message
+// holds part.
+func allFailedWith(part string) func(*testing.T, *result.Result, *hostile.Server) {
+	return func(t *testing.T, res *result.Result, _ *hostile.Server) {
+		tot := res.Totals
+		if tot.Count == 0 || tot.Errors != tot.Count {
+			t.Errorf("totals %+v, want every request an error", tot)
+		}
+		for _, r := range res.Requests {
+			for msg := range r.Messages {
+				if !strings.Contains(msg, part) {
+					t.Errorf("error %q, want one about %q", msg, part)
+				}
+			}
+		}
+	}
+}
