@@ -24,8 +24,9 @@ import (
 // large body. The step limit does not bound memory: `s = s + s` reaches
 // 1 GB in 30 steps.
 type Limits struct {
-	// MaxSteps bounds the Starlark steps of the file's top level at load.
-	// 0 means DefaultMaxSteps.
+	// MaxSteps bounds the Starlark steps of one call: the file's top level
+	// at load, and each setup, action and teardown of a user (each call
+	// counts from zero). 0 means DefaultMaxSteps.
 	MaxSteps uint64
 	// LoadTimeout bounds the wall time of the file's top level at load.
 	// 0 means DefaultLoadTimeout. When it passes inside a builtin (which
@@ -37,7 +38,8 @@ type Limits struct {
 
 const (
 	// DefaultMaxSteps is 100 million steps: about 1 to 3 s of one core for
-	// loops of plain arithmetic, some 14 s when every step allocates.
+	// loops of plain arithmetic, some 14 s when every step allocates. An
+	// action that sends requests and reads their JSON takes thousands.
 	DefaultMaxSteps = 100_000_000
 	// DefaultLoadTimeout is the default bound on the top level's run at load.
 	DefaultLoadTimeout = 10 * time.Second

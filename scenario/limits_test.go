@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
 
@@ -106,5 +108,93 @@ func TestDeeplyNestedSourceIsALoadError(t *testing.T) {
 	src = "x = 1" + strings.Repeat(" + 1", maxNesting-10) + "\ndef a(user):\n    pass\nactions = [action('A', a)]\n"
 	if _, err := load("s.star", src); err != nil {
 		t.Fatalf("a chain within the limit: %v", err)
+	}
+}
+
+// doerFunc is a Doer made of a function.
+type doerFunc func(*transport.Request, *transport.Response)
+
+func (f doerFunc) Do(req *transport.Request, resp *transport.Response) { f(req, resp) }
+func (f doerFunc) Cookies() map[string]string                          { return nil }
+
+// newUser loads src, which defines act(user) and maybe more, with one
+// action "A", and returns a user of it.
+func newUser(t *testing.T, src string, lim Limits, d Doer) (*User, *samples) {
+	t.Helper()
+	sc, err := Load(context.Background(), "u.star", []byte(src+"\nactions = [action('A', act)]\n"), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &samples{}
+	return NewUser(sc, Env{ID: 1, Seed: 1, HTTP: d, Record: rec}), rec
+}
+
+func last(rec *samples) metrics.Sample { return (*rec)[len(*rec)-1] }
+
+func TestAnActionEndsAtTheStepLimitAndTheNextRuns(t *testing.T) {
+	u, rec := newUser(t, `
+def act(user):
+    n = user.state.get("n", 0)
+    user.state["n"] = n + 1
+    if n == 1:
+        while True:
+            n += 1
+    for i in range(1000): # about 6,000 steps: each call counts from zero
+        pass
+`, Limits{MaxSteps: 10_000}, doerFunc(nil))
+	a := u.sc.Actions[0]
+	if out := u.Run(a); out != metrics.OK {
+		t.Fatalf("first run %v: %q", out, last(rec).Message)
+	}
+	if out := u.Run(a); out != metrics.Failed || !strings.HasPrefix(last(rec).Message, "u.star:7: stopped after 10000 Starlark steps") {
+		t.Fatalf("endless run %v: %q", out, last(rec).Message)
+	}
+	for range 3 {
+		if out := u.Run(a); out != metrics.OK {
+			t.Fatalf("run after the limit %v: %q", out, last(rec).Message)
+		}
+	}
+}
+
+func TestACancelledActionSaysWhy(t *testing.T) {
+	// What a memory watchdog does: cancel the user, with its reason, while
+	// an action runs (here, during its request).
+	var u *User
+	u, rec := newUser(t, `
+def act(user):
+    user.http.get("/")
+    s = "x"
+    while True:
+        s = s + "x"
+`, Limits{}, doerFunc(func(_ *transport.Request, resp *transport.Response) {
+		u.Cancel("headroom's memory passed --max-memory")
+		*resp = transport.Response{Status: 200}
+	}))
+	if out := u.Run(u.sc.Actions[0]); out != metrics.Canceled || last(rec).Message != "cancelled: headroom's memory passed --max-memory" {
+		t.Fatalf("outcome %v, message %q", out, last(rec).Message)
+	}
+	// A cancelled user stays cancelled.
+	if out := u.Run(u.sc.Actions[0]); out != metrics.Canceled {
+		t.Fatalf("next run %v", out)
+	}
+}
+
+func TestAPanicInABuiltinFailsOnlyItsAction(t *testing.T) {
+	calls := 0
+	u, rec := newUser(t, "def act(user):\n    user.http.get('/')\n", Limits{}, doerFunc(func(_ *transport.Request, resp *transport.Response) {
+		if calls++; calls == 1 {
+			var p *transport.Response
+			_ = p.Status // nil pointer dereference
+		}
+		*resp = transport.Response{Status: 200}
+	}))
+	out := u.Run(u.sc.Actions[0])
+	msg := last(rec).Message
+	if out != metrics.Failed || !strings.HasPrefix(msg, "internal error in headroom: runtime error: invalid memory address or nil pointer dereference (at scenario.TestAPanicInABuiltinFailsOnlyItsAction.func1 limits_test.go:") ||
+		!strings.HasSuffix(msg, "; please report it") {
+		t.Fatalf("outcome %v, message %q", out, msg)
+	}
+	if out := u.Run(u.sc.Actions[0]); out != metrics.OK {
+		t.Fatalf("the run after the panic: %v %q", out, last(rec).Message)
 	}
 }

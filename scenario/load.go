@@ -40,7 +40,7 @@ type Scenario struct {
 	Think    Think
 	ThinkSrc string      // the think_time as written, for results
 	Checks   []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
-	Limits   Limits      // what its code may do, with the defaults filled in
+	Limits   Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
 }
 
 // Action is one weighted thing a user does.
