@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -19,7 +18,7 @@ func predeclared() starlark.StringDict {
 		"action": starlark.NewBuiltin("action", builtinAction),
 		"check":  starlark.NewBuiltin("check", builtinCheck),
 		"fail":   starlark.NewBuiltin("fail", builtinFail),
-		"json":   json.Module,
+		"json":   jsonModule,
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),
 			"uniform":     starlark.NewBuiltin("think.uniform", thinkUniform),

@@ -389,6 +389,9 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 			if r.r.Err != nil {
 				return nil, fmt.Errorf("response.json: no response (%v)", r.r.Err)
 			}
+			if err := checkJSON(r.r.Body); err != nil {
+				return nil, fmt.Errorf("response.json: %w", err)
+			}
 			v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{starlark.String(r.r.Body)}, nil)
 			if err != nil {
 				return nil, fmt.Errorf("response.json: status %d body is not JSON: %s", r.r.Status, clip(string(r.r.Body), 80))
