@@ -184,6 +184,12 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		return "", nil, err
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
+	if err := checkMethod(b.Name(), method); err != nil {
+		return "", nil, err
+	}
+	if err := checkURL(b.Name(), rawURL); err != nil {
+		return "", nil, err
+	}
 	req := &h.req
 	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0]}
 	if params != nil && params.Len() > 0 {
@@ -199,12 +205,20 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 	}
 	if h.headers.Len() > 0 { // the transport sends them to the target's origin only
 		for _, it := range h.headers.Items() {
-			req.Defaults = append(req.Defaults, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+			k, v := plain(it[0]), plain(it[1])
+			if err := checkHeader(b.Name(), " (from user.http.headers)", k, v); err != nil {
+				return "", nil, err
+			}
+			req.Defaults = append(req.Defaults, transport.Header{Key: k, Value: v})
 		}
 	}
 	if headers != nil {
 		for _, it := range headers.Items() {
-			req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+			k, v := plain(it[0]), plain(it[1])
+			if err := checkHeader(b.Name(), "", k, v); err != nil {
+				return "", nil, err
+			}
+			req.Header = append(req.Header, transport.Header{Key: k, Value: v})
 		}
 	}
 	switch {
