@@ -250,6 +250,9 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		if err != nil {
 			return "", nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
 		}
+		if d <= 0 { // the transport would take it for "the default"
+			return "", nil, fmt.Errorf("%s: timeout= must be more than 0, got %v; leave it out for the run's --timeout", b.Name(), d)
+		}
 		req.Timeout = d
 	}
 	if name == "" {
@@ -270,15 +273,18 @@ func defaultName(method, raw string) string {
 	return method + " " + raw
 }
 
-// expectSet reads expect=: an int, or a list/tuple of ints. nil means the
-// default, any status below 400.
+// expectSet reads expect=: a status, or a list or tuple of statuses, each
+// in [100, 999]. nil means the default, any status below 400.
 func expectSet(v starlark.Value) ([]int, error) {
 	if v == nil || v == starlark.None {
 		return nil, nil
 	}
 	if i, ok := v.(starlark.Int); ok {
-		n, _ := i.Int64()
-		return []int{int(n)}, nil
+		n, err := status(i)
+		if err != nil {
+			return nil, err
+		}
+		return []int{n}, nil
 	}
 	it, ok := v.(starlark.Iterable)
 	if !ok {
@@ -293,10 +299,25 @@ func expectSet(v starlark.Value) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("expect= holds a %s, want statuses such as 200", x.Type())
 		}
-		n, _ := i.Int64()
-		out = append(out, int(n))
+		n, err := status(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("expect= is empty, so no response could succeed; give statuses such as [200, 204], or leave it out for any status below 400")
 	}
 	return out, nil
+}
+
+// status reads one status of expect=: a response's status has three digits.
+func status(i starlark.Int) (int, error) {
+	n, ok := i.Int64()
+	if !ok || n < 100 || n > 999 {
+		return 0, fmt.Errorf("expect= holds %v, which no response has: statuses are 100 to 999", i)
+	}
+	return int(n), nil
 }
 
 func plain(v starlark.Value) string {

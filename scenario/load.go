@@ -156,7 +156,7 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 		sc.Actions = append(sc.Actions, &a.Action)
 	}
 
-	if sc.Checks, err = checksOf(globals, lines, fail); err != nil {
+	if sc.Checks, err = checksOf(globals, lines, fail, "give at least one check(...), or remove checks to use the defaults"); err != nil {
 		return nil, err
 	}
 
@@ -386,7 +386,8 @@ func editDistance(a, b string) int {
 }
 
 // checksOf reads the optional global checks = [check(...), ...].
-func checksOf(globals starlark.StringDict, lines []string, fail failFunc) ([]CheckSpec, error) {
+// emptyHint is the hint when the list is empty.
+func checksOf(globals starlark.StringDict, lines []string, fail failFunc, emptyHint string) ([]CheckSpec, error) {
 	v, ok := globals["checks"]
 	if !ok || v == starlark.None {
 		return nil, nil
@@ -395,6 +396,9 @@ func checksOf(globals starlark.StringDict, lines []string, fail failFunc) ([]Che
 	if !ok {
 		return nil, fail(globalPos(lines, "checks"), fmt.Sprintf("checks is a %s, want a list of check(...)", v.Type()),
 			`write checks = [check("p99 latency (s)", "histogram_quantile(...)", threshold=2), ...]`)
+	}
+	if list.Len() == 0 {
+		return nil, fail(globalPos(lines, "checks"), "checks is empty", emptyHint)
 	}
 	out := []CheckSpec{}
 	seen := map[string]bool{}
@@ -445,7 +449,7 @@ func LoadChecksFile(ctx context.Context, path string, lim Limits) ([]CheckSpec, 
 	if err != nil {
 		return nil, err
 	}
-	checks, err := checksOf(globals, lines, fail)
+	checks, err := checksOf(globals, lines, fail, "give at least one check(...), or leave out --checks to use the defaults")
 	if err != nil {
 		return nil, err
 	}

@@ -86,9 +86,15 @@ func NewUser(sc *Scenario, env Env) *User {
 	}
 	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
+	// Weights are relative: dividing by the largest keeps their sum finite
+	// (two weights of 1e308 would make it +Inf, and only one action run).
+	top := 0.0
+	for _, a := range sc.Actions {
+		top = max(top, a.Weight)
+	}
 	total := 0.0
 	for _, a := range sc.Actions {
-		total += a.Weight
+		total += a.Weight / top
 		u.cum = append(u.cum, total)
 	}
 	u.factor = sc.Think.Factor(u.choose)
