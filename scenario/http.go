@@ -225,7 +225,7 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 	case jsonV != nil && bodyV != nil:
 		return "", nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
 	case jsonV != nil:
-		enc, err := starlark.Call(th, json.Module.Members["encode"], starlark.Tuple{jsonV}, nil)
+		enc, err := starlark.Call(th, jsonModule.Members["encode"], starlark.Tuple{jsonV}, nil)
 		if err != nil {
 			return "", nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
 		}
@@ -429,7 +429,8 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 			}
 			v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{starlark.String(r.r.Body)}, nil)
 			if err != nil {
-				return nil, fmt.Errorf("response.json: status %d body is not JSON: %s", r.r.Status, clip(string(r.r.Body), 80))
+				why := strings.TrimPrefix(err.Error(), "json.decode: ")
+				return nil, fmt.Errorf("response.json: status %d body is not JSON (%s): %s", r.r.Status, why, clip(string(r.r.Body), 80))
 			}
 			return v, nil
 		}), nil

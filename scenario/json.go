@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"strings"
 
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -20,15 +21,49 @@ const (
 )
 
 // jsonModule is Starlark's json module with a decode that checks the
-// limits first. Immutable.
+// limits first, and encoders that write DEL as JSON. Immutable.
 var jsonModule = &starlarkstruct.Module{
 	Name: "json",
 	Members: starlark.StringDict{
-		"encode":        json.Module.Members["encode"],
-		"encode_indent": json.Module.Members["encode_indent"],
+		"encode":        starlark.NewBuiltin("json.encode", jsonEncode(json.Module.Members["encode"])),
+		"encode_indent": starlark.NewBuiltin("json.encode_indent", jsonEncode(json.Module.Members["encode_indent"])),
 		"indent":        json.Module.Members["indent"],
 		"decode":        starlark.NewBuiltin("json.decode", jsonDecode),
 	},
+}
+
+// starlarkBuiltin is the Go function of one of Starlark's builtins.
+type starlarkBuiltin = func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)
+
+// jsonEncode mends one of Starlark's encoders: it quotes a string of ASCII
+// with strconv.Quote, which writes DEL (0x7f) as \x7f, and that is not
+// JSON (found by FuzzResponseJSON). It becomes \u007f.
+func jsonEncode(enc starlark.Value) starlarkBuiltin {
+	return func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		v, err := enc.(*starlark.Builtin).CallInternal(th, args, kw)
+		if err != nil {
+			return nil, err
+		}
+		s := string(v.(starlark.String))
+		if !strings.Contains(s, `\x`) {
+			return v, nil
+		}
+		var b strings.Builder
+		b.Grow(len(s) + 8)
+		for i := 0; i < len(s); i++ {
+			switch {
+			case s[i] != '\\' || i+1 == len(s):
+				b.WriteByte(s[i])
+			case s[i+1] == 'x': // \xHH, which only strconv writes
+				b.WriteString(`\u00`)
+				i++
+			default: // another escape, \\ included: both bytes as they are
+				b.WriteString(s[i : i+2])
+				i++
+			}
+		}
+		return starlark.String(b.String()), nil
+	}
 }
 
 // jsonDecode is json.decode(x, default=...): it returns default, when

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -126,5 +127,23 @@ func TestCheckJSONSkipsStrings(t *testing.T) {
 		if err := checkJSON(body); (err == nil) != ok {
 			t.Errorf("%.40q...: error %v, want ok=%v", body, err, ok)
 		}
+	}
+}
+
+// Starlark's encoder wrote DEL as \x7f, which is not JSON: a request's
+// json= body holding one was refused by the target (found by fuzzing).
+func TestEncodedDELIsJSON(t *testing.T) {
+	d := &fakeDoer{status: 200}
+	rec, out := runAction(t, `
+def act(user):
+    if json.encode({"k\x7f": "a\x7fb\\x7f"}) != '{"k\\u007f":"a\\u007fb\\\\x7f"}':
+        fail("json.encode: " + json.encode({"k\x7f": "a\x7fb\\x7f"}))
+    user.http.post("/x", json={"t": "\x7f"})
+`, d)
+	if out != metrics.OK {
+		t.Fatalf("outcome %v: %q", out, last(rec).Message)
+	}
+	if body := string(d.sent[0].Body); body != `{"t":"\u007f"}` || !json.Valid(d.sent[0].Body) {
+		t.Errorf("json= body %q", body)
 	}
 }
