@@ -26,7 +26,7 @@ func runs(t *testing.T, n int, scale float64) []string {
 	if err := os.WriteFile(path, []byte(testbed.PostsScenario(20*time.Millisecond)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := scenario.LoadFile(path)
+	sc, err := scenario.LoadFile(context.Background(), path, scenario.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"net/http/httptest"
 	"net/url"
 	"sync"
@@ -17,7 +18,7 @@ func setup(t *testing.T, src string, grace time.Duration) (*Engine, *metrics.Rec
 	srv := httptest.NewServer(httpbin.New().Handler())
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	sc, err := scenario.Load("e.star", []byte(src))
+	sc, err := scenario.Load(context.Background(), "e.star", []byte(src), scenario.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func load(t *testing.T, src string) *scenario.Scenario {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := scenario.LoadFile(path)
+	sc, err := scenario.LoadFile(context.Background(), path, scenario.Limits{})
 	if err != nil {
 		t.Fatalf("load scenario: %v", err)
 	}

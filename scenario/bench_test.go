@@ -19,7 +19,7 @@ func (nopDoer) Cookies() map[string]string { return nil }
 // cheapest scenario: one Starlark action making one GET, recorded into a
 // real shard. The transport is a no-op, so this is scenario + metrics only.
 func BenchmarkActionOverhead(b *testing.B) {
-	sc, err := Load("b.star", []byte("def hit(user):\n    user.http.get('/', name='GET /')\nactions = [action('Hit', hit)]\n"))
+	sc, err := load("b.star", "def hit(user):\n    user.http.get('/', name='GET /')\nactions = [action('Hit', hit)]\n")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,10 +3,10 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
-	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -19,7 +19,7 @@ func predeclared() starlark.StringDict {
 		"action": starlark.NewBuiltin("action", builtinAction),
 		"check":  starlark.NewBuiltin("check", builtinCheck),
 		"fail":   starlark.NewBuiltin("fail", builtinFail),
-		"json":   json.Module,
+		"json":   jsonModule,
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),
 			"uniform":     starlark.NewBuiltin("think.uniform", thinkUniform),
@@ -109,20 +109,40 @@ func newThink(t Think, b *starlark.Builtin, args starlark.Tuple, kw []starlark.T
 	return &thinkValue{Think: t, src: b.Name() + "(" + strings.Join(parts, ", ") + ")"}
 }
 
+// maxDuration is the longest time.Duration, about 292 years.
+const maxDuration = time.Duration(math.MaxInt64)
+
+// durationSyntax matches what time.ParseDuration reads: it tells a string
+// that failed by overflow from one that is not a duration.
+var durationSyntax = regexp.MustCompile(`^[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // Duration converts a Starlark duration: a string such as "500ms" or "2s",
-// or a number of seconds.
+// or a number of seconds. It may be negative; callers say what they take.
+// One whose size does not fit a time.Duration (about 292 years) is an
+// error, not a wrapped-around value.
 func Duration(v starlark.Value) (time.Duration, error) {
+	tooLong := func(s string) error {
+		return &argError{fmt.Sprintf("duration %s is too long: at most %v (about 292 years)", s, maxDuration.Truncate(time.Second)),
+			`write durations like "250ms", "1.5s" or "2m", or a number of seconds`}
+	}
 	switch x := v.(type) {
 	case starlark.String:
 		d, err := time.ParseDuration(string(x))
 		if err != nil {
+			if durationSyntax.MatchString(string(x)) {
+				return 0, tooLong(x.String())
+			}
 			return 0, &argError{fmt.Sprintf("bad duration %s", x), `write durations like "250ms", "1.5s" or "2m", or a number of seconds`}
 		}
 		return d, nil
 	case starlark.Int, starlark.Float:
-		f, _ := starlark.AsFloat(x)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
+		f, _ := starlark.AsFloat(x) // ±Inf for an int too large for a float
+		if math.IsNaN(f) {
 			return 0, &argError{fmt.Sprintf("bad duration %v", f), "use a finite number of seconds"}
+		}
+		// float64(maxDuration) rounds up to 2^63, which does not fit: hence >=.
+		if ns := f * float64(time.Second); ns >= float64(maxDuration) || ns <= -float64(maxDuration) {
+			return 0, tooLong(fmt.Sprintf("%v s", x))
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}
@@ -180,7 +200,10 @@ func thinkExponential(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	if d[1] == 0 {
-		d[1] = 10 * d[0]
+		d[1] = maxDuration
+		if d[0] < maxDuration/10 {
+			d[1] = 10 * d[0]
+		}
 	}
 	if d[0] <= 0 {
 		return nil, &argError{"think.exponential: mean must be positive", `e.g. think.exponential("2s")`}
@@ -205,6 +228,10 @@ func thinkReference(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	}
 	if err := validRange(lo, avg, b.Name()+" (min, avg)"); err != nil {
 		return nil, err
+	}
+	if avg > maxDuration/2 { // pauses reach 2·avg − min
+		return nil, &argError{fmt.Sprintf("%s: avg %v is too long: at most %v", b.Name(), avg, (maxDuration / 2).Truncate(time.Second)),
+			`e.g. think.reference(min="1s", avg="5s")`}
 	}
 	t := Reference{Min: lo, Avg: avg, Rates: []Rate{{1, 1}}}
 	if rates != nil {

@@ -184,6 +184,12 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		return "", nil, err
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
+	if err := checkMethod(b.Name(), method); err != nil {
+		return "", nil, err
+	}
+	if err := checkURL(b.Name(), rawURL); err != nil {
+		return "", nil, err
+	}
 	req := &h.req
 	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0]}
 	if params != nil && params.Len() > 0 {
@@ -199,19 +205,27 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 	}
 	if h.headers.Len() > 0 { // the transport sends them to the target's origin only
 		for _, it := range h.headers.Items() {
-			req.Defaults = append(req.Defaults, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+			k, v := plain(it[0]), plain(it[1])
+			if err := checkHeader(b.Name(), " (from user.http.headers)", k, v); err != nil {
+				return "", nil, err
+			}
+			req.Defaults = append(req.Defaults, transport.Header{Key: k, Value: v})
 		}
 	}
 	if headers != nil {
 		for _, it := range headers.Items() {
-			req.Header = append(req.Header, transport.Header{Key: plain(it[0]), Value: plain(it[1])})
+			k, v := plain(it[0]), plain(it[1])
+			if err := checkHeader(b.Name(), "", k, v); err != nil {
+				return "", nil, err
+			}
+			req.Header = append(req.Header, transport.Header{Key: k, Value: v})
 		}
 	}
 	switch {
 	case jsonV != nil && bodyV != nil:
 		return "", nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
 	case jsonV != nil:
-		enc, err := starlark.Call(th, json.Module.Members["encode"], starlark.Tuple{jsonV}, nil)
+		enc, err := starlark.Call(th, jsonModule.Members["encode"], starlark.Tuple{jsonV}, nil)
 		if err != nil {
 			return "", nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
 		}
@@ -236,6 +250,9 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		if err != nil {
 			return "", nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
 		}
+		if d <= 0 { // the transport would take it for "the default"
+			return "", nil, fmt.Errorf("%s: timeout= must be more than 0, got %v; leave it out for the run's --timeout", b.Name(), d)
+		}
 		req.Timeout = d
 	}
 	if name == "" {
@@ -256,15 +273,18 @@ func defaultName(method, raw string) string {
 	return method + " " + raw
 }
 
-// expectSet reads expect=: an int, or a list/tuple of ints. nil means the
-// default, any status below 400.
+// expectSet reads expect=: a status, or a list or tuple of statuses, each
+// in [100, 999]. nil means the default, any status below 400.
 func expectSet(v starlark.Value) ([]int, error) {
 	if v == nil || v == starlark.None {
 		return nil, nil
 	}
 	if i, ok := v.(starlark.Int); ok {
-		n, _ := i.Int64()
-		return []int{int(n)}, nil
+		n, err := status(i)
+		if err != nil {
+			return nil, err
+		}
+		return []int{n}, nil
 	}
 	it, ok := v.(starlark.Iterable)
 	if !ok {
@@ -279,10 +299,25 @@ func expectSet(v starlark.Value) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("expect= holds a %s, want statuses such as 200", x.Type())
 		}
-		n, _ := i.Int64()
-		out = append(out, int(n))
+		n, err := status(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("expect= is empty, so no response could succeed; give statuses such as [200, 204], or leave it out for any status below 400")
 	}
 	return out, nil
+}
+
+// status reads one status of expect=: a response's status has three digits.
+func status(i starlark.Int) (int, error) {
+	n, ok := i.Int64()
+	if !ok || n < 100 || n > 999 {
+		return 0, fmt.Errorf("expect= holds %v, which no response has: statuses are 100 to 999", i)
+	}
+	return int(n), nil
 }
 
 func plain(v starlark.Value) string {
@@ -389,9 +424,13 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 			if r.r.Err != nil {
 				return nil, fmt.Errorf("response.json: no response (%v)", r.r.Err)
 			}
+			if err := checkJSON(r.r.Body); err != nil {
+				return nil, fmt.Errorf("response.json: %w", err)
+			}
 			v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{starlark.String(r.r.Body)}, nil)
 			if err != nil {
-				return nil, fmt.Errorf("response.json: status %d body is not JSON: %s", r.r.Status, clip(string(r.r.Body), 80))
+				why := strings.TrimPrefix(err.Error(), "json.decode: ")
+				return nil, fmt.Errorf("response.json: status %d body is not JSON (%s): %s", r.r.Status, why, clip(string(r.r.Body), 80))
 			}
 			return v, nil
 		}), nil

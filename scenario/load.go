@@ -15,6 +15,7 @@
 package scenario
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -39,6 +40,7 @@ type Scenario struct {
 	Think    Think
 	ThinkSrc string      // the think_time as written, for results
 	Checks   []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
+	Limits   Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
 }
 
 // Action is one weighted thing a user does.
@@ -57,7 +59,10 @@ type LoadError struct {
 	Msg       string
 	Hint      string
 	Src       string // the offending line, if known
+	Err       error  // the cause, when callers may branch on it: ErrTooManySteps, ErrLoadTimeout; else nil
 }
+
+func (e *LoadError) Unwrap() error { return e.Err }
 
 func (e *LoadError) Error() string {
 	var b strings.Builder
@@ -78,26 +83,30 @@ func (e *LoadError) Error() string {
 	return b.String()
 }
 
-// LoadFile reads and loads the scenario at path.
-func LoadFile(path string) (*Scenario, error) {
+// LoadFile reads and loads the scenario at path under lim (zero fields
+// take the defaults). Cancelling ctx stops the file's top level.
+func LoadFile(ctx context.Context, path string, lim Limits) (*Scenario, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}
-	return Load(path, src)
+	return Load(ctx, path, src, lim)
 }
 
-// Load loads a scenario from source; path names it in messages.
-func Load(path string, src []byte) (*Scenario, error) {
+// Load loads a scenario from source; path names it in messages. The
+// file's top level runs once, under lim (zero fields take the defaults);
+// cancelling ctx stops it, and Load then returns an error that wraps
+// ctx's. The limits are kept in the Scenario for its users' calls.
+func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, error) {
 	sum := sha256.Sum256(src)
-	sc := &Scenario{Path: path, Hash: "sha256:" + hex.EncodeToString(sum[:])}
+	lim = lim.withDefaults()
+	sc := &Scenario{Path: path, Hash: "sha256:" + hex.EncodeToString(sum[:]), Limits: lim}
 	lines := strings.Split(string(src), "\n")
 	fail := failer(path, lines)
 
-	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
-	globals, err := starlark.ExecFileOptions(execOptions(), thread, path, src, predeclared())
+	globals, err := execTop(ctx, path, src, lim, fail)
 	if err != nil {
-		return nil, loadError(err, path, src, fail)
+		return nil, err
 	}
 
 	var errAt = func(name, msg, hint string) error {
@@ -147,7 +156,7 @@ func Load(path string, src []byte) (*Scenario, error) {
 		sc.Actions = append(sc.Actions, &a.Action)
 	}
 
-	if sc.Checks, err = checksOf(globals, lines, fail); err != nil {
+	if sc.Checks, err = checksOf(globals, lines, fail, "give at least one check(...), or remove checks to use the defaults"); err != nil {
 		return nil, err
 	}
 
@@ -193,8 +202,78 @@ func userFunc(v starlark.Value) (starlark.Callable, error) {
 	return fn, nil
 }
 
+// failFunc makes a LoadError at a position of the file, quoting its line.
+type failFunc = func(pos syntax.Position, msg, hint string) error
+
+// execTop parses a file, checks it, and runs its top level under lim (with
+// its defaults), returning the frozen globals. Every mistake is a
+// LoadError; an interrupted load wraps ctx's error.
+func execTop(ctx context.Context, path string, src []byte, lim Limits, fail failFunc) (starlark.StringDict, error) {
+	f, err := execOptions().Parse(path, src, 0)
+	if err != nil {
+		return nil, loadError(err, path, src, fail)
+	}
+	if n := tooDeep(f); n != nil {
+		pos, _ := n.Span()
+		return nil, fail(pos, fmt.Sprintf("expression nested too deep (more than %d levels)", maxNesting),
+			"split it into parts: each operator of a chain such as 1 + 1 + ... nests one level, as does each call or index of a chain")
+	}
+	pre := predeclared()
+	prog, err := starlark.FileProgram(f, pre.Has)
+	if err != nil {
+		return nil, loadError(err, path, src, fail)
+	}
+	th := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
+	globals, why, err := runTop(ctx, th, lim, func() (starlark.StringDict, error) {
+		g, err := prog.Init(th, pre)
+		g.Freeze()
+		return g, err
+	})
+	if err == nil {
+		return globals, nil
+	}
+	const once = "the top level runs once, at load: is there a loop there that never ends? "
+	var stuck string
+	if errors.Is(err, errStuck) {
+		stuck = " (it was inside a builtin, which goes on until it returns)"
+	}
+	switch why {
+	case haltInterrupt:
+		return nil, fmt.Errorf("load scenario %s: interrupted%s: %w", path, stuck, context.Cause(ctx))
+	case haltSteps:
+		le := fail(evalPos(err, path), fmt.Sprintf("the top level ran more than %d Starlark steps", lim.MaxSteps),
+			once+"If it is meant to do this much, raise the step limit (see Limits in docs/SCENARIOS.md)").(*LoadError)
+		le.Err = ErrTooManySteps
+		return nil, le
+	case haltTimeout:
+		le := fail(evalPos(err, path), fmt.Sprintf("the top level ran longer than %v%s", lim.LoadTimeout, stuck),
+			once+"If it is meant to take this long, raise the load timeout (see Limits in docs/SCENARIOS.md)").(*LoadError)
+		le.Err = ErrLoadTimeout
+		return nil, le
+	}
+	var ie *InternalError
+	if errors.As(err, &ie) {
+		return nil, fmt.Errorf("load scenario %s: %w", path, err)
+	}
+	return nil, loadError(err, path, src, fail)
+}
+
+// evalPos is the innermost position in path of a Starlark error's call
+// stack, or the zero position.
+func evalPos(err error, path string) syntax.Position {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if ee.CallStack[i].Pos.Filename() == path {
+				return ee.CallStack[i].Pos
+			}
+		}
+	}
+	return syntax.Position{}
+}
+
 // loadError turns a Starlark error into a LoadError with a position and hint.
-func loadError(err error, path string, src []byte, fail func(syntax.Position, string, string) error) error {
+func loadError(err error, path string, src []byte, fail failFunc) error {
 	var se syntax.Error
 	if errors.As(err, &se) {
 		pos := se.Pos
@@ -218,21 +297,12 @@ func loadError(err error, path string, src []byte, fail func(syntax.Position, st
 	}
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
-		pos := syntax.Position{}
-		stack := ee.CallStack
-		for i := len(stack) - 1; i >= 0; i-- {
-			if stack[i].Pos.Filename() == path {
-				pos = stack[i].Pos
-				break
-			}
-		}
-		msg := ee.Msg
-		var ae *argError
 		hint := "the scenario's top level runs once at load; see docs/SCENARIOS.md"
+		var ae *argError
 		if errors.As(ee.Unwrap(), &ae) {
 			hint = ae.hint
 		}
-		return fail(pos, msg, hint)
+		return fail(evalPos(err, path), ee.Msg, hint)
 	}
 	return fmt.Errorf("load scenario %s: %w", path, err)
 }
@@ -316,7 +386,8 @@ func editDistance(a, b string) int {
 }
 
 // checksOf reads the optional global checks = [check(...), ...].
-func checksOf(globals starlark.StringDict, lines []string, fail func(syntax.Position, string, string) error) ([]CheckSpec, error) {
+// emptyHint is the hint when the list is empty.
+func checksOf(globals starlark.StringDict, lines []string, fail failFunc, emptyHint string) ([]CheckSpec, error) {
 	v, ok := globals["checks"]
 	if !ok || v == starlark.None {
 		return nil, nil
@@ -325,6 +396,9 @@ func checksOf(globals starlark.StringDict, lines []string, fail func(syntax.Posi
 	if !ok {
 		return nil, fail(globalPos(lines, "checks"), fmt.Sprintf("checks is a %s, want a list of check(...)", v.Type()),
 			`write checks = [check("p99 latency (s)", "histogram_quantile(...)", threshold=2), ...]`)
+	}
+	if list.Len() == 0 {
+		return nil, fail(globalPos(lines, "checks"), "checks is empty", emptyHint)
 	}
 	out := []CheckSpec{}
 	seen := map[string]bool{}
@@ -345,7 +419,7 @@ func checksOf(globals starlark.StringDict, lines []string, fail func(syntax.Posi
 
 // failer returns a function that makes a LoadError at a position of path,
 // quoting the line.
-func failer(path string, lines []string) func(pos syntax.Position, msg, hint string) error {
+func failer(path string, lines []string) failFunc {
 	return func(pos syntax.Position, msg, hint string) error {
 		e := &LoadError{Path: path, Line: pos.Line, Col: pos.Col, Msg: msg, Hint: hint}
 		if pos.Line > 0 && int(pos.Line) <= len(lines) {
@@ -362,20 +436,20 @@ func execOptions() *syntax.FileOptions {
 }
 
 // LoadChecksFile loads a Starlark file that defines only checks = [...],
-// for --checks. The file sees the same builtins as a scenario.
-func LoadChecksFile(path string) ([]CheckSpec, error) {
+// for --checks. The file sees the same builtins as a scenario and runs
+// under the same limits as Load's.
+func LoadChecksFile(ctx context.Context, path string, lim Limits) ([]CheckSpec, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read checks: %w", err)
 	}
 	lines := strings.Split(string(src), "\n")
 	fail := failer(path, lines)
-	thread := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
-	globals, err := starlark.ExecFileOptions(execOptions(), thread, path, src, predeclared())
+	globals, err := execTop(ctx, path, src, lim.withDefaults(), fail)
 	if err != nil {
-		return nil, loadError(err, path, src, fail)
+		return nil, err
 	}
-	checks, err := checksOf(globals, lines, fail)
+	checks, err := checksOf(globals, lines, fail, "give at least one check(...), or leave out --checks to use the defaults")
 	if err != nil {
 		return nil, err
 	}

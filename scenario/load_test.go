@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestLoadErrorsNameFileLineAndFix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Load("s.star", []byte(c.src))
+			_, err := load("s.star", c.src)
 			if err == nil {
 				t.Fatal("loaded without error")
 			}
@@ -61,7 +62,7 @@ func TestLoadErrorsNameFileLineAndFix(t *testing.T) {
 }
 
 func TestLoadGoodScenario(t *testing.T) {
-	sc, err := Load("ok.star", []byte(`
+	sc, err := load("ok.star", `
 def setup(user):
     user.state["n"] = 0
 def teardown(user, reason=None):
@@ -72,7 +73,7 @@ def b(user):
     pass
 actions = [action("A", a, weight=6.5219), action("B", b)]
 think_time = think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])
-`))
+`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ think_time = think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])
 }
 
 func TestChecksInScenario(t *testing.T) {
-	sc, err := Load("c.star", []byte(`
+	sc, err := load("c.star", `
 def a(user):
     pass
 actions = [action("A", a)]
@@ -103,15 +104,20 @@ checks = [
     check("p99 (s)", "histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[20s])) by (le))", threshold=2),
     check("throughput floor", "sum(rate(loadtest_http_request_time_count[20s]))", threshold=10, below=True),
 ]
-`))
+`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sc.Checks) != 2 || sc.Checks[0].Threshold != 2 || !sc.Checks[1].Below || sc.Checks[1].Line != 7 {
 		t.Errorf("checks %+v", sc.Checks)
 	}
-	_, err = Load("c.star", []byte("def a(user):\n    pass\nactions = [action('A', a)]\nchecks = [check('x', 'up', threshold='high')]\n"))
+	_, err = load("c.star", "def a(user):\n    pass\nactions = [action('A', a)]\nchecks = [check('x', 'up', threshold='high')]\n")
 	if err == nil || !strings.Contains(err.Error(), "c.star:4:") || !strings.Contains(err.Error(), "threshold is a string, want a number") {
 		t.Errorf("non-number threshold: %v", err)
 	}
+}
+
+// load loads a scenario from source with the default limits.
+func load(path, src string) (*Scenario, error) {
+	return Load(context.Background(), path, []byte(src), Limits{})
 }

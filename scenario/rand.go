@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"go.starlark.net/starlark"
@@ -36,7 +37,13 @@ func (v *randValue) Attr(name string) (starlark.Value, error) {
 			if hi < lo {
 				return nil, fmt.Errorf("%s: hi %d < lo %d", b.Name(), hi, lo)
 			}
-			return starlark.MakeInt(lo + v.r.IntN(hi-lo+1)), nil
+			// In unsigned arithmetic hi-lo neither overflows nor, for the
+			// whole int64 range, does span+1 reach IntN's 0 (which panics).
+			span := uint64(hi) - uint64(lo)
+			if span == math.MaxUint64 {
+				return starlark.MakeInt(int(v.r.Uint64())), nil
+			}
+			return starlark.MakeInt(int(uint64(lo) + v.r.Uint64N(span+1))), nil
 		}
 	case "float": // float(): in [0, 1)
 		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
@@ -47,9 +54,16 @@ func (v *randValue) Attr(name string) (starlark.Value, error) {
 		}
 	case "chance": // chance(p): True with probability p in [0, 1]
 		fn = func(b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			var p float64
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &p); err != nil {
+			var pv starlark.Value
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &pv); err != nil {
 				return nil, err
+			}
+			p, ok := starlark.AsFloat(pv) // an int too: chance(1)
+			if !ok {
+				return nil, fmt.Errorf("%s: p is a %s, want a probability in [0, 1]", b.Name(), pv.Type())
+			}
+			if !(0 <= p && p <= 1) { // NaN included
+				return nil, fmt.Errorf("%s: p is %v, want a probability in [0, 1]", b.Name(), pv)
 			}
 			return starlark.Bool(v.r.Float64() < p), nil
 		}

@@ -42,7 +42,7 @@ type Exponential struct{ MeanD, Max time.Duration }
 
 func (e Exponential) Factor(*rand.Rand) float64 { return 1 }
 func (e Exponential) Next(r *rand.Rand, f float64) time.Duration {
-	d := time.Duration(r.ExpFloat64() * float64(e.MeanD))
+	d := durationOf(r.ExpFloat64() * float64(e.MeanD))
 	return scale(min(d, e.Max), f)
 }
 
@@ -64,18 +64,29 @@ type Reference struct {
 }
 
 func (t Reference) Factor(r *rand.Rand) float64 {
+	top := t.topShare()
 	total := 0.0
 	for _, x := range t.Rates {
-		total += x.Share
+		total += x.Share / top
 	}
 	u := r.Float64() * total
 	for _, x := range t.Rates {
-		if u < x.Share {
+		if u < x.Share/top {
 			return x.Rate
 		}
-		u -= x.Share
+		u -= x.Share / top
 	}
 	return t.Rates[len(t.Rates)-1].Rate
+}
+
+// topShare is the largest share. Shares are relative: dividing them by it
+// keeps their sum finite.
+func (t Reference) topShare() float64 {
+	top := 0.0
+	for _, x := range t.Rates {
+		top = max(top, x.Share)
+	}
+	return top
 }
 
 func (t Reference) Next(r *rand.Rand, f float64) time.Duration {
@@ -84,19 +95,31 @@ func (t Reference) Next(r *rand.Rand, f float64) time.Duration {
 }
 
 func (t Reference) Mean() time.Duration {
+	top := t.topShare()
 	total, sum := 0.0, 0.0
 	for _, x := range t.Rates {
-		total += x.Share
-		sum += x.Share * x.Rate
+		total += x.Share / top
+		sum += x.Share / top * x.Rate
 	}
 	return scale(t.Avg, sum/total)
 }
 
+// scale multiplies d by a rate factor f > 0, saturating at the longest
+// duration.
 func scale(d time.Duration, f float64) time.Duration {
 	if f == 1 {
 		return d
 	}
-	return time.Duration(math.Round(float64(d) * f))
+	return durationOf(math.Round(float64(d) * f))
+}
+
+// durationOf converts nanoseconds >= 0 to a Duration, saturating where a
+// conversion would wrap around (to a negative pause, on amd64).
+func durationOf(ns float64) time.Duration {
+	if ns >= float64(maxDuration) || math.IsNaN(ns) {
+		return maxDuration
+	}
+	return time.Duration(ns)
 }
 
 func validRange(lo, hi time.Duration, what string) error {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -57,8 +58,11 @@ type User struct {
 	factor float64
 	cum    []float64
 
+	canceled atomic.Pointer[string] // the reason given to Cancel, once it was called
+
 	// the action running now
 	failed, timedOut bool
+	overSteps        bool // it ran past sc.Limits.MaxSteps
 	why              string
 }
 
@@ -71,6 +75,10 @@ func NewUser(sc *Scenario, env Env) *User {
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
 	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
+	u.thread.OnMaxSteps = stopAtLine(func(*starlark.Thread) bool { return true }, func(th *starlark.Thread) {
+		u.overSteps = true
+		th.Cancel("step limit")
+	})
 	u.thread.Print = func(_ *starlark.Thread, msg string) {
 		if env.Print != nil {
 			env.Print(env.ID, msg)
@@ -78,9 +86,15 @@ func NewUser(sc *Scenario, env Env) *User {
 	}
 	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
+	// Weights are relative: dividing by the largest keeps their sum finite
+	// (two weights of 1e308 would make it +Inf, and only one action run).
+	top := 0.0
+	for _, a := range sc.Actions {
+		top = max(top, a.Weight)
+	}
 	total := 0.0
 	for _, a := range sc.Actions {
-		total += a.Weight
+		total += a.Weight / top
 		u.cum = append(u.cum, total)
 	}
 	u.factor = sc.Think.Factor(u.choose)
@@ -129,20 +143,38 @@ func (u *User) Teardown() metrics.Outcome {
 func (u *User) Run(a *Action) metrics.Outcome { return u.call(a.Name, a.Fn) }
 
 // Cancel stops the Starlark code at its next step. Safe from any goroutine.
-// The engine pairs it with cancelling the user's HTTP client.
-func (u *User) Cancel(reason string) { u.thread.Cancel(reason) }
+// The engine pairs it with cancelling the user's HTTP client. The action
+// running then, and any later call, ends as metrics.Canceled with the
+// message "cancelled: " + reason.
+func (u *User) Cancel(reason string) {
+	u.canceled.CompareAndSwap(nil, &reason) // before the thread's, which call reads after it
+	u.thread.Cancel(reason)
+}
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
-	u.failed, u.timedOut, u.why = false, false, ""
+	u.failed, u.timedOut, u.overSteps, u.why = false, false, false, ""
+	u.thread.Steps = 0 // the step limit is per call
+	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
-	if u.args == nil {
-		u.args = starlark.Tuple{u.value}
-	}
-	_, err := starlark.Call(u.thread, fn, u.args, nil)
+	err := u.guardedCall(fn)
 	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
-	switch {
-	case err != nil && strings.Contains(err.Error(), "Starlark computation cancelled"):
-		s.Outcome = metrics.Canceled
+	var ie *InternalError
+	switch reason := u.canceled.Load(); {
+	case err != nil && reason != nil:
+		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
+	case u.overSteps:
+		s.Outcome = metrics.Failed
+		s.Message = fmt.Sprintf("%s: stopped after %d Starlark steps, the limit of one call: a loop that never ends? "+
+			"If it is meant to do this much, raise the step limit (see Limits in docs/SCENARIOS.md)",
+			scriptPos(err, u.sc.Path), u.sc.Limits.withDefaults().MaxSteps)
+		// The limit cancelled the thread; let the next call run, unless
+		// Cancel came meanwhile (its own thread.Cancel lost to ours).
+		u.thread.Uncancel()
+		if r := u.canceled.Load(); r != nil {
+			u.thread.Cancel(*r)
+		}
+	case errors.As(err, &ie):
+		s.Outcome, s.Message = metrics.Failed, ie.Error()
 	case err != nil:
 		s.Outcome, s.Message = metrics.Failed, scriptError(err, u.sc.Path)
 	case u.failed:
@@ -152,6 +184,22 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	}
 	u.env.Record.Record(s)
 	return s.Outcome
+}
+
+// guardedCall calls fn(user), turning a panic (in a builtin, in the Doer)
+// into an *InternalError, so that it fails this action and not the process.
+// Starlark pops its frames as the panic passes, so the thread stays usable.
+func (u *User) guardedCall(fn starlark.Callable) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newInternalError(p)
+		}
+	}()
+	if u.args == nil {
+		u.args = starlark.Tuple{u.value}
+	}
+	_, err = starlark.Call(u.thread, fn, u.args, nil)
+	return err
 }
 
 // noteRequest lets a failed request fail the action it belongs to.
@@ -177,14 +225,21 @@ func scriptError(err error, path string) string {
 	}
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
-		for i := len(ee.CallStack) - 1; i >= 0; i-- {
-			if p := ee.CallStack[i].Pos; p.Filename() == path {
-				return fmt.Sprintf("%s:%d: %s", shortPath(path), p.Line, ee.Msg)
-			}
+		if p := evalPos(err, path); p.Line > 0 {
+			return fmt.Sprintf("%s:%d: %s", shortPath(path), p.Line, ee.Msg)
 		}
 		return ee.Msg
 	}
 	return err.Error()
+}
+
+// scriptPos is "file:line" of the innermost scenario line of a Starlark
+// error, or the file alone.
+func scriptPos(err error, path string) string {
+	if p := evalPos(err, path); p.Line > 0 {
+		return fmt.Sprintf("%s:%d", shortPath(path), p.Line)
+	}
+	return shortPath(path)
 }
 
 func shortPath(p string) string {

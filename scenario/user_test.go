@@ -30,7 +30,7 @@ func (s *samples) Record(x metrics.Sample) { *s = append(*s, x) }
 
 func runAction(t *testing.T, src string, d *fakeDoer) (*samples, metrics.Outcome) {
 	t.Helper()
-	sc, err := Load("u.star", []byte(src+"\nactions = [action('A', act)]\n"))
+	sc, err := load("u.star", src+"\nactions = [action('A', act)]\n")
 	if err != nil {
 		t.Fatal(err)
 	}

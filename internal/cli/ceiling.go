@@ -105,7 +105,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, out, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}
@@ -227,7 +227,7 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]
 	specs := sc.Checks
 	if f.checks != "" {
 		var err error
-		if specs, err = scenario.LoadChecksFile(f.checks); err != nil {
+		if specs, err = scenario.LoadChecksFile(context.Background(), f.checks, scenario.Limits{}); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/url"
@@ -57,8 +58,8 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 
 // load reads the scenario and checks the output directory, reporting a
 // mistake in either as a usage error.
-func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, string, int, bool) {
-	sc, err := scenario.LoadFile(path)
+func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.Scenario, string, int, bool) {
+	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return nil, "", ExitUsage, false

@@ -57,7 +57,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, out, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}

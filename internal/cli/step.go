@@ -80,7 +80,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, out, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}
