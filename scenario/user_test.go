@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -127,5 +128,27 @@ def act(user):
 	}
 	if a.Outcome != metrics.Failed || a.Status != 503 || b.Outcome != metrics.OK {
 		t.Errorf("a %+v b %+v", a, b)
+	}
+}
+
+// TestReadingTheBodyDoesNotCopyIt: r.text of a large body is a view of the
+// response, not a second copy of it.
+func TestReadingTheBodyDoesNotCopyIt(t *testing.T) {
+	d := &fakeDoer{status: 200, body: strings.Repeat("x", 8<<20)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, out := runAction(t, `
+def act(user):
+    r = user.http.get("/big")
+    if len(r.text) != 8 * 1024 * 1024 or r.text[:3] != "xxx":
+        fail("bad text")
+`, d)
+	runtime.ReadMemStats(&after)
+	if out != metrics.OK {
+		t.Fatalf("outcome %v", out)
+	}
+	// the fake server's own copy of the body is 8 MiB; a copy for r.text would double it
+	if got := after.TotalAlloc - before.TotalAlloc; got > 12<<20 {
+		t.Errorf("reading an 8 MiB body allocated %d MiB", got>>20)
 	}
 }

@@ -51,7 +51,7 @@ type Request struct {
 type Response struct {
 	Status    int
 	RawHeader []byte // the status line and headers, as serialized; see Headers
-	Body      []byte
+	Body      []byte // the caller's: the client never writes to it again (it may be viewed as a string without copying)
 	Latency   time.Duration
 	BytesIn   int64 // bytes read from the connection for this request
 	BytesOut  int64 // bytes written
