@@ -91,7 +91,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		if !now.Before(nextSave) {
 			b.finish(s, steady, ramp, result.Running)
 			s.server(from, s.mark(now))
-			_ = s.write(steady) // a failed checkpoint is retried at the next one and at the end
+			s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, res, steady) })
 			nextSave = nextSave.Add(b.Save)
 		}
 		return true
@@ -110,7 +110,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if status == result.Interrupted && steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")
 	}
-	return res, s.write(steady)
+	return res, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, steady) })
 }
 
 // finish fills the figures of the result from the snapshots.

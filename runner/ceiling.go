@@ -198,7 +198,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		if !now.Before(nextSave) {
 			c.finish(s, levels, result.Running)
 			s.server(from, s.mark(now))
-			_ = s.write(nil)
+			s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, res, nil) })
 			nextSave = nextSave.Add(c.Save)
 		}
 		if d.Done {
@@ -218,7 +218,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	s.stop()
 	snap := c.finish(s, levels, status)
 	s.server(from, s.mark(time.Now()))
-	return res, s.write(snap)
+	return res, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) })
 }
 
 // evaluate evaluates the active checks; a check whose required metric no

@@ -42,7 +42,39 @@ type Common struct {
 	OnAction func(int, string) // optional: see engine.Config
 	Tick     time.Duration     // collection period; default 1 s
 	Save     time.Duration     // checkpoint period; default 10 s
+
+	// FS is where the result is written; nil is the real file system.
+	FS result.FS
+	// FallbackDir is where the result goes when Out cannot take it at
+	// the end, in a new directory headroom-<kind>-<time>; "" is
+	// os.TempDir().
+	FallbackDir string
 }
+
+// WriteError is Run's error when a run went its course but its result
+// could not be written to Out. Run still returns the result; it was
+// written to Fallback instead, unless Fallback is "" (FallbackErr says
+// why). The checkpoint Out held was removed so that it does not pass for
+// the answer, unless Stale says why it could not be.
+type WriteError struct {
+	Out, Fallback    string
+	Err, FallbackErr error
+	Stale            error
+}
+
+func (e *WriteError) Error() string {
+	msg := fmt.Sprintf("could not write the result to %s: %v", e.Out, e.Err)
+	if e.Fallback == "" {
+		return msg + fmt.Sprintf("; nor to a fallback directory: %v. The result is lost; the tables above are all there is", e.FallbackErr)
+	}
+	msg += "; the result is in " + e.Fallback + " instead"
+	if e.Stale != nil {
+		msg += fmt.Sprintf(" (%s still holds an older checkpoint, status %q: %v)", e.Out, result.Running, e.Stale)
+	}
+	return msg
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // CheckTarget fails when nothing accepts connections at target.
 func CheckTarget(target *url.URL, timeout time.Duration) error {
@@ -88,6 +120,11 @@ func (c *Common) open(kind string) (*session, error) {
 	}
 	if err := CheckTarget(c.Target, 3*time.Second); err != nil {
 		return nil, err
+	}
+	if c.Out != "" {
+		if err := c.writer().Probe(c.Out); err != nil {
+			return nil, fmt.Errorf("cannot write the result to %s: %v\n  hint: choose another --out, or make room there", c.Out, err)
+		}
 	}
 	var obs metrics.Observer
 	if c.Prom != nil {
@@ -224,12 +261,43 @@ func (s *session) namesNote() string {
 		metrics.MaxNames, metrics.OtherName)
 }
 
-// checkpoint writes the result so far, if there is an output directory.
-func (s *session) write(snap *metrics.Snapshot) error {
+func (c *Common) writer() result.Writer { return result.Writer{FS: c.FS} }
+
+// checkpoint writes the result so far into Out, if there is one, with
+// write. A failed checkpoint is retried at the next one and at the end.
+func (s *session) checkpoint(write func(w result.Writer, dir string) error) {
+	if s.c.Out != "" {
+		_ = write(s.c.writer(), s.c.Out)
+	}
+}
+
+// save writes the final result into Out, if there is one, with write;
+// when Out cannot take it, into a new fallback directory, removing the
+// stale checkpoint from Out. The error is then a *WriteError.
+func (s *session) save(write func(w result.Writer, dir string) error) error {
 	if s.c.Out == "" {
 		return nil
 	}
-	return result.Write(s.c.Out, s.res, snap)
+	w := s.c.writer()
+	err := write(w, s.c.Out)
+	if err == nil {
+		return nil
+	}
+	we := &WriteError{Out: s.c.Out, Err: err}
+	parent := s.c.FallbackDir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, ferr := w.NewDir(parent, "headroom-"+s.res.Kind+"-", s.start)
+	if ferr == nil {
+		ferr = write(w, dir)
+	}
+	if ferr != nil {
+		we.FallbackErr = ferr
+		return we
+	}
+	we.Fallback, we.Stale = dir, w.Discard(s.c.Out)
+	return we
 }
 
 func sumCounts(ss []metrics.Summary) int64 {

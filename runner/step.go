@@ -130,7 +130,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 		}
 		if !now.Before(nextSave) {
 			r.finish(result.Running)
-			_ = r.write() // a failed checkpoint is retried at the next one and at the end
+			s.checkpoint(r.write)
 			nextSave = nextSave.Add(st.Save)
 		}
 		return more
@@ -150,7 +150,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	// level's in-flight requests at its end, it counts in no level.
 	r.exclude()
 	r.finish(status)
-	return res, r.write()
+	return res, s.save(r.write)
 }
 
 // stepRun is a step run in progress.
@@ -358,16 +358,13 @@ func (r *stepRun) finish(status string) {
 	}
 }
 
-// write writes the result and the histograms of every level held.
-func (r *stepRun) write() error {
-	if r.s.c.Out == "" {
-		return nil
-	}
+// write writes the result and the histograms of every level held into dir.
+func (r *stepRun) write(w result.Writer, dir string) error {
 	levels := map[int]*metrics.Snapshot{}
 	for _, l := range r.levels {
 		if l.held > 0 {
 			levels[l.users] = l.snap
 		}
 	}
-	return result.WriteStep(r.s.c.Out, r.s.res, r.held, levels)
+	return w.WriteStep(dir, r.s.res, r.held, levels)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -105,13 +105,29 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code
 	}
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	return f.run(ctx, env, args, sc, target, out)
+}
+
+// run is the part of ceilingCmd that runs once --out is reserved: it
+// releases --out whenever it returns before the run starts.
+func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scenario.Scenario, target *url.URL, out *outDir) int {
+	started := false
+	defer func() {
+		if !started {
+			out.release()
+		}
+	}()
 	var err error
 
-	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration}
+	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration}
 	c.Prom = metrics.NewProm()
 	stop, err := f.serveMetrics(env, &c.Common)
 	if err != nil {
@@ -158,7 +174,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		defaultsHas = has
 	}
 	c.Has = has
-	c.Checks, err = checksFor(f, sc, defaultsHas)
+	c.Checks, err = checksFor(*f, sc, defaultsHas)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
@@ -179,7 +195,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 			Settle: settle, Judge: f.judge, RampRate: f.rampRate})
 	}
 
-	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target, sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
 	for _, ch := range c.Checks {
 		op := ">"
 		if ch.Below {
@@ -194,17 +210,13 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if !f.quiet {
 		c.Progress = newCeilingProgress(env).update
 	}
+	started = true
 	res, err := c.Run(ctx)
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printCeiling(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s/%s\n", out, result.ResultFile)
-	writeReports(env, out, res, f.noReport)
-	if !res.Ceiling.SupportedUsers.Found {
+	code := finish(env, out, res, err, f.noReport, printCeiling)
+	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}
-	return ExitOK
+	return code
 }
 
 func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
@@ -243,11 +255,4 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-func outDir(out string) (string, error) {
-	if out == "" {
-		out = "runs/" + time.Now().Format("20060102-150405")
-	}
-	return out, checkOut(out)
 }

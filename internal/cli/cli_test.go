@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
@@ -162,5 +163,41 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 		} else if p99 := float64(h.Hist.ValueAtPercentile(99)) / 1000; p99 != s.P99Ms {
 			t.Errorf("%q: p99 from histograms.json %.3f != result.json %.3f", s.Name, p99, s.P99Ms)
 		}
+	}
+}
+
+// An --out that holds a result is refused before anything is sent, with
+// a message naming the old result and both fixes; --force lets the run
+// go on (here to an unreachable target, so nothing is overwritten).
+func TestOutHoldingAResultNeedsForce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "old")
+	started := time.Date(2026, 11, 23, 6, 40, 1, 0, time.Local)
+	if err := result.Write(dir, &result.Result{Kind: "step", Status: result.Completed, StartedAt: started}, nil); err != nil {
+		t.Fatal(err)
+	}
+	good := write(t, t.TempDir(), "good.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	for _, cmd := range []string{"run", "step", "ceiling"} {
+		code, _, stderr := headroom(t, cmd, good, "--target", "http://127.0.0.1:1", "--levels", "1", "--out", dir)
+		if cmd != "step" {
+			code, _, stderr = headroom(t, cmd, good, "--target", "http://127.0.0.1:1", "--out", dir)
+		}
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d", cmd, code, ExitUsage)
+		}
+		for _, w := range []string{dir + " already holds a step result from 2026-11-23 06:40:01 (status completed)", "--force", "another --out"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", cmd, w, stderr)
+			}
+		}
+		if strings.Contains(stderr, "cannot reach target") {
+			t.Errorf("%s: the target was tried before --out was checked", cmd)
+		}
+	}
+	code, _, stderr := headroom(t, "run", good, "--target", "http://127.0.0.1:1", "--out", dir, "--force")
+	if code != ExitError || !strings.Contains(stderr, "cannot reach target") {
+		t.Errorf("with --force: exit %d, want %d at the target check:\n%s", code, ExitError, stderr)
+	}
+	if r, err := result.Read(dir); err != nil || r.Kind != "step" {
+		t.Errorf("a run that never started changed the old result: %v %+v", err, r)
 	}
 }

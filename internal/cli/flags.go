@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -17,12 +19,14 @@ type loadFlags struct {
 	seed                            uint64
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
+	force                           bool
 	scrape                          multi
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to, e.g. http://127.0.0.1:8065 (required)")
-	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>")
+	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>, always a new directory")
+	fs.BoolVar(&f.force, "force", false, "overwrite the result --out holds already (without it, an --out that holds a result is refused)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams: same seed, same sequence of actions")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout, dial included; a request past it counts as a timeout, not an error (it fires up to 1% late)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
@@ -55,19 +59,26 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	return pos[0], target, 0, true
 }
 
-// load reads the scenario and checks the output directory, reporting a
-// mistake in either as a usage error.
-func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, string, int, bool) {
+// load reads the scenario and checks --out, reporting a mistake in
+// either as a usage error. It writes nothing.
+func (f *loadFlags) load(env Env, path string) (*scenario.Scenario, int, bool) {
 	sc, err := scenario.LoadFile(path)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
-		return nil, "", ExitUsage, false
+		return nil, ExitUsage, false
 	}
-	out, err := outDir(f.out)
-	if err != nil {
-		return nil, "", fail(env, ExitUsage, "%v", err), false
+	if f.out == "" {
+		return sc, 0, true
 	}
-	return sc, out, 0, true
+	err = result.CheckOut(f.out, f.force)
+	var exists *result.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return nil, fail(env, ExitUsage, "--out %v\n  fix: --force to overwrite it, or another --out (the default, runs/<time>, is always a new directory)", err), false
+	case err != nil:
+		return nil, fail(env, ExitUsage, "--out %v; choose another", err), false
+	}
+	return sc, 0, true
 }
 
 // common is what every run gets from these flags.

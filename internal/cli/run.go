@@ -7,12 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
 
@@ -57,13 +54,18 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code
 	}
-	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out), Users: f.users, Ramp: f.ramp, Duration: f.duration}
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration}
 	stop, err := f.serveMetrics(env, &b.Common)
 	if err != nil {
+		out.release()
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
@@ -72,18 +74,12 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		pr = newProgress(env)
 		b.Progress = pr.update
 	}
-	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target, f.users, f.ramp, f.duration, f.seed)
+	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target.Redacted(), f.users, f.ramp, f.duration, f.seed)
 	res, err := b.Run(ctx)
 	if pr != nil {
 		pr.done()
 	}
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printSummary(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
-	writeReports(env, out, res, f.noReport)
-	return ExitOK
+	return finish(env, out, res, err, f.noReport, printSummary)
 }
 
 func parseTarget(s string) (*url.URL, error) {
@@ -95,25 +91,6 @@ func parseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("--target %q is not an http(s) URL; write e.g. http://127.0.0.1:8065", s)
 	}
 	return u, nil
-}
-
-// checkOut refuses to overwrite a directory that holds something other
-// than a headroom result.
-func checkOut(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--out %s: %v", dir, err)
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, result.ResultFile)); err == nil {
-		return nil // a previous result: overwritten
-	}
-	return fmt.Errorf("--out %s exists and is not a headroom result directory; choose another", dir)
 }
 
 func serveMetrics(addr string, p *metrics.Prom) (func(), error) {

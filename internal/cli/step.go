@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -80,33 +79,33 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
-	sc, out, code, ok := f.load(env, path)
+	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code
 	}
-	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out), Levels: levels, Hold: f.hold, Settle: f.settle,
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out.path), Levels: levels, Hold: f.hold, Settle: f.settle,
 		RampRate: f.rampRate, SetupTimeout: f.setupTimeout}
 	stop, err := f.serveMetrics(env, &st.Common)
 	if err != nil {
+		out.release()
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
 	pr := newStepProgress(env, levels, f.quiet)
 	st.Progress = pr.update
 	fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
-		sc.Path, target, joinInts(levels), f.hold, f.settle, f.seed)
+		sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, f.seed)
 	res, err := st.Run(ctx)
 	pr.done()
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printStep(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
-	writeReports(env, out, res, f.noReport)
-	if res.Step.Stopped != "" {
+	code = finish(env, out, res, err, f.noReport, printStep)
+	if code == ExitOK && res.Step.Stopped != "" {
 		return ExitError
 	}
-	return ExitOK
+	return code
 }
 
 // parseLevels reads "48,96,162" and checks the levels increase.
