@@ -45,13 +45,18 @@ type Result struct {
 	Config    Config    `json:"config"`
 
 	// Window is the measured part of the run: after the ramp, until the
-	// users were stopped. Requests, Actions and Totals cover it.
+	// duration ended (or the interrupt came); Requests, Actions and Totals
+	// cover it.
 	Window   Window            `json:"window"`
 	Totals   metrics.Summary   `json:"totals"`
 	Requests []metrics.Summary `json:"requests"`
 	Actions  []metrics.Summary `json:"actions"`
 	// Ramp figures, kept apart so they do not blur the table.
 	RampTotals metrics.Summary `json:"ramp_totals"`
+	// StoppingTotals, bounded runs: requests that ended after the window,
+	// while users finished their actions (within the grace period), kept
+	// apart so the stop does not stretch the window.
+	StoppingTotals metrics.Summary `json:"stopping_totals,omitzero"`
 
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only

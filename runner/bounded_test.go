@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"math"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -307,5 +308,26 @@ func TestTooManyRequestNamesAreNoted(t *testing.T) {
 	}
 	if res.Totals.Count <= 1100 {
 		t.Fatalf("only %d requests: too few to overflow the name bound", res.Totals.Count)
+	}
+}
+
+// The window of a bounded run ends with its duration: requests that end
+// while users finish their actions are counted apart and do not stretch
+// it, so req/s is over the duration asked for.
+func TestWindowEndsWithTheDuration(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/delay/0.6', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Grace: 3 * time.Second}, Users: 3, Duration: 2 * time.Second})
+	if res.Window.Seconds < 1.9 || res.Window.Seconds > 2.3 || res.Window.End > 2.3 {
+		t.Errorf("window %+v for a 2 s duration with no ramp", res.Window)
+	}
+	if res.StoppingTotals.Count == 0 {
+		t.Errorf("no request counted while stopping (each of 3 users was mid-request at the end): %+v", res.StoppingTotals)
+	}
+	if res.Totals.Count == 0 || math.Abs(res.Totals.RPS-float64(res.Totals.Count)/res.Window.Seconds) > 0.01 {
+		t.Errorf("req/s %.2f is not count %d over the window %.2f s", res.Totals.RPS, res.Totals.Count, res.Window.Seconds)
+	}
+	if got := res.Totals.Count + res.StoppingTotals.Count + res.RampTotals.Count; got > 3*5 {
+		t.Errorf("%d requests of 0.6 s from 3 users in about 2.6 s", got)
 	}
 }
