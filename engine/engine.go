@@ -37,6 +37,7 @@ type Engine struct {
 	nextID int
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
+	setUp  atomic.Int64 // users that finished setup, ever
 }
 
 // New returns an engine with no users.
@@ -71,7 +72,7 @@ func (e *Engine) SetUsers(n int) {
 
 func (e *Engine) newUser(id int) *vu {
 	client := transport.NewClient(transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure})
-	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late}
+	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: client, Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 	})
@@ -126,6 +127,10 @@ func (e *Engine) Ready() int {
 	}
 	return n
 }
+
+// SetUp returns how many users have finished setup since the engine
+// began, removed ones included: 0 means no user ever got past setup.
+func (e *Engine) SetUp() int64 { return e.setUp.Load() }
 
 // Late returns how many think-time wake-ups came more than lateAfter (50 ms) late: a
 // sign that the generator itself is short of CPU.

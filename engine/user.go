@@ -47,7 +47,8 @@ type vu struct {
 	stop     chan struct{} // closed when the user is asked to stop
 	done     chan struct{} // closed when its goroutine has ended
 	canceled atomic.Bool
-	late     *atomic.Int64 // engine-wide count of wake-ups later than 10 ms
+	late     *atomic.Int64 // engine-wide count of wake-ups later than lateAfter
+	setUp    *atomic.Int64 // engine-wide count of users past setup
 }
 
 func (v *vu) State() State { return State(v.state.Load()) }
@@ -87,6 +88,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 	v.set(SettingUp)
 	for {
 		if v.user.Setup() == metrics.OK {
+			v.setUp.Add(1)
 			break
 		}
 		if v.canceled.Load() || !pause(v.user.Think()) {

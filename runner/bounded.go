@@ -74,6 +74,11 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	s.stop()
 	r.stopping.Merge(s.interval)
 	r.finish(status)
+	if status == result.Completed {
+		if why := s.nothingMeasured(r.steady, "in the measured window"); why != "" {
+			s.markFailed(why)
+		}
+	}
 	s.server(r.from, s.mark(end))
 	if status == result.Interrupted && r.steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")

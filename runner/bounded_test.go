@@ -331,3 +331,42 @@ func TestWindowEndsWithTheDuration(t *testing.T) {
 		t.Errorf("%d requests of 0.6 s from 3 users in about 2.6 s", got)
 	}
 }
+
+// https to a plain HTTP port: every request fails, so the run measured
+// nothing and says so, rather than passing for completed.
+func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
+	target := httpbinServer(t)
+	tls := *target
+	tls.Scheme = "https"
+	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: &tls, Insecure: true}, Users: 2, Duration: time.Second})
+	if res.Status != result.Failed || res.Totals.Count == 0 {
+		t.Fatalf("status %q with %d requests, want failed", res.Status, res.Totals.Count)
+	}
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "the run measured nothing: all ") || !strings.Contains(n, "requests in the measured window failed or timed out (most often: ") {
+		t.Errorf("notes: %s", n)
+	}
+}
+
+func TestNoUserPastSetupIsAFailedRun(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def setup(user):\n    user.http.get('/status/401', name='login')\ndef a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second})
+	if res.Status != result.Failed {
+		t.Fatalf("status %q, want failed", res.Status)
+	}
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "no user finished setup: all ") || !strings.Contains(n, `"login: status 401"`) {
+		t.Errorf("notes: %s", n)
+	}
+}
+
+// A scenario that sends no request measures its actions: one that
+// succeeds is not a failed run.
+func TestActionsWithoutRequestsAreMeasured(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 1, Duration: 500 * time.Millisecond})
+	if res.Status != result.Completed {
+		t.Errorf("status %q, notes %v", res.Status, res.Notes)
+	}
+}

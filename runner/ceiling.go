@@ -217,6 +217,11 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	}
 	s.stop()
 	snap := c.finish(s, levels, status)
+	if status == result.Completed {
+		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
+			s.markFailed(why)
+		}
+	}
 	s.server(from, s.mark(time.Now()))
 	return res, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) })
 }

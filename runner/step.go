@@ -150,6 +150,11 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	// level's in-flight requests at its end, it counts in no level.
 	r.exclude()
 	r.finish(status)
+	if status != result.Interrupted {
+		if why := s.nothingMeasured(r.held, "in the held levels"); why != "" {
+			s.markFailed(why)
+		}
+	}
 	return res, s.save(r.write)
 }
 

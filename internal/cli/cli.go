@@ -14,11 +14,14 @@ import (
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
 var Version = "0.1.0-dev"
 
-// Exit codes.
+// Exit codes (README.md, "Exit codes"; compare's 3 is ExitRegression).
 const (
 	ExitOK    = 0 // done
-	ExitError = 1 // the run could not be done: target unreachable, I/O error, ...
-	ExitUsage = 2 // bad command line or bad scenario; nothing was sent
+	ExitError = 1 // the run could not be done or was cut short: target unreachable, I/O error, stopped by headroom, no ceiling
+	ExitUsage = 2 // bad command line, scenario, checks or --out; nothing was sent
+	// ExitNothing: the run went its course but measured nothing (status
+	// failed): every request failed, or no user finished setup.
+	ExitNothing = 4
 )
 
 // Env is the outside world a command sees.

@@ -201,3 +201,41 @@ func TestOutHoldingAResultNeedsForce(t *testing.T) {
 		t.Errorf("a run that never started changed the old result: %v %+v", err, r)
 	}
 }
+
+// A run that measured nothing (every request failed: https to a plain
+// port; or no user finished setup) has its own status and exit code, and
+// the terminal says so plainly.
+func TestMeasuredNothingExits4(t *testing.T) {
+	t.Parallel()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	dir := t.TempDir()
+	tlsTarget := strings.Replace(tb.URL, "http://", "https://", 1)
+	get := write(t, dir, "get.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	noLogin := write(t, dir, "nologin.star", "def setup(user):\n    user.http.get('/nope', name='login')\ndef a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	cases := []struct {
+		name string
+		args []string
+		why  string
+	}{
+		{"run, https to a plain port", []string{"run", get, "--target", tlsTarget, "--insecure", "--users", "2", "--duration", "1s"}, "requests in the measured window failed or timed out"},
+		{"step, no user past setup", []string{"step", noLogin, "--target", tb.URL, "--levels", "2", "--hold", "1s", "--setup-timeout", "1s"}, "no user finished setup: all "},
+		{"ceiling, https to a plain port", []string{"ceiling", get, "--target", tlsTarget, "--insecure", "--start-users", "2", "--max-users", "4",
+			"--window", "2s", "--judge", "2s", "--max-duration", "8s", "--measure", "0"}, "requests in the whole search failed or timed out"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.Fields(c.name)[0])
+			code, stdout, stderr := headroom(t, append(c.args, "--out", out, "--quiet", "--no-report")...)
+			if code != ExitNothing {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, ExitNothing, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "headroom: the run measured nothing: ") || !strings.Contains(stderr, c.why) {
+				t.Errorf("stderr does not say the run measured nothing (%q):\n%s", c.why, stderr)
+			}
+			if res, err := result.Read(out); err != nil || res.Status != result.Failed {
+				t.Errorf("result: %v, %+v", err, res)
+			}
+		})
+	}
+}

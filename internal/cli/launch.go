@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/result"
@@ -62,6 +63,14 @@ func finish(env Env, out *outDir, res *result.Result, err error, noReport bool, 
 	}
 	if err != nil {
 		return fail(env, ExitError, "%v", err)
+	}
+	if res.Status == result.Failed {
+		for _, n := range res.Notes {
+			if strings.HasPrefix(n, "the run measured nothing") {
+				fmt.Fprintf(env.Stderr, "headroom: %s\n", n)
+			}
+		}
+		return ExitNothing
 	}
 	return ExitOK
 }
