@@ -5,7 +5,9 @@
 package engine
 
 import (
+	"fmt"
 	"net/url"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +29,21 @@ type Config struct {
 	Print    func(user int, msg string)
 	// OnAction, if set, is called from a user's goroutine as each action starts.
 	OnAction func(user int, action string)
+	// OnPanic, if set, is called (from the goroutine that panicked) with
+	// each panic recovered in a goroutine the engine owns: a bug in
+	// headroom, in or out of scenario code. That user is gone; the others
+	// go on. Without it a panic is only kept for Panicked.
+	OnPanic func(*PanicError)
 }
+
+// PanicError is a panic recovered in one of the engine's goroutines.
+type PanicError struct {
+	Where string // "user 3", ...
+	Value any    // what was passed to panic
+	Stack []byte // the goroutine's stack where it panicked
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic in %s: %v", e.Where, e.Value) }
 
 // Engine holds the running users. Safe for concurrent use.
 type Engine struct {
@@ -38,6 +54,7 @@ type Engine struct {
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
+	panic  atomic.Pointer[PanicError]
 }
 
 // New returns an engine with no users.
@@ -61,7 +78,10 @@ func (e *Engine) SetUsers(n int) {
 		e.nextID++
 		v := e.newUser(e.nextID)
 		e.users = append(e.users, v)
-		go v.run(e.cfg.OnAction)
+		go func() {
+			defer e.recover(v)
+			v.run(e.cfg.OnAction)
+		}()
 	}
 	for len(e.users) > n {
 		v := e.users[len(e.users)-1]
@@ -85,6 +105,7 @@ func (e *Engine) retire(v *vu) {
 	e.gone.Add(1)
 	go func() {
 		defer e.gone.Done()
+		defer e.recover(v)
 		t := time.NewTimer(e.cfg.Grace)
 		defer t.Stop()
 		select {
@@ -95,6 +116,24 @@ func (e *Engine) retire(v *vu) {
 		}
 	}()
 }
+
+// recover, deferred in a goroutine of user v, turns a panic into a
+// PanicError for OnPanic and Panicked.
+func (e *Engine) recover(v *vu) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	pe := &PanicError{Where: fmt.Sprintf("user %d", v.id), Value: p, Stack: debug.Stack()}
+	e.panic.CompareAndSwap(nil, pe)
+	if e.cfg.OnPanic != nil {
+		e.cfg.OnPanic(pe)
+	}
+}
+
+// Panicked returns the first panic recovered in the engine's goroutines,
+// or nil.
+func (e *Engine) Panicked() *PanicError { return e.panic.Load() }
 
 // Users returns the number of users running (not counting those stopping).
 func (e *Engine) Users() int {

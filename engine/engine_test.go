@@ -3,6 +3,7 @@ package engine
 import (
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,4 +115,46 @@ func TestUserStates(t *testing.T) {
 	if el := time.Since(start); el > 500*time.Millisecond {
 		t.Errorf("stopping thinking users took %v", el)
 	}
+}
+
+// A panic in a user's goroutine (here in OnAction, headroom's code) is
+// recovered: the engine reports it, that user is done, the others go on
+// and stop as usual.
+func TestPanicInAUserIsRecovered(t *testing.T) {
+	srv := httptest.NewServer(httpbin.New().Handler())
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	sc, err := scenario.Load("e.star", []byte("def a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acted sync.Map
+	got := make(chan *PanicError, 10)
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(2, nil, time.Now),
+		OnAction: func(user int, _ string) {
+			if user == 2 {
+				panic("boom")
+			}
+			acted.Store(user, true)
+		},
+		OnPanic: func(p *PanicError) { got <- p }})
+	e.SetUsers(3)
+	var p *PanicError
+	select {
+	case p = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no panic reported")
+	}
+	if p.Where != "user 2" || p.Value != "boom" || !strings.Contains(string(p.Stack), "engine_test.go") || e.Panicked() != p {
+		t.Errorf("panic reported as %q %v, stack:\n%s", p.Where, p.Value, p.Stack)
+	}
+	waitFor(t, "users 1 and 3 to go on acting", func() bool {
+		_, a := acted.Load(1)
+		_, b := acted.Load(3)
+		return a && b
+	})
+	if n := e.States()[Done]; n != 1 {
+		t.Errorf("%d users done, want the one that panicked", n)
+	}
+	e.Stop()
 }

@@ -55,10 +55,16 @@ func (v *vu) State() State { return State(v.state.Load()) }
 
 func (v *vu) set(s State) { v.state.Store(int32(s)) }
 
-// run is the user's goroutine.
+// run is the user's goroutine. A panic leaves it Done, its connection
+// closed and done closed, for the engine to recover.
 func (v *vu) run(onAction func(user int, action string)) {
 	defer close(v.done)
 	defer v.client.Close()
+	defer func() {
+		if v.State() != Done {
+			v.set(Done) // only a panic gets here before finish
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	// pause waits d, or less if the user is stopped; false means stop.

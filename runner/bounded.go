@@ -38,7 +38,9 @@ type Progress struct {
 
 // Run runs until the duration is over or ctx is done, and returns the
 // result (also written to Out). A cancelled ctx gives an "interrupted"
-// result with what ran, not an error.
+// result with what ran, not an error. A panic in a goroutine of the run
+// stops it with a "stopped" result and an *engine.PanicError; a result
+// Out cannot take gives a *WriteError (see Common.FallbackDir).
 //
 // The measured window runs from the end of the ramp to the end of the
 // duration (or the interrupt). Requests that end after it, while users
@@ -48,7 +50,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if b.Users <= 0 {
 		return nil, fmt.Errorf("users must be at least 1, got %d", b.Users)
 	}
-	s, err := b.open("run")
+	s, err := b.open(ctx, "run")
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +60,8 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
 	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
 
-	interrupted := ticks(ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(ctx, now) })
-	status := result.Completed
-	if interrupted {
-		status = result.Interrupted
-	}
+	ticks(s.ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(s.ctx, now) })
+	status, cause := s.outcome()
 	// The window ends here, with the duration or the interrupt: what
 	// finished since the last tick is its last part.
 	end := time.Now()
@@ -74,6 +73,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	s.stop()
 	r.stopping.Merge(s.interval)
 	r.finish(status)
+	s.noteStop(cause)
 	if status == result.Completed {
 		if why := s.nothingMeasured(r.steady, "in the measured window"); why != "" {
 			s.markFailed(why)
@@ -83,7 +83,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if status == result.Interrupted && r.steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")
 	}
-	return res, s.save(r.write)
+	return res, s.done(cause, s.save(r.write))
 }
 
 // boundedRun is a bounded run in progress.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http/httptest"
 	"net/url"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
@@ -368,5 +371,35 @@ func TestActionsWithoutRequestsAreMeasured(t *testing.T) {
 	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 1, Duration: 500 * time.Millisecond})
 	if res.Status != result.Completed {
 		t.Errorf("status %q, notes %v", res.Status, res.Notes)
+	}
+}
+
+// A panic in a goroutine of the run stops it at once; the result is still
+// written, with status stopped and a note, and Run returns the panic.
+func TestPanicStopsTheRunAndKeepsItsResult(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n")
+	out := filepath.Join(t.TempDir(), "out")
+	var n atomic.Int64
+	start := time.Now()
+	res, err := (&Bounded{Common: Common{Scenario: sc, Target: target, Out: out, Grace: time.Second,
+		OnAction: func(user int, _ string) {
+			if n.Add(1) == 20 {
+				panic("boom")
+			}
+		}}, Users: 2, Duration: time.Minute}).Run(context.Background())
+	var pe *engine.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" {
+		t.Fatalf("err = %v, want the panic", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("the run went on %v after a panic", el)
+	}
+	back, rerr := result.Read(out)
+	if rerr != nil || res == nil || back.Status != result.Stopped || back.Totals.Count == 0 {
+		t.Fatalf("result after a panic: %v %+v", rerr, back)
+	}
+	if n := strings.Join(back.Notes, "\n"); !strings.Contains(n, "internal error, a bug in headroom") || !strings.Contains(n, "panic in user ") {
+		t.Errorf("notes: %s", n)
 	}
 }

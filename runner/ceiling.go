@@ -61,7 +61,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if c.Prom == nil {
 		c.Prom = metrics.NewProm()
 	}
-	s, err := c.open("ceiling")
+	s, err := c.open(ctx, "ceiling")
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,8 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		s.scraper = nil // c.Scraper scrapes for both
 	}
 
-	interrupted := ticks(ctx, c.Tick, func(now time.Time) bool {
+	ctx = s.ctx // ends with the caller's, or when headroom aborts the run
+	ticks(ctx, c.Tick, func(now time.Time) bool {
 		el := now.Sub(s.start)
 		users := s.eng.Ready() // users past setup: the load really applied
 		p := s.collect()
@@ -211,19 +212,17 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 		return true
 	})
-	status := result.Completed
-	if interrupted {
-		status = result.Interrupted
-	}
+	status, cause := s.outcome()
 	s.stop()
 	snap := c.finish(s, levels, status)
+	s.noteStop(cause)
 	if status == result.Completed {
 		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
 			s.markFailed(why)
 		}
 	}
 	s.server(from, s.mark(time.Now()))
-	return res, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) })
+	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) }))
 }
 
 // evaluate evaluates the active checks; a check whose required metric no

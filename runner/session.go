@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -95,7 +96,12 @@ func CheckTarget(target *url.URL, timeout time.Duration) error {
 
 // session is one run in progress: the engine, the recorder, the figures.
 type session struct {
-	c        *Common
+	c *Common
+	// ctx ends the run's loop: done when the caller's parent is (an
+	// interrupt) or when headroom aborts the run (abort, with the cause).
+	ctx, parent context.Context
+	cancel      context.CancelCauseFunc
+
 	rec      *metrics.Recorder
 	eng      *engine.Engine
 	res      *result.Result
@@ -111,7 +117,7 @@ type session struct {
 	busy     atomic.Bool
 }
 
-func (c *Common) open(kind string) (*session, error) {
+func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	if c.Tick <= 0 {
 		c.Tick = time.Second
 	}
@@ -132,14 +138,16 @@ func (c *Common) open(kind string) (*session, error) {
 	}
 	rec := metrics.NewRecorder(0, obs, time.Now)
 	s := &session{
-		c: c, rec: rec,
-		eng: engine.New(engine.Config{
-			Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
-			Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
-		}),
+		c: c, rec: rec, parent: ctx,
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
 		cpu0: cpuTime(), start: time.Now(),
 	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.eng = engine.New(engine.Config{
+		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
+		Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		OnPanic: func(p *engine.PanicError) { s.abort(p) },
+	})
 	if len(c.Scrape) > 0 {
 		s.watch = server.New(c.Scrape, s.start)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)
@@ -198,6 +206,7 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 	go func() {
 		defer s.scraping.Done()
 		defer s.busy.Store(false)
+		defer s.recover("the scrape of " + strings.Join(s.c.Scrape, ", "))
 		s.watch.Attempted(s.scraper.Scrape(ctx, now))
 	}()
 }
@@ -221,7 +230,9 @@ func (s *session) server(from, to *server.Mark) {
 }
 
 // stop stops every user (each within the grace period) and collects the rest.
+// The run's context ends with it.
 func (s *session) stop() {
+	defer s.cancel(context.Canceled)
 	s.setUsers(0)
 	s.eng.Stop()
 	s.collect()

@@ -103,7 +103,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	if rule == (result.KneeRule{}) {
 		rule = result.DefaultKneeRule()
 	}
-	s, err := st.open("step")
+	s, err := st.open(ctx, "step")
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	r.begin(0, s.start)
 	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
 
-	interrupted := ticks(ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
+	ticks(s.ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
 		r.ramp(now)
 		if now.Before(nextTick) {
 			return true
@@ -123,7 +123,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 			nextTick = nextTick.Add(st.Tick)
 		}
 		p := s.collect()
-		s.scrape(ctx, now)
+		s.scrape(s.ctx, now)
 		done, more := r.advance(now)
 		if st.Progress != nil {
 			st.Progress(r.progress(now, p, done))
@@ -135,11 +135,8 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 		}
 		return more
 	})
-	status := result.Completed
-	switch {
-	case interrupted:
-		status = result.Interrupted
-	case r.stopped != "":
+	status, cause := s.outcome()
+	if status == result.Completed && r.stopped != "" {
 		status = result.Stopped
 	}
 	if st.Progress != nil {
@@ -150,12 +147,13 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	// level's in-flight requests at its end, it counts in no level.
 	r.exclude()
 	r.finish(status)
-	if status != result.Interrupted {
+	s.noteStop(cause)
+	if status == result.Completed || (status == result.Stopped && r.stopped != "") {
 		if why := s.nothingMeasured(r.held, "in the held levels"); why != "" {
 			s.markFailed(why)
 		}
 	}
-	return res, s.save(r.write)
+	return res, s.done(cause, s.save(r.write))
 }
 
 // stepRun is a step run in progress.

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -22,6 +24,11 @@ const (
 	// ExitNothing: the run went its course but measured nothing (status
 	// failed): every request failed, or no user finished setup.
 	ExitNothing = 4
+	// ExitInternal: headroom caught a panic of its own, a bug; a run's
+	// result is written (status stopped) when the run had started.
+	// A fatal runtime error, which cannot be caught, kills headroom with
+	// SIGABRT instead (134 in a shell; see cmd/headroom).
+	ExitInternal = 5
 )
 
 // Env is the outside world a command sees.
@@ -29,6 +36,13 @@ type Env struct {
 	Args           []string
 	Stdout, Stderr io.Writer
 	IsTerminal     func(w io.Writer) bool // nil: never a terminal
+	// Getenv reads the environment; nil reads nothing. Commands read only
+	// HEADROOM_TEST_PANIC, a hook for tests (see testHook).
+	Getenv func(key string) string
+	// CrashOutput, if set, is called once a run's result directory exists:
+	// from then on the report of a fatal runtime error also goes to a file
+	// there. The returned function undoes it.
+	CrashOutput func(dir string) (undo func())
 }
 
 type command struct {
@@ -51,8 +65,15 @@ func commands() []command {
 	}
 }
 
-// Main runs the command line and returns the exit code.
-func Main(ctx context.Context, env Env) int {
+// Main runs the command line and returns the exit code. A panic in the
+// command's goroutine is caught here: ExitInternal, with the stack.
+func Main(ctx context.Context, env Env) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(env.Stderr, "headroom: internal error, a bug in headroom (please report it with what follows): panic: %v\n%s", p, debug.Stack())
+			code = ExitInternal
+		}
+	}()
 	if len(env.Args) == 0 || env.Args[0] == "-h" || env.Args[0] == "--help" || env.Args[0] == "help" {
 		usage(env.Stdout)
 		if len(env.Args) == 0 {
@@ -125,4 +146,25 @@ func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 func fail(env Env, code int, format string, a ...any) int {
 	fmt.Fprintf(env.Stderr, "headroom: "+format+"\n", a...)
 	return code
+}
+
+// testHook returns, for the HEADROOM_TEST_PANIC environment variable that
+// only tests set, a function to run as each action starts: "user" panics
+// in a user's goroutine (a bug headroom catches: ExitInternal), "fatal"
+// dies of a fatal runtime error there (one it cannot catch). nil
+// otherwise.
+func testHook(env Env) func(user int, action string) {
+	if env.Getenv == nil {
+		return nil
+	}
+	switch env.Getenv("HEADROOM_TEST_PANIC") {
+	case "user":
+		return func(int, string) { panic("HEADROOM_TEST_PANIC=user") }
+	case "fatal":
+		return func(int, string) {
+			var mu sync.Mutex
+			mu.Unlock() // fatal error: sync: unlock of unlocked mutex
+		}
+	}
+	return nil
 }

@@ -86,7 +86,8 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
-		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		Print:    func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		OnAction: testHook(env),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
@@ -19,23 +20,38 @@ import (
 type outDir struct {
 	path    string
 	created bool
+	undo    func() // of Env.CrashOutput
 }
 
-// reserve picks and, for the default, creates the result directory.
+// reserve creates the result directory: --out, checked writable, or a new
+// runs/<time>. The report of a fatal runtime error goes there from now on.
 func (f *loadFlags) reserve(env Env) (*outDir, int, bool) {
-	if f.out != "" {
+	o := &outDir{path: f.out, undo: func() {}}
+	if f.out == "" {
+		dir, err := result.Writer{}.NewDir("runs", "", time.Now())
+		if err != nil {
+			return nil, fail(env, ExitError, "cannot create a result directory under runs/: %v\n  hint: give one with --out", err), false
+		}
+		o.path, o.created = dir, true
+	} else {
 		_, err := os.Stat(f.out)
-		return &outDir{path: f.out, created: errors.Is(err, os.ErrNotExist)}, 0, true
+		o.created = errors.Is(err, os.ErrNotExist)
+		if err := (result.Writer{}).Probe(f.out); err != nil {
+			o.release()
+			return nil, fail(env, ExitError, "cannot write the result to %s: %v\n  hint: choose another --out, or make room there", f.out, err), false
+		}
 	}
-	dir, err := result.Writer{}.NewDir("runs", "", time.Now())
-	if err != nil {
-		return nil, fail(env, ExitError, "cannot create a result directory under runs/: %v\n  hint: give one with --out", err), false
+	if env.CrashOutput != nil {
+		o.undo = env.CrashOutput(o.path)
 	}
-	return &outDir{path: dir, created: true}, 0, true
+	return o, 0, true
 }
 
 // release undoes reserve for a run that never started.
 func (o *outDir) release() {
+	if o.undo != nil {
+		o.undo()
+	}
 	if o.created {
 		_ = os.Remove(o.path) // only if empty
 	}
@@ -49,28 +65,39 @@ func finish(env Env, out *outDir, res *result.Result, err error, noReport bool, 
 		out.release()
 		return fail(env, ExitError, "%v", err)
 	}
+	defer out.undo()
 	print(env.Stdout, res)
 	where := out.path
 	var we *runner.WriteError
 	if errors.As(err, &we) {
 		where = we.Fallback
-	} else if err != nil {
-		where = ""
 	}
 	if where != "" {
 		fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(where, result.ResultFile))
 		writeReports(env, where, res, noReport)
 	}
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	if res.Status == result.Failed {
+	code := ExitOK
+	switch res.Status {
+	case result.Failed:
+		code = ExitNothing
 		for _, n := range res.Notes {
 			if strings.HasPrefix(n, "the run measured nothing") {
 				fmt.Fprintf(env.Stderr, "headroom: %s\n", n)
 			}
 		}
-		return ExitNothing
+	case result.Stopped:
+		code = ExitError
 	}
-	return ExitOK
+	var pe *engine.PanicError
+	switch {
+	case errors.As(err, &pe):
+	case we != nil:
+		code = fail(env, ExitError, "%v", we)
+	case err != nil:
+		code = fail(env, ExitError, "%v", err)
+	}
+	if pe != nil {
+		code = fail(env, ExitInternal, "internal error, a bug in headroom (please report it with what follows): %v\n%s", pe, pe.Stack)
+	}
+	return code
 }
