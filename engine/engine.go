@@ -20,6 +20,8 @@ import (
 // Config sets up an engine.
 type Config struct {
 	Scenario *scenario.Scenario
+	// Target is where request paths go; credentials in it
+	// (http://user:password@host) are sent as basic authentication.
 	Target   *url.URL
 	Seed     uint64
 	Timeout  time.Duration     // per request; default 10 s
@@ -94,7 +96,7 @@ func (e *Engine) newUser(id int) *vu {
 	client := transport.NewClient(transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure})
 	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
-		ID: id, Seed: e.cfg.Seed, HTTP: client, Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 	})
 	return v
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -157,4 +158,39 @@ func TestPanicInAUserIsRecovered(t *testing.T) {
 		t.Errorf("%d users done, want the one that panicked", n)
 	}
 	e.Stop()
+}
+
+// Credentials in the target URL are sent as basic authentication to the
+// target, unless a request brings its own Authorization.
+func TestTargetCredentialsAreSent(t *testing.T) {
+	got := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path + " " + r.Header.Get("Authorization")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("ann", "s3cret")
+	sc, err := scenario.Load("e.star", []byte(`
+def a(user):
+    user.http.get('/plain')
+    user.http.get('/own', headers={'Authorization': 'Bearer t'})
+actions = [action('A', a)]
+think_time = think.constant('1h')
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(1, nil, time.Now)})
+	e.SetUsers(1)
+	defer e.Stop()
+	for _, want := range []string{"/plain Basic YW5uOnMzY3JldA==", "/own Bearer t"} {
+		select {
+		case h := <-got:
+			if h != want {
+				t.Errorf("server saw %q, want %q", h, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no request")
+		}
+	}
 }

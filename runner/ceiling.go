@@ -66,7 +66,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	res := s.res
-	ci := &result.Ceiling{Evaluator: c.EvaluatorName, Scrape: c.Scrape, Trustworthy: true}
+	ci := &result.Ceiling{Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
 	res.Ceiling = ci
 	for _, ch := range c.Checks {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below})
@@ -127,7 +127,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 					s.watch.Attempted(errs)
 				}
 				for _, err := range errs {
-					msg := err.Error()
+					msg := Redact(err.Error())
 					ci.ScrapeErrors = setErr(ci.ScrapeErrors, msg)
 					if !warned[msg] {
 						warned[msg] = true

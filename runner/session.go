@@ -89,7 +89,7 @@ func CheckTarget(target *url.URL, timeout time.Duration) error {
 	}
 	c, err := net.DialTimeout("tcp", host, timeout)
 	if err != nil {
-		return fmt.Errorf("cannot reach target %s: %v\n  hint: start the server first (e.g. headroom testbed), or fix --target", target, err)
+		return fmt.Errorf("cannot reach target %s: %v\n  hint: start the server first (e.g. headroom testbed), or fix --target", target.Redacted(), err)
 	}
 	return c.Close()
 }
@@ -164,7 +164,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s.res = &result.Result{
 		Kind: kind, Headroom: c.Version, StartedAt: s.start,
 		Config: result.Config{
-			Command: c.Command, Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.String(),
+			Command: RedactAll(c.Command), Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.Redacted(),
 			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(), Think: c.Scenario.ThinkSrc,
 			Connections: "per-user keep-alive", Label: c.Label,
 		},
@@ -227,6 +227,7 @@ func (s *session) server(from, to *server.Mark) {
 		return
 	}
 	s.res.Server = s.watch.Result(from, to)
+	redactServer(s.res.Server)
 }
 
 // stop stops every user (each within the grace period) and collects the rest.

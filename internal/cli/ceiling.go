@@ -145,7 +145,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		if err := remote.Ping(ctx); err != nil {
 			return fail(env, ExitError, "%v", err)
 		}
-		c.Evaluator, c.EvaluatorName = remote, "prometheus "+f.prometheus
+		c.Evaluator, c.EvaluatorName = remote, "prometheus "+runner.Redact(f.prometheus)
 		has = func(m string) bool {
 			_, err := remote.Query(ctx, "count("+m+")", time.Now())
 			return err == nil
@@ -159,7 +159,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 				return fail(env, ExitUsage, "--scrape: %v", err)
 			}
 			if err := c.Scraper.Check(ctx); err != nil {
-				fmt.Fprintf(env.Stderr, "warning: %v\n  checks on its metrics will fail closed until it answers\n", err)
+				fmt.Fprintf(env.Stderr, "warning: %s\n  checks on its metrics will fail closed until it answers\n", runner.Redact(err.Error()))
 			}
 			c.Scraper.Scrape(ctx, time.Now())
 		}

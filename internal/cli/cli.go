@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+
+	"github.com/headroom-dev/headroom/runner"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -143,8 +145,10 @@ func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
+// fail prints a message (any password in a URL there redacted) and
+// returns code.
 func fail(env Env, code int, format string, a ...any) int {
-	fmt.Fprintf(env.Stderr, "headroom: "+format+"\n", a...)
+	fmt.Fprintln(env.Stderr, runner.Redact(fmt.Sprintf("headroom: "+format, a...)))
 	return code
 }
 

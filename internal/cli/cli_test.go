@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +239,59 @@ func TestMeasuredNothingExits4(t *testing.T) {
 				t.Errorf("result: %v, %+v", err, res)
 			}
 		})
+	}
+}
+
+// A password in --target is sent to the target but appears nowhere
+// headroom prints or writes.
+func TestTargetPasswordIsSentButNeverShown(t *testing.T) {
+	tb := testbed.New(testbed.Config{}).Handler()
+	var auth atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			auth.Store(h)
+		}
+		tb.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	target := strings.Replace(srv.URL, "http://", "http://ann:s3cret@", 1)
+	sc := write(t, t.TempDir(), "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := headroom(t, "run", sc, "--target="+target, "--users", "1", "--duration", "1s", "--out", out, "--scrape", target+"/metrics")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if got, _ := auth.Load().(string); got != "Basic YW5uOnMzY3JldA==" {
+		t.Errorf("the target saw Authorization %q", got)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), "s3cret") {
+			t.Errorf("%s holds the password", filepath.Base(f))
+		}
+	}
+	if strings.Contains(stdout+stderr, "s3cret") {
+		t.Errorf("the password was printed:\n%s\n%s", stdout, stderr)
+	}
+	res, _ := result.Read(out)
+	if want := "ann:xxxxx@127.0.0.1"; !strings.Contains(res.Config.Target, want) || !strings.Contains(strings.Join(res.Config.Command, " "), want) {
+		t.Errorf("config: target %q, command %q", res.Config.Target, res.Config.Command)
+	}
+	if code, _, stderr := headroom(t, "run", sc, "--target", "ftp://ann:s3cret@host"); code != ExitUsage || strings.Contains(stderr, "s3cret") {
+		t.Errorf("a bad target's message shows the password (exit %d): %s", code, stderr)
+	}
+}
+
+func TestMetricsListenWarnsBeyondLoopback(t *testing.T) {
+	sc := write(t, t.TempDir(), "s.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	for addr, warn := range map[string]string{":0": "on every interface", "0.0.0.0:0": "on every interface", "127.0.0.1:0": "", "localhost:0": ""} {
+		_, _, stderr := headroom(t, "run", sc, "--target", "http://127.0.0.1:1", "--metrics-listen", addr, "--out", filepath.Join(t.TempDir(), "o"))
+		switch {
+		case warn == "" && strings.Contains(stderr, "warning:"):
+			t.Errorf("%s: a warning for a loopback address:\n%s", addr, stderr)
+		case warn != "" && (!strings.Contains(stderr, "warning: --metrics-listen "+addr) || !strings.Contains(stderr, warn) || !strings.Contains(stderr, "--metrics-listen 127.0.0.1:0 keeps them on this machine")):
+			t.Errorf("%s: no warning naming the exposure and the loopback alternative:\n%s", addr, stderr)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -105,5 +106,27 @@ func (f *loadFlags) serveMetrics(env Env, c *runner.Common) (stop func(), err er
 		return nil, fmt.Errorf("--metrics-listen: %v", err)
 	}
 	fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	if who, local := exposure(f.metricsAddr); who != "" {
+		fmt.Fprintf(env.Stderr, "warning: --metrics-listen %s serves headroom's metrics (request names, rates, latencies, users) %s: "+
+			"anyone who can reach this machine can read them; --metrics-listen %s keeps them on this machine\n", f.metricsAddr, who, local)
+	}
 	return stop, nil
+}
+
+// exposure says where besides this machine a listen address is reachable
+// ("on every interface", "on 10.0.0.5"), with its loopback equivalent;
+// "" for a loopback address.
+func exposure(addr string) (who, local string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", ""
+	}
+	local = net.JoinHostPort("127.0.0.1", port)
+	switch ip := net.ParseIP(host); {
+	case host == "localhost" || (ip != nil && ip.IsLoopback()):
+		return "", ""
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		return "on every interface", local
+	}
+	return "on " + host + ", not a loopback address", local
 }
