@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,18 +54,6 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
-type percent float64
-
-func (p *percent) String() string { return fmt.Sprintf("%g%%", 100*float64(*p)) }
-func (p *percent) Set(s string) error {
-	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil || v <= 0 || v >= 100 {
-		return errors.New("want a percentage in (0, 100), e.g. 5%")
-	}
-	*p = percent(v / 100)
-	return nil
-}
-
 type ceilingFlags struct {
 	loadFlags
 	checks, prometheus, controller     string
@@ -93,7 +80,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
 	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged")
 	fs.DurationVar(&f.measure, "measure", 20*time.Second, "once found, hold the supported users this long for the per-request table (0: no)")
-	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "search: users added per second at most (logins are costly)")
+	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, true, "a number of users per second above 0, e.g. 50", "search: users added per second at most (logins are costly)")
 	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
 	fs.DurationVar(&f.lin.Rest, "linear-rest", 2*time.Second, "linear: time between steps")
@@ -225,8 +212,10 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--controller %q: want search or linear", f.controller)
 	case f.maxUsers < 1 || f.startUsers < 1:
 		return errors.New("--max-users and --start-users must be at least 1")
-	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0 || f.rampRate <= 0:
-		return errors.New("--max-duration, --window, --judge and --ramp-rate must be positive")
+	case f.lin.Inc < 1 || f.lin.Dec < 1:
+		return errors.New("--linear-inc and --linear-dec must be at least 1")
+	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0:
+		return errors.New("--max-duration, --window and --judge must be positive")
 	case f.prometheus != "" && f.metricsAddr == "":
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
 	}
@@ -248,6 +237,9 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]
 	}
 	var out []health.Check
 	for _, s := range specs {
+		if !finite(s.Threshold) {
+			return nil, fmt.Errorf("%s:%d: check %q: threshold %g is not a number\n  hint: give a number such as 0.5", s.Path, s.Line, s.Name, s.Threshold)
+		}
 		c := health.Check{Name: s.Name, Query: s.Query, Threshold: s.Threshold, Below: s.Below}
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v\n  hint: test the query in Prometheus's expression browser, or see docs/HEALTH.md", s.Path, s.Line, err)

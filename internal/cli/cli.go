@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -88,8 +89,7 @@ func Main(ctx context.Context, env Env) (code int) {
 			return c.run(ctx, env, env.Args[1:])
 		}
 	}
-	fmt.Fprintf(env.Stderr, "headroom: unknown command %q\n\n", env.Args[0])
-	usage(env.Stderr)
+	fmt.Fprintf(env.Stderr, "headroom: unknown command %q\nrun 'headroom --help' for the commands\n", env.Args[0])
 	return ExitUsage
 }
 
@@ -113,36 +113,72 @@ Run 'headroom <command> --help' for its flags.
 `)
 }
 
-// newFlags returns a flag set whose --help prints the given text and the flags.
+// newFlags returns a flag set whose --help (or -h) prints the given text
+// and the flags to stderr. A mistake on its command line is printed by
+// parse, with a one-line pointer to --help rather than the whole text.
 func newFlags(env Env, name, synopsis, text string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "Usage:\n  headroom %s %s\n\n%s\nFlags:\n", name, synopsis, strings.TrimLeft(text, "\n"))
+	fs.SetOutput(io.Discard) // parse reports mistakes itself
+	fs.Usage = func() {}
+	h := &helpFlag{show: func() {
+		fs.SetOutput(env.Stderr)
+		defer fs.SetOutput(io.Discard)
+		fmt.Fprintf(env.Stderr, "Usage:\n  headroom %s %s\n\n%s\nFlags:\n", name, synopsis, strings.TrimLeft(text, "\n"))
 		fs.PrintDefaults()
-	}
+	}}
+	fs.Var(h, "help", "print this help (-h too)")
 	return fs
 }
 
+// helpFlag is --help: set, parse prints the command's help.
+type helpFlag struct {
+	asked bool
+	show  func()
+}
+
+func (h *helpFlag) String() string   { return "false" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+func (h *helpFlag) Set(s string) (err error) {
+	h.asked, err = strconv.ParseBool(s)
+	return err
+}
+
 // parse parses flags allowing them after positional arguments too
-// ("run chat.star --users 10"), and returns the positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+// ("run chat.star --users 10"), and returns the positional arguments. It
+// prints --help, or a mistake (a value out of range, a duration below 0
+// or above 30 days) with a pointer to --help, and then returns false and
+// the exit code.
+func parse(env Env, fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	h := fs.Lookup("help").Value.(*helpFlag)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, ExitOK, false
-			}
-			return nil, ExitUsage, false
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) || h.asked { // -h is not defined: the flag package answers ErrHelp
+			h.show()
+			return nil, ExitOK, false
+		}
+		if err != nil {
+			return nil, usageError(env, fs, "%v", err), false
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, 0, true
+			break
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	if err := checkDurations(fs); err != nil {
+		return nil, usageError(env, fs, "%v", err), false
+	}
+	return pos, 0, true
+}
+
+// usageError prints a mistake on fs's command line, then where to read
+// about the command, and returns ExitUsage.
+func usageError(env Env, fs *flag.FlagSet, format string, a ...any) int {
+	fail(env, ExitUsage, format, a...)
+	fmt.Fprintf(env.Stderr, "run 'headroom %s --help' for its flags and examples\n", fs.Name())
+	return ExitUsage
 }
 
 // fail prints a message (any password in a URL there redacted) and

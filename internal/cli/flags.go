@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -42,13 +43,12 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 // start parses the command line of cmd: one scenario file and the flags.
 // It returns the scenario path and the target, or an exit code.
 func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) (string, *url.URL, int, bool) {
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return "", nil, code, false
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return "", nil, fail(env, ExitUsage, "%s needs exactly one scenario file, got %d arguments", cmd, len(pos)), false
+		return "", nil, usageError(env, fs, "%s needs exactly one scenario file, got %d arguments: %s", cmd, len(pos), strings.Join(pos, " ")), false
 	}
 	target, err := parseTarget(f.target)
 	if err != nil {

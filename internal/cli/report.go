@@ -35,13 +35,12 @@ func reportCmd(_ context.Context, env Env, args []string) int {
 	var out string
 	fs := newFlags(env, "report", "RESULT_DIR... [--out DIR]", reportHelp)
 	fs.StringVar(&out, "out", "", "directory to write report.md, its charts and report.html into (default: the result directory; required for a matrix)")
-	dirs, code, ok := parse(fs, args)
+	dirs, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
 	}
 	if len(dirs) == 0 {
-		fs.Usage()
-		return fail(env, ExitUsage, "report needs at least one result directory")
+		return usageError(env, fs, "report needs at least one result directory")
 	}
 	var runs []*compare.Run
 	for _, dir := range dirs {

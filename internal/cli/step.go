@@ -54,7 +54,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&f.levels, "levels", "", "user counts to hold in turn, increasing, e.g. 48,96,162,240,336 (required)")
 	fs.DurationVar(&f.hold, "hold", time.Minute, "how long each level is held after settling: its measured window")
 	fs.DurationVar(&f.settle, "settle", 0, "time a level runs, once every user is set up, before it is measured (default: 10s, or a quarter of --hold if shorter)")
-	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "users added per second at most when a level starts (0: all at once)")
+	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, false, "0 (all at once) or a number of users per second, e.g. 50", "users added per second at most when a level starts (0: all at once)")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "stop if a level's users have not all finished setup this long after the last one started")
 	path, target, code, ok := f.start(env, fs, "step", args)
 	if !ok {
@@ -74,8 +74,6 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--hold must be positive, e.g. --hold 60s")
 	case f.settle < 0:
 		return fail(env, ExitUsage, "--settle must be 0 or more")
-	case f.rampRate < 0:
-		return fail(env, ExitUsage, "--ramp-rate must be 0 (all at once) or more")
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every number a command takes refuses NaN, infinities and values out of
+// range before anything is sent, and so do absurd durations; a mistake is
+// printed first, with a one-line pointer to --help instead of the whole
+// usage.
+func TestBadNumbersAndArgumentsAreUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	nan := write(t, dir, "nan.star", "checks = [check('p99', 'up', threshold=float('nan'))]\n")
+	target := "http://127.0.0.1:1" // never reached: each is refused first
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ceiling", sc, "--precision", "NaN"}, `invalid value "NaN" for flag -precision: want a percentage in (0, 100)`},
+		{[]string{"ceiling", sc, "--precision", "Inf"}, `invalid value "Inf" for flag -precision`},
+		{[]string{"ceiling", sc, "--ramp-rate", "NaN"}, `invalid value "NaN" for flag -ramp-rate`},
+		{[]string{"ceiling", sc, "--ramp-rate", "0"}, `invalid value "0" for flag -ramp-rate: want a number of users per second above 0`},
+		{[]string{"ceiling", sc, "--checks", nan}, `nan.star:1:16: check "p99": threshold NaN is not a finite number`},
+		{[]string{"ceiling", sc, "--linear-inc", "0"}, "--linear-inc and --linear-dec must be at least 1"},
+		{[]string{"step", sc, "--levels", "1", "--ramp-rate", "+Inf"}, `invalid value "+Inf" for flag -ramp-rate`},
+		{[]string{"run", sc, "--duration", "1000000h"}, "--duration 1000000h0m0s is longer than headroom allows (720h, 30 days)"},
+		{[]string{"run", sc, "--ramp", "-1s"}, "--ramp must be 0 or more, got -1s"},
+		{[]string{"run", sc, "--grace", "800h"}, "--grace 800h0m0s is longer than headroom allows"},
+		{[]string{"step", sc, "--levels", "1", "--hold", "9000h"}, "--hold 9000h0m0s is longer"},
+		{[]string{"ceiling", sc, "--max-duration", "-5m"}, "--max-duration must be 0 or more"},
+		{[]string{"run", sc, "--users", "0"}, "--users must be at least 1"},
+		{[]string{"run", sc, sc}, "run needs exactly one scenario file, got 2 arguments: " + sc + " " + sc},
+		{[]string{"run", sc, "--userz", "3"}, "flag provided but not defined: -userz"},
+		{[]string{"compare", "a", "--vs", "b", "--confidence", "NaN"}, `invalid value "NaN" for flag -confidence: want a probability in (0.5, 1)`},
+		{[]string{"compare", "a", "--vs", "b", "--confidence", "1"}, `invalid value "1" for flag -confidence`},
+		{[]string{"compare", "a", "--vs", "b", "--min-effect", "nan%"}, `invalid value "nan%" for flag -min-effect`},
+		{[]string{"compare", "a", "--vs", "b", "--fail-on", "p99:+NaN%"}, `--fail-on "p99:+NaN%": the change must be signed`},
+		{[]string{"compare", "a", "--vs", "b", "--fail-on", "p99:+Inf%"}, "--fail-on p99:+Inf: the limit must be a number"},
+		{[]string{"compare", "a", "b"}, "compare needs the base runs, then --vs and the new runs"},
+		{[]string{"testbed", "--scale", "Inf"}, `invalid value "Inf" for flag -scale`},
+		{[]string{"report"}, "report needs at least one result directory"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out := filepath.Join(dir, "out")
+			args := c.args
+			if args[0] == "run" || args[0] == "step" || args[0] == "ceiling" {
+				args = append(args, "--target", target, "--out", out)
+			}
+			code, stdout, stderr := headroom(t, args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d\n%s%s", code, ExitUsage, stdout, stderr)
+			}
+			if first, _, _ := strings.Cut(stderr, "\n"); !strings.Contains(first, c.want) {
+				t.Errorf("the first line of stderr lacks %q:\n%s", c.want, stderr)
+			}
+			if strings.Contains(stderr, "Usage:") || strings.Contains(stderr, "Examples:") {
+				t.Errorf("the whole usage was printed:\n%s", stderr)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s was created", out)
+				os.RemoveAll(out)
+			}
+		})
+	}
+}
+
+func TestHelpIsStillWhole(t *testing.T) {
+	for _, args := range [][]string{{"run", "--help"}, {"run", "-h"}, {"step", "x.star", "--help"}, {"compare", "-help"}} {
+		code, _, stderr := headroom(t, args...)
+		if code != ExitOK || !strings.Contains(stderr, "Usage:") || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, "Exit codes:") {
+			t.Errorf("%v: exit %d:\n%s", args, code, stderr)
+		}
+	}
+}
