@@ -73,10 +73,16 @@ func New(cfg Config) *Engine {
 // SetUsers adds or removes users until n are running. Removal takes the
 // most recently added first; each removed user finishes its action (within
 // the grace period) and its teardown in the background.
-func (e *Engine) SetUsers(n int) {
+func (e *Engine) SetUsers(n int) { e.SetUsersBy(n, n) }
+
+// SetUsersBy moves the user count towards n as SetUsers does, but adds at
+// most maxAdd users (removing takes no time); it returns the users running
+// after it. Adding a user takes microseconds, so a caller adding many
+// calls it in batches and stays responsive in between.
+func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for len(e.users) < n {
+	for added := 0; len(e.users) < n && added < maxAdd; added++ {
 		e.nextID++
 		v := e.newUser(e.nextID)
 		e.users = append(e.users, v)
@@ -90,6 +96,7 @@ func (e *Engine) SetUsers(n int) {
 		e.users = e.users[:len(e.users)-1]
 		e.retire(v)
 	}
+	return len(e.users)
 }
 
 func (e *Engine) newUser(id int) *vu {

@@ -194,3 +194,16 @@ think_time = think.constant('1h')
 		}
 	}
 }
+
+func TestSetUsersByAddsInBatches(t *testing.T) {
+	e, _, _ := setup(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Second)
+	for i, want := range []int{100, 200, 250, 250} {
+		if got := e.SetUsersBy(250, 100); got != want || e.Users() != want {
+			t.Fatalf("call %d: %d users (Users %d), want %d", i+1, got, e.Users(), want)
+		}
+	}
+	if got := e.SetUsersBy(10, 1); got != 10 {
+		t.Errorf("removal is not batched: %d users left, want 10", got)
+	}
+	e.Stop()
+}

@@ -50,6 +50,8 @@ type Common struct {
 	// the end, in a new directory headroom-<kind>-<time>; "" is
 	// os.TempDir().
 	FallbackDir string
+
+	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 }
 
 // WriteError is Run's error when a run went its course but its result
@@ -176,9 +178,22 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	return s, nil
 }
 
-// setUsers changes the user count and the exposed gauge.
+// addBatch is how many users setUsers adds between two looks at the
+// clock and the run's context.
+const addBatch = 256
+
+// setUsers moves the user count towards n, and the exposed gauge with it.
+// Adding many users takes a while (tens of thousands a second), so it
+// stops after addBudget, or when the run ends, and the next call goes
+// on: the run's loop keeps its clock and answers Ctrl-C meanwhile.
 func (s *session) setUsers(n int) {
-	s.eng.SetUsers(n)
+	budget := s.c.addBudget
+	if budget <= 0 {
+		budget = 50 * time.Millisecond
+	}
+	deadline := time.Now().Add(budget)
+	for s.eng.SetUsersBy(n, addBatch) < n && s.ctx.Err() == nil && time.Now().Before(deadline) {
+	}
 	if s.c.Prom != nil {
 		s.c.Prom.SetUsers(s.eng.Users())
 	}

@@ -208,7 +208,7 @@ func (r *stepRun) ramp(now time.Time) {
 		want = max(want, l.prev+1)
 	}
 	r.s.setUsers(want)
-	if want == l.users && l.allStarted.IsZero() {
+	if r.s.eng.Users() == l.users && l.allStarted.IsZero() {
 		l.allStarted = now
 	}
 }

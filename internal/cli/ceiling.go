@@ -92,6 +92,13 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
+	maxSet := false
+	fs.Visit(func(fl *flag.Flag) { maxSet = maxSet || fl.Name == "max-users" })
+	if !maxSet {
+		f.maxUsers = maxUsersFor(env, f.maxUsers)
+	} else if code, ok := checkOpenFiles(env, f.maxUsers, fmt.Sprintf("--max-users %d", f.maxUsers)); !ok {
+		return code
+	}
 	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code

@@ -46,6 +46,27 @@ type Env struct {
 	// from then on the report of a fatal runtime error also goes to a file
 	// there. The returned function undoes it.
 	CrashOutput func(dir string) (undo func())
+	// Limits returns what this process may use; nil: nothing is known and
+	// nothing is checked.
+	Limits func() Limits
+}
+
+// Limits is what the machine allows this process.
+type Limits struct {
+	// OpenFiles is the open-files limit (ulimit -n), after Go raised the
+	// soft limit to the hard one at start; 0: unknown.
+	OpenFiles uint64
+	// Memory is what the process may use, in bytes: the cgroup's limit,
+	// else the machine's memory; 0: unknown. MemoryOf says which.
+	Memory   uint64
+	MemoryOf string
+}
+
+func (env Env) limits() Limits {
+	if env.Limits == nil {
+		return Limits{}
+	}
+	return env.Limits()
 }
 
 type command struct {

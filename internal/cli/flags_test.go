@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,45 @@ func TestHelpIsStillWhole(t *testing.T) {
 		if code != ExitOK || !strings.Contains(stderr, "Usage:") || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, "Exit codes:") {
 			t.Errorf("%v: exit %d:\n%s", args, code, stderr)
 		}
+	}
+}
+
+// More users than the open-files limit allows are refused before
+// traffic, naming the limit and the fixes; a default --max-users is
+// lowered to fit instead.
+func TestUsersBeyondTheOpenFilesLimit(t *testing.T) {
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	env := func(args ...string) Env {
+		return Env{Args: args, Stdout: &strings.Builder{}, Stderr: &strings.Builder{}, Limits: func() Limits { return Limits{OpenFiles: 1000} }}
+	}
+	for _, c := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"run", sc, "--users", "2000"}, "--users 2000 needs 2064 open files"},
+		{[]string{"step", sc, "--levels", "10,937"}, "--levels up to 937 users needs 1001 open files"},
+		{[]string{"ceiling", sc, "--max-users", "5000"}, "--max-users 5000 needs 5064 open files"},
+	} {
+		e := env(append(c.args, "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "out"))...)
+		code := Main(context.Background(), e)
+		stderr := e.Stderr.(*strings.Builder).String()
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, ExitUsage, stderr)
+		}
+		for _, w := range []string{c.what, "this process may open 1000 (ulimit -n)", "ulimit -n ", "at most 936 users", "more machines"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", c.args, w, stderr)
+			}
+		}
+	}
+	e := env("ceiling", sc, "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "out"))
+	code := Main(context.Background(), e)
+	if stderr := e.Stderr.(*strings.Builder).String(); code != ExitError || !strings.Contains(stderr, "note: --max-users lowered from 10000 to 936") {
+		t.Errorf("default --max-users: exit %d\n%s", code, stderr)
+	}
+	e = env("run", sc, "--users", "936", "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "out"))
+	if code := Main(context.Background(), e); code != ExitError {
+		t.Errorf("936 users within a limit of 1000: exit %d, want %d (at the target)\n%s", code, ExitError, e.Stderr)
 	}
 }

@@ -54,6 +54,9 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
+	if code, ok := checkOpenFiles(env, f.users, fmt.Sprintf("--users %d", f.users)); !ok {
+		return code
+	}
 	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code

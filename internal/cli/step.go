@@ -77,6 +77,10 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
+	top := levels[len(levels)-1]
+	if code, ok := checkOpenFiles(env, top, fmt.Sprintf("--levels up to %d users", top)); !ok {
+		return code
+	}
 	sc, code, ok := f.load(env, path)
 	if !ok {
 		return code
