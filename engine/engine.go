@@ -57,6 +57,8 @@ type Engine struct {
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
 	panic  atomic.Pointer[PanicError]
+	abort  chan struct{} // closed by Abort
+	reason string        // Abort's, under mu
 }
 
 // New returns an engine with no users.
@@ -67,7 +69,7 @@ func New(cfg Config) *Engine {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 5 * time.Second
 	}
-	return &Engine{cfg: cfg}
+	return &Engine{cfg: cfg, abort: make(chan struct{})}
 }
 
 // SetUsers adds or removes users until n are running. Removal takes the
@@ -82,6 +84,9 @@ func (e *Engine) SetUsers(n int) { e.SetUsersBy(n, n) }
 func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.reason != "" { // aborted: no more users
+		n = min(n, len(e.users))
+	}
 	for added := 0; len(e.users) < n && added < maxAdd; added++ {
 		e.nextID++
 		v := e.newUser(e.nextID)
@@ -120,7 +125,10 @@ func (e *Engine) retire(v *vu) {
 		select {
 		case <-v.done:
 		case <-t.C:
-			v.cancel()
+			v.cancel("user removed")
+			<-v.done
+		case <-e.abort:
+			v.cancel(e.abortReason())
 			<-v.done
 		}
 	}()
@@ -138,6 +146,46 @@ func (e *Engine) recover(v *vu) {
 	if e.cfg.OnPanic != nil {
 		e.cfg.OnPanic(pe)
 	}
+}
+
+// Abort cancels every user at once, running or stopping: the action and
+// request each has in flight end now, counted as canceled, and no
+// teardown runs; no user is added after it. For a run that must end at
+// once (headroom's memory past its limit). Stop still waits for the
+// users' goroutines to end. Safe from any goroutine; later calls do
+// nothing.
+func (e *Engine) Abort(reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reason != "" {
+		return
+	}
+	e.reason = reason
+	close(e.abort)
+	for _, v := range e.users {
+		v.cancel(reason)
+	}
+}
+
+func (e *Engine) abortReason() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reason
+}
+
+// Doing counts the running users by what they are doing now: the action's
+// name, or scenario.SetupAction while in setup. Users thinking are not
+// counted.
+func (e *Engine) Doing() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for _, v := range e.users {
+		if d := v.doing.Load(); d != nil {
+			out[*d]++
+		}
+	}
+	return out
 }
 
 // Panicked returns the first panic recovered in the engine's goroutines,

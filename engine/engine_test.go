@@ -207,3 +207,47 @@ func TestSetUsersByAddsInBatches(t *testing.T) {
 	}
 	e.Stop()
 }
+
+// Abort cancels every user at once, whether it waits on a request, runs a
+// long Starlark loop or is already stopping, and adds no user after it.
+func TestAbortCancelsEveryUserAtOnce(t *testing.T) {
+	e, rec, seen := setup(t, `
+def slow(user):
+    user.http.get('/delay/5', name='slow')
+def spin(user):
+    n = 0
+    for i in range(100000000):
+        n += i
+actions = [action('Slow', slow), action('Spin', spin)]
+`, 10*time.Second)
+	e.SetUsers(6)
+	waitFor(t, "every user acting", func() bool {
+		n := 0
+		seen.Range(func(_, _ any) bool { n++; return true })
+		return n == 6
+	})
+	time.Sleep(100 * time.Millisecond)
+	if d := e.Doing(); d["Slow"]+d["Spin"] != 6 {
+		t.Errorf("Doing = %v, want 6 users in Slow or Spin", d)
+	}
+	e.SetUsers(4) // two of them stopping, with a 10 s grace
+	start := time.Now()
+	e.Abort("memory")
+	e.SetUsers(10)
+	if n := e.Users(); n != 4 {
+		t.Errorf("%d users after Abort and SetUsers(10), want the 4 running", n)
+	}
+	e.Stop()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("Abort and Stop took %v", el)
+	}
+	snap := metrics.NewSnapshot()
+	rec.Drain(snap)
+	c := int64(0)
+	for _, st := range snap.Actions {
+		c += st.Canceled
+	}
+	if c < 6 {
+		t.Errorf("%d actions canceled, want every one in flight (6)", c)
+	}
+}

@@ -29,8 +29,9 @@ func (s *session) recover(where string) {
 func (s *session) outcome() (string, error) {
 	cause := context.Cause(s.ctx)
 	var pe *engine.PanicError
+	var me *MemoryError
 	switch {
-	case errors.As(cause, &pe):
+	case errors.As(cause, &pe), errors.As(cause, &me):
 		return result.Stopped, cause
 	case s.parent.Err() != nil:
 		return result.Interrupted, nil
@@ -41,8 +42,12 @@ func (s *session) outcome() (string, error) {
 // noteStop adds to the notes why headroom stopped the run, if it did.
 func (s *session) noteStop(cause error) {
 	var pe *engine.PanicError
-	if errors.As(cause, &pe) {
+	var me *MemoryError
+	switch {
+	case errors.As(cause, &pe):
 		s.res.Notes = append(s.res.Notes, fmt.Sprintf("headroom stopped the run after an internal error, a bug in headroom (please report it with this note): %v", pe))
+	case errors.As(cause, &me):
+		s.res.Notes = append(s.res.Notes, me.note())
 	}
 }
 

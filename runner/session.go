@@ -51,7 +51,14 @@ type Common struct {
 	// os.TempDir().
 	FallbackDir string
 
+	// MaxMemory, in bytes, is how much memory headroom may use: past it
+	// every user is cancelled at once and the run stops ("stopped", with
+	// a note saying what the users were doing). 0: no limit.
+	MaxMemory uint64
+
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
+	memEvery  time.Duration // between memory samples; default 20 ms
+	memSample func() uint64 // bytes in use; default goMemory
 }
 
 // WriteError is Run's error when a run went its course but its result
@@ -103,6 +110,7 @@ type session struct {
 	// interrupt) or when headroom aborts the run (abort, with the cause).
 	ctx, parent context.Context
 	cancel      context.CancelCauseFunc
+	unwatch     func() // ends the memory watch's hold on the Go memory limit
 
 	rec      *metrics.Recorder
 	eng      *engine.Engine
@@ -145,6 +153,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		cpu0: cpuTime(), start: time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.unwatch = func() {}
 	s.eng = engine.New(engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
 		Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
@@ -154,6 +163,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		s.watch = server.New(c.Scrape, s.start)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)
 		if err != nil {
+			s.cancel(err)
 			return nil, err
 		}
 		sc.Gathered = s.watch.Gathered
@@ -175,6 +185,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	for _, a := range c.Scenario.Actions {
 		s.res.Config.Actions = append(s.res.Config.Actions, result.ActionWeight{Name: a.Name, Weight: a.Weight})
 	}
+	s.unwatch = s.watchMemory()
 	return s, nil
 }
 
@@ -248,6 +259,7 @@ func (s *session) server(from, to *server.Mark) {
 // stop stops every user (each within the grace period) and collects the rest.
 // The run's context ends with it.
 func (s *session) stop() {
+	defer s.unwatch()
 	defer s.cancel(context.Canceled)
 	s.setUsers(0)
 	s.eng.Stop()

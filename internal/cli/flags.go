@@ -23,6 +23,7 @@ type loadFlags struct {
 	insecure, quiet, noReport       bool
 	force                           bool
 	scrape                          multi
+	memory                          memory
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -37,6 +38,8 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
+	f.memory = memory{text: "50%"}
+	fs.Var(&f.memory, "max-memory", "memory headroom may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it every user is cancelled and the run stops (status stopped), its result written; 0: no limit")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 
@@ -87,8 +90,9 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
-		Print:    func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
-		OnAction: testHook(env),
+		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		OnAction:  testHook(env),
+		MaxMemory: f.maxMemory(env),
 	}
 }
 

@@ -34,6 +34,10 @@ func TestBadNumbersAndArgumentsAreUsageErrors(t *testing.T) {
 		{[]string{"step", sc, "--levels", "1", "--hold", "9000h"}, "--hold 9000h0m0s is longer"},
 		{[]string{"ceiling", sc, "--max-duration", "-5m"}, "--max-duration must be 0 or more"},
 		{[]string{"run", sc, "--users", "0"}, "--users must be at least 1"},
+		{[]string{"run", sc, "--max-memory", "NaN%"}, `invalid value "NaN%" for flag -max-memory: want a size such as 512MiB`},
+		{[]string{"run", sc, "--max-memory", "150%"}, `invalid value "150%" for flag -max-memory`},
+		{[]string{"step", sc, "--levels", "1", "--max-memory", "10MB"}, "10MB is too little for headroom itself; want at least 64MiB"},
+		{[]string{"ceiling", sc, "--max-memory", "lots"}, `invalid value "lots" for flag -max-memory`},
 		{[]string{"run", sc, sc}, "run needs exactly one scenario file, got 2 arguments: " + sc + " " + sc},
 		{[]string{"run", sc, "--userz", "3"}, "flag provided but not defined: -userz"},
 		{[]string{"compare", "a", "--vs", "b", "--confidence", "NaN"}, `invalid value "NaN" for flag -confidence: want a probability in (0.5, 1)`},
@@ -116,5 +120,21 @@ func TestUsersBeyondTheOpenFilesLimit(t *testing.T) {
 	e = env("run", sc, "--users", "936", "--target", "http://127.0.0.1:1", "--out", filepath.Join(dir, "out"))
 	if code := Main(context.Background(), e); code != ExitError {
 		t.Errorf("936 users within a limit of 1000: exit %d, want %d (at the target)\n%s", code, ExitError, e.Stderr)
+	}
+}
+
+func TestMaxMemoryResolves(t *testing.T) {
+	env := Env{Limits: func() Limits { return Limits{Memory: 4 << 30} }}
+	for text, want := range map[string]uint64{"50%": 2 << 30, "25%": 1 << 30, "512MiB": 512 << 20, "1.5GB": 1500000000, "0": 0} {
+		f := loadFlags{}
+		if err := f.memory.Set(text); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if got := f.maxMemory(env); got != want {
+			t.Errorf("--max-memory %s of 4 GiB: %d bytes, want %d", text, got, want)
+		}
+		if got := f.maxMemory(Env{}); text == "50%" && got != 0 {
+			t.Errorf("50%% of an unknown memory: %d bytes, want no limit", got)
+		}
 	}
 }

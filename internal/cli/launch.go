@@ -87,6 +87,9 @@ func finish(env Env, out *outDir, res *result.Result, err error, noReport bool, 
 		}
 	case result.Stopped:
 		code = ExitError
+		if len(res.Notes) > 0 && !errors.As(err, new(*engine.PanicError)) {
+			fmt.Fprintf(env.Stderr, "headroom: stopped early: %s\n", res.Notes[len(res.Notes)-1])
+		}
 	}
 	var pe *engine.PanicError
 	switch {
