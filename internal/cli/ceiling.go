@@ -17,7 +17,7 @@ import (
 	"github.com/headroom-dev/headroom/scenario"
 )
 
-const ceilingHelp = `
+var ceilingHelp = `
 Finds the ceiling: how many users the target supports while every health
 check stays under its threshold.
 
@@ -46,8 +46,8 @@ Examples:
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
 
-Exit codes: 0 ceiling found, 1 could not run or no ceiling within the limits, 2 bad flags, scenario or checks.
-`
+` + exitCodes("ceiling", `, or no ceiling
+     found within --max-users and --max-duration`)
 
 type multi []string
 

@@ -34,6 +34,23 @@ const (
 	ExitInternal = 5
 )
 
+// exitCodes is the end of run's, step's and ceiling's help; one is what
+// the command adds to code 1.
+func exitCodes(kind, one string) string {
+	return `Exit codes:
+  0  done (after Ctrl-C too: the result has what ran)
+  1  could not run, or cut short: target unreachable; --out not writable (at
+     the end the result goes to $TMPDIR/headroom-` + kind + `-<time> instead, named on
+     stderr); stopped by headroom (--max-memory)` + one + `
+  2  bad flags, scenario or checks; an --out that holds a result (--force);
+     more users than the open-files limit (ulimit -n) allows. Nothing was sent
+  4  the run measured nothing: every request failed, or no user finished setup
+  5  an internal error, a bug in headroom; the result is written (stopped)
+  A fatal runtime error kills headroom with SIGABRT (134 in a shell); its
+  report is in --out/crash.txt.
+`
+}
+
 // Env is the outside world a command sees.
 type Env struct {
 	Args           []string

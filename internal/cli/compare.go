@@ -37,7 +37,7 @@ Examples:
   headroom compare runs/base --vs runs/new --fail-on users:-5%,p99:+10%,errors:+1pp   # gate a CI pipeline
 
 Exit codes: 0 compared (no gate failed), 1 could not read the results, 2 bad command line or results that cannot be compared,
-3 a change passed --fail-on.
+3 a change passed --fail-on, 5 an internal error (a bug in headroom).
 `
 
 func compareCmd(_ context.Context, env Env, args []string) int {

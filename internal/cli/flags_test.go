@@ -75,10 +75,17 @@ func TestBadNumbersAndArgumentsAreUsageErrors(t *testing.T) {
 }
 
 func TestHelpIsStillWhole(t *testing.T) {
-	for _, args := range [][]string{{"run", "--help"}, {"run", "-h"}, {"step", "x.star", "--help"}, {"compare", "-help"}} {
+	for _, args := range [][]string{{"run", "--help"}, {"run", "-h"}, {"step", "x.star", "--help"}, {"ceiling", "-help"}, {"compare", "-help"}, {"report", "-h"}, {"testbed", "-h"}} {
 		code, _, stderr := headroom(t, args...)
-		if code != ExitOK || !strings.Contains(stderr, "Usage:") || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, "Exit codes:") {
+		if code != ExitOK || !strings.Contains(stderr, "Usage:") || !strings.Contains(stderr, "Exit codes:") || !strings.Contains(stderr, "5 an internal error") && !strings.Contains(stderr, "5  an internal error") {
 			t.Errorf("%v: exit %d:\n%s", args, code, stderr)
+		}
+		if args[0] == "run" || args[0] == "step" || args[0] == "ceiling" {
+			for _, w := range []string{"Examples:", "4  the run measured nothing", "SIGABRT", "--max-memory", "--force"} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("%v: help lacks %q", args, w)
+				}
+			}
 		}
 	}
 }

@@ -29,6 +29,10 @@ runs/arm64-2 -> arm64).
 Examples:
   headroom report runs/ceil --out reports/ceil
   headroom report runs/arm64-1 runs/arm64-2 runs/arm64-3 runs/x86-1 runs/x86-2 runs/x86-3 --out reports/matrix
+
+Exit codes: 0 written, 1 could not read a result or write the report, 2 bad
+command line (a matrix of results that are not all ceilings, or without
+--out), 5 an internal error (a bug in headroom).
 `
 
 func reportCmd(_ context.Context, env Env, args []string) int {

@@ -13,7 +13,7 @@ import (
 	"github.com/headroom-dev/headroom/runner"
 )
 
-const runHelp = `
+var runHelp = `
 Runs a bounded load test: --users users, added linearly over --ramp, then
 held for --duration. Each user runs the scenario's setup once, then weighted
 actions with think time between them, over its own keep-alive connection.
@@ -22,14 +22,14 @@ Live progress goes to stderr; the per-request table goes to stdout at the
 end, and everything to --out/result.json. Ctrl-C stops the run gracefully
 and still writes the result; a second Ctrl-C quits at once.
 
-The measured window starts after the ramp: the table covers it only.
+The measured window starts after the ramp and ends with --duration: the
+table covers it only. Requests that end while users stop are counted apart.
 
 Examples:
   headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
   headroom run my.star --target http://127.0.0.1:8080 --users 50 --duration 2m --seed 7 --metrics-listen 127.0.0.1:9465
 
-Exit codes: 0 done, 1 could not run (e.g. target unreachable), 2 bad flags or scenario.
-`
+` + exitCodes("run", "")
 
 type runFlags struct {
 	loadFlags

@@ -15,7 +15,7 @@ import (
 	"github.com/headroom-dev/headroom/runner"
 )
 
-const stepHelp = `
+var stepHelp = `
 Runs a step load: each of --levels users in turn, each held for --hold.
 A level starts by adding users (at most --ramp-rate a second); once every
 one of them has finished setup (logged in), the level settles for --settle,
@@ -36,9 +36,10 @@ Examples:
   headroom step examples/chat.star --target http://127.0.0.1:8065 --levels 48,96,162,240,336 --hold 60s --out runs/step-new
   headroom step my.star --target http://127.0.0.1:8080 --levels 10,20,40,80 --hold 2m --settle 30s --scrape http://127.0.0.1:8080/metrics
 
-Exit codes: 0 done (knee or not), 1 could not run (e.g. target unreachable,
-users that never finished setup), 2 bad flags or scenario.
-`
+The knee or its absence is a finding: exit 0 either way.
+
+` + exitCodes("step", `, or a level whose
+     users never all finished setup (--setup-timeout)`)
 
 type stepFlags struct {
 	loadFlags

@@ -29,6 +29,9 @@ It binds to loopback by default and runs until Ctrl-C.
 Examples:
   headroom testbed --listen 127.0.0.1:8065
   headroom testbed --listen 127.0.0.1:8065 --workers 4 --scale 2   # a quarter of the default capacity
+
+Exit codes: 0 stopped by Ctrl-C, 1 could not listen, 2 bad flags,
+5 an internal error (a bug in headroom).
 `
 
 func testbedCmd(ctx context.Context, env Env, args []string) int {
