@@ -29,8 +29,8 @@ type Common struct {
 	Timeout  time.Duration // per request
 	Grace    time.Duration // for users to finish their action when stopped
 	Insecure bool
-	Out      string   // result directory; "" writes nothing
-	Command  []string // the command line, for the result
+	Out      string   // result directory, probed before traffic (see result.Writer.Probe); "" writes nothing
+	Command  []string // the command line, for the result (passwords in URLs redacted there)
 	Version  string
 
 	// Scrape lists Prometheus endpoints of the system under test, scraped
@@ -203,7 +203,11 @@ func (s *session) setUsers(n int) {
 		budget = 50 * time.Millisecond
 	}
 	deadline := time.Now().Add(budget)
-	for s.eng.SetUsersBy(n, addBatch) < n && s.ctx.Err() == nil && time.Now().Before(deadline) {
+	for {
+		reached := s.eng.SetUsersBy(n, addBatch) >= n
+		if reached || s.ctx.Err() != nil || !time.Now().Before(deadline) {
+			break
+		}
 	}
 	if s.c.Prom != nil {
 		s.c.Prom.SetUsers(s.eng.Users())
