@@ -88,7 +88,8 @@ func finish(env Env, out *outDir, res *result.Result, err error, noReport bool, 
 	case result.Stopped:
 		code = ExitError
 		if len(res.Notes) > 0 && !errors.As(err, new(*engine.PanicError)) {
-			fmt.Fprintf(env.Stderr, "headroom: stopped early: %s\n", res.Notes[len(res.Notes)-1])
+			why := strings.TrimPrefix(res.Notes[len(res.Notes)-1], "headroom stopped the run: ")
+			fmt.Fprintf(env.Stderr, "headroom: the run stopped early: %s\n", why)
 		}
 	}
 	var pe *engine.PanicError
