@@ -5,8 +5,10 @@
 package engine
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,8 @@ import (
 // Config sets up an engine.
 type Config struct {
 	Scenario *scenario.Scenario
+	// Target is where request paths go; credentials in it
+	// (http://user:password@host) are sent as basic authentication.
 	Target   *url.URL
 	Seed     uint64
 	Timeout  time.Duration // per request; default 10 s
@@ -33,7 +37,21 @@ type Config struct {
 	Print       func(user int, msg string)
 	// OnAction, if set, is called from a user's goroutine as each action starts.
 	OnAction func(user int, action string)
+	// OnPanic, if set, is called (from the goroutine that panicked) with
+	// each panic recovered in a goroutine the engine owns: a bug in
+	// headroom, in or out of scenario code. That user is gone; the others
+	// go on. Without it a panic is only kept for Panicked.
+	OnPanic func(*PanicError)
 }
+
+// PanicError is a panic recovered in one of the engine's goroutines.
+type PanicError struct {
+	Where string // "user 3", ...
+	Value any    // what was passed to panic
+	Stack []byte // the goroutine's stack where it panicked
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic in %s: %v", e.Where, e.Value) }
 
 // Engine holds the running users. Safe for concurrent use.
 type Engine struct {
@@ -43,6 +61,10 @@ type Engine struct {
 	nextID int
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
+	setUp  atomic.Int64 // users that finished setup, ever
+	panic  atomic.Pointer[PanicError]
+	abort  chan struct{} // closed by Abort
+	reason string        // Abort's, under mu
 }
 
 // New returns an engine with no users.
@@ -53,26 +75,39 @@ func New(cfg Config) *Engine {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 5 * time.Second
 	}
-	return &Engine{cfg: cfg}
+	return &Engine{cfg: cfg, abort: make(chan struct{})}
 }
 
 // SetUsers adds or removes users until n are running. Removal takes the
 // most recently added first; each removed user finishes its action (within
 // the grace period) and its teardown in the background.
-func (e *Engine) SetUsers(n int) {
+func (e *Engine) SetUsers(n int) { e.SetUsersBy(n, n) }
+
+// SetUsersBy moves the user count towards n as SetUsers does, but adds at
+// most maxAdd users (removing takes no time); it returns the users running
+// after it. Adding a user takes microseconds, so a caller adding many
+// calls it in batches and stays responsive in between.
+func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for len(e.users) < n {
+	if e.reason != "" { // aborted: no more users
+		n = min(n, len(e.users))
+	}
+	for added := 0; len(e.users) < n && added < maxAdd; added++ {
 		e.nextID++
 		v := e.newUser(e.nextID)
 		e.users = append(e.users, v)
-		go v.run(e.cfg.OnAction)
+		go func() {
+			defer e.recover(v)
+			v.run(e.cfg.OnAction)
+		}()
 	}
 	for len(e.users) > n {
 		v := e.users[len(e.users)-1]
 		e.users = e.users[:len(e.users)-1]
 		e.retire(v)
 	}
+	return len(e.users)
 }
 
 func (e *Engine) newUser(id int) *vu {
@@ -81,9 +116,9 @@ func (e *Engine) newUser(id int) *vu {
 		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
 	}
 	client := transport.NewClient(opt)
-	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late}
+	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
-		ID: id, Seed: e.cfg.Seed, HTTP: client, Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 	})
 	return v
 }
@@ -94,16 +129,78 @@ func (e *Engine) retire(v *vu) {
 	e.gone.Add(1)
 	go func() {
 		defer e.gone.Done()
+		defer e.recover(v)
 		t := time.NewTimer(e.cfg.Grace)
 		defer t.Stop()
 		select {
 		case <-v.done:
 		case <-t.C:
-			v.cancel()
+			v.cancel("user removed")
+			<-v.done
+		case <-e.abort:
+			v.cancel(e.abortReason())
 			<-v.done
 		}
 	}()
 }
+
+// recover, deferred in a goroutine of user v, turns a panic into a
+// PanicError for OnPanic and Panicked.
+func (e *Engine) recover(v *vu) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	pe := &PanicError{Where: fmt.Sprintf("user %d", v.id), Value: p, Stack: debug.Stack()}
+	e.panic.CompareAndSwap(nil, pe)
+	if e.cfg.OnPanic != nil {
+		e.cfg.OnPanic(pe)
+	}
+}
+
+// Abort cancels every user at once, running or stopping: the action and
+// request each has in flight end now, counted as canceled, and no
+// teardown runs; no user is added after it. For a run that must end at
+// once (headroom's memory past its limit). Stop still waits for the
+// users' goroutines to end. Safe from any goroutine; later calls do
+// nothing.
+func (e *Engine) Abort(reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reason != "" {
+		return
+	}
+	e.reason = reason
+	close(e.abort)
+	for _, v := range e.users {
+		v.cancel(reason)
+	}
+}
+
+func (e *Engine) abortReason() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reason
+}
+
+// Doing counts the running users by what they are doing now: the action's
+// name, or scenario.SetupAction while in setup. Users thinking are not
+// counted.
+func (e *Engine) Doing() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for _, v := range e.users {
+		if d := v.doing.Load(); d != nil {
+			out[*d]++
+		}
+	}
+	return out
+}
+
+// Panicked returns the first panic recovered in the engine's goroutines,
+// or nil.
+func (e *Engine) Panicked() *PanicError { return e.panic.Load() }
 
 // Users returns the number of users running (not counting those stopping).
 func (e *Engine) Users() int {
@@ -136,6 +233,10 @@ func (e *Engine) Ready() int {
 	}
 	return n
 }
+
+// SetUp returns how many users have finished setup since the engine
+// began, removed ones included: 0 means no user ever got past setup.
+func (e *Engine) SetUp() int64 { return e.setUp.Load() }
 
 // Late returns how many think-time wake-ups came more than lateAfter (50 ms) late: a
 // sign that the generator itself is short of CPU.

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,5 +116,139 @@ func TestUserStates(t *testing.T) {
 	e.Stop() // thinking users stop at once: nothing to finish
 	if el := time.Since(start); el > 500*time.Millisecond {
 		t.Errorf("stopping thinking users took %v", el)
+	}
+}
+
+// A panic in a user's goroutine (here in OnAction, headroom's code) is
+// recovered: the engine reports it, that user is done, the others go on
+// and stop as usual.
+func TestPanicInAUserIsRecovered(t *testing.T) {
+	srv := httptest.NewServer(httpbin.New().Handler())
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	sc, err := scenario.Load(context.Background(), "e.star", []byte("def a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n"), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acted sync.Map
+	got := make(chan *PanicError, 10)
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(2, nil, time.Now),
+		OnAction: func(user int, _ string) {
+			if user == 2 {
+				panic("boom")
+			}
+			acted.Store(user, true)
+		},
+		OnPanic: func(p *PanicError) { got <- p }})
+	e.SetUsers(3)
+	var p *PanicError
+	select {
+	case p = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no panic reported")
+	}
+	if p.Where != "user 2" || p.Value != "boom" || !strings.Contains(string(p.Stack), "engine_test.go") || e.Panicked() != p {
+		t.Errorf("panic reported as %q %v, stack:\n%s", p.Where, p.Value, p.Stack)
+	}
+	waitFor(t, "users 1 and 3 to go on acting", func() bool {
+		_, a := acted.Load(1)
+		_, b := acted.Load(3)
+		return a && b
+	})
+	if n := e.States()[Done]; n != 1 {
+		t.Errorf("%d users done, want the one that panicked", n)
+	}
+	e.Stop()
+}
+
+// Credentials in the target URL are sent as basic authentication to the
+// target, unless a request brings its own Authorization.
+func TestTargetCredentialsAreSent(t *testing.T) {
+	got := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path + " " + r.Header.Get("Authorization")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("ann", "s3cret")
+	sc, err := scenario.Load(context.Background(), "e.star", []byte(`
+def a(user):
+    user.http.get('/plain')
+    user.http.get('/own', headers={'Authorization': 'Bearer t'})
+actions = [action('A', a)]
+think_time = think.constant('1h')
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(1, nil, time.Now)})
+	e.SetUsers(1)
+	defer e.Stop()
+	for _, want := range []string{"/plain Basic YW5uOnMzY3JldA==", "/own Bearer t"} {
+		select {
+		case h := <-got:
+			if h != want {
+				t.Errorf("server saw %q, want %q", h, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no request")
+		}
+	}
+}
+
+func TestSetUsersByAddsInBatches(t *testing.T) {
+	e, _, _ := setup(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Second)
+	for i, want := range []int{100, 200, 250, 250} {
+		if got := e.SetUsersBy(250, 100); got != want || e.Users() != want {
+			t.Fatalf("call %d: %d users (Users %d), want %d", i+1, got, e.Users(), want)
+		}
+	}
+	if got := e.SetUsersBy(10, 1); got != 10 {
+		t.Errorf("removal is not batched: %d users left, want 10", got)
+	}
+	e.Stop()
+}
+
+// Abort cancels every user at once, whether it waits on a request, runs a
+// long Starlark loop or is already stopping, and adds no user after it.
+func TestAbortCancelsEveryUserAtOnce(t *testing.T) {
+	e, rec, seen := setup(t, `
+def slow(user):
+    user.http.get('/delay/5', name='slow')
+def spin(user):
+    n = 0
+    for i in range(100000000):
+        n += i
+actions = [action('Slow', slow), action('Spin', spin)]
+`, 10*time.Second)
+	e.SetUsers(6)
+	waitFor(t, "every user acting", func() bool {
+		n := 0
+		seen.Range(func(_, _ any) bool { n++; return true })
+		return n == 6
+	})
+	time.Sleep(100 * time.Millisecond)
+	if d := e.Doing(); d["Slow"]+d["Spin"] != 6 {
+		t.Errorf("Doing = %v, want 6 users in Slow or Spin", d)
+	}
+	e.SetUsers(4) // two of them stopping, with a 10 s grace
+	start := time.Now()
+	e.Abort("memory")
+	e.SetUsers(10)
+	if n := e.Users(); n != 4 {
+		t.Errorf("%d users after Abort and SetUsers(10), want the 4 running", n)
+	}
+	e.Stop()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("Abort and Stop took %v", el)
+	}
+	snap := metrics.NewSnapshot()
+	rec.Drain(snap)
+	c := int64(0)
+	for _, st := range snap.Actions {
+		c += st.Canceled
+	}
+	if c < 6 {
+		t.Errorf("%d actions canceled, want every one in flight (6)", c)
 	}
 }

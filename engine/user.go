@@ -47,17 +47,27 @@ type vu struct {
 	stop     chan struct{} // closed when the user is asked to stop
 	done     chan struct{} // closed when its goroutine has ended
 	canceled atomic.Bool
-	late     *atomic.Int64 // engine-wide count of wake-ups later than 10 ms
+	late     *atomic.Int64          // engine-wide count of wake-ups later than lateAfter
+	setUp    *atomic.Int64          // engine-wide count of users past setup
+	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
 }
+
+var setupName = scenario.SetupAction
 
 func (v *vu) State() State { return State(v.state.Load()) }
 
 func (v *vu) set(s State) { v.state.Store(int32(s)) }
 
-// run is the user's goroutine.
+// run is the user's goroutine. A panic leaves it Done, its connection
+// closed and done closed, for the engine to recover.
 func (v *vu) run(onAction func(user int, action string)) {
 	defer close(v.done)
 	defer v.client.Close()
+	defer func() {
+		if v.State() != Done {
+			v.set(Done) // only a panic gets here before finish
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	// pause waits d, or less if the user is stopped; false means stop.
@@ -86,7 +96,11 @@ func (v *vu) run(onAction func(user int, action string)) {
 
 	v.set(SettingUp)
 	for {
-		if v.user.Setup() == metrics.OK {
+		v.doing.Store(&setupName)
+		ok := v.user.Setup() == metrics.OK
+		v.doing.Store(nil)
+		if ok {
+			v.setUp.Add(1)
 			break
 		}
 		if v.canceled.Load() || !pause(v.user.Think()) {
@@ -106,7 +120,9 @@ func (v *vu) run(onAction func(user int, action string)) {
 		if onAction != nil {
 			onAction(v.id, a.Name)
 		}
+		v.doing.Store(&a.Name)
 		v.user.Run(a)
+		v.doing.Store(nil)
 		v.set(Thinking)
 		if !pause(v.user.Think()) {
 			v.finish()
@@ -124,9 +140,9 @@ func (v *vu) finish() {
 	v.set(Done)
 }
 
-// cancel stops the user's code and its request in flight.
-func (v *vu) cancel() {
+// cancel stops the user's code and its request in flight, for reason.
+func (v *vu) cancel(reason string) {
 	v.canceled.Store(true)
-	v.user.Cancel("user removed")
+	v.user.Cancel(reason)
 	v.client.Cancel()
 }

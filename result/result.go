@@ -26,7 +26,12 @@ const (
 	Running     = "running"     // still going (a checkpoint), or the process died
 	Completed   = "completed"   // ran its whole duration
 	Interrupted = "interrupted" // stopped early (Ctrl-C); figures cover what ran
-	Stopped     = "stopped"     // ended early by headroom itself (e.g. a step whose users never finished setup); the notes say why
+	Stopped     = "stopped"     // ended early by headroom itself (a step whose users never finished setup, --max-memory, an internal error); the notes say why
+	// Failed: the run went its course but measured nothing: no user ever
+	// finished setup, or not one request (for a scenario that sends none,
+	// not one action) in what the run measures succeeded. The notes say
+	// which, with the most frequent error.
+	Failed = "failed"
 )
 
 // Result is result.json.
@@ -40,13 +45,18 @@ type Result struct {
 	Config    Config    `json:"config"`
 
 	// Window is the measured part of the run: after the ramp, until the
-	// users were stopped. Requests, Actions and Totals cover it.
+	// duration ended (or the interrupt came); Requests, Actions and Totals
+	// cover it.
 	Window   Window            `json:"window"`
 	Totals   metrics.Summary   `json:"totals"`
 	Requests []metrics.Summary `json:"requests"`
 	Actions  []metrics.Summary `json:"actions"`
 	// Ramp figures, kept apart so they do not blur the table.
 	RampTotals metrics.Summary `json:"ramp_totals"`
+	// StoppingTotals, bounded runs: requests that ended after the window,
+	// while users finished their actions (within the grace period), kept
+	// apart so the stop does not stretch the window.
+	StoppingTotals metrics.Summary `json:"stopping_totals,omitzero"`
 
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
@@ -119,24 +129,9 @@ const (
 )
 
 // Write writes r (and, if snap is not nil, its histograms) into dir,
-// creating it. Each file is written to a temporary name and renamed, so a
-// crash leaves the previous checkpoint, never half a file.
+// creating it, on the real file system (see Writer.Write).
 func Write(dir string, r *Result, snap *metrics.Snapshot) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create result dir: %w", err)
-	}
-	r.Format = Format
-	if err := writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
-		return err
-	}
-	if snap == nil {
-		return nil
-	}
-	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
-	if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
-		return err
-	}
-	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+	return Writer{}.Write(dir, r, snap)
 }
 
 // encodeSnapshot encodes snap's request and action histograms into the
@@ -156,21 +151,6 @@ func encodeSnapshot(snap *metrics.Snapshot, requests, actions map[string]string)
 			}
 			pair.to[name] = string(b)
 		}
-	}
-	return nil
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -80,30 +80,10 @@ type LevelHistograms struct {
 
 // WriteStep writes a step run's result into dir, as Write does, and adds
 // to histograms.json the exact histograms of each level's held window
-// under "levels", keyed by the level's user count ("48").
+// under "levels", keyed by the level's user count ("48"). See
+// Writer.WriteStep.
 func WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels map[int]*metrics.Snapshot) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create result dir: %w", err)
-	}
-	r.Format = Format
-	if err := writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
-		return err
-	}
-	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
-	if snap != nil {
-		if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
-			return err
-		}
-	}
-	h.Levels = map[string]LevelHistograms{}
-	for users, ls := range levels {
-		lh := LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
-		if err := encodeSnapshot(ls, lh.Requests, lh.Actions); err != nil {
-			return fmt.Errorf("level %d: %w", users, err)
-		}
-		h.Levels[strconv.Itoa(users)] = lh
-	}
-	return writeJSON(filepath.Join(dir, HistogramsFile), &h)
+	return Writer{}.WriteStep(dir, r, snap, levels)
 }
 
 // ReadLevelHistograms reads the per-level histograms of a step run from

@@ -38,84 +38,122 @@ type Progress struct {
 
 // Run runs until the duration is over or ctx is done, and returns the
 // result (also written to Out). A cancelled ctx gives an "interrupted"
-// result with what ran, not an error.
+// result with what ran, not an error. A panic in a goroutine of the run
+// stops it with a "stopped" result and an *engine.PanicError; a result
+// Out cannot take gives a *WriteError (see Common.FallbackDir).
+//
+// The measured window runs from the end of the ramp to the end of the
+// duration (or the interrupt). Requests that end after it, while users
+// finish their actions within the grace period, are counted apart
+// (result.StoppingTotals), as the ramp's are.
 func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if b.Users <= 0 {
 		return nil, fmt.Errorf("users must be at least 1, got %d", b.Users)
 	}
-	s, err := b.open("run")
+	s, err := b.open(ctx, "run")
 	if err != nil {
 		return nil, err
 	}
 	res := s.res
 	res.Config.Users, res.Config.RampS, res.Config.DurationS = b.Users, b.Ramp.Seconds(), b.Duration.Seconds()
-	ramp, steady := metrics.NewSnapshot(), metrics.NewSnapshot()
-	total := b.Ramp + b.Duration
-	nextTick, nextSave := s.start.Add(b.Tick), s.start.Add(b.Save)
-	var from *server.Mark // the server's state when the measured window began
-	marked, prev := false, s.start
+	r := &boundedRun{Bounded: b, s: s, total: b.Ramp + b.Duration, prev: s.start,
+		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
+	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
 
-	tick := func(now time.Time, want int, phase string) {
-		p := s.collect()
-		if s.interval.Start.Sub(s.start) >= b.Ramp-b.Tick/2 {
-			if !marked { // the window began at the previous tick, with its scrape
-				from, marked = s.mark(prev), true
-			}
-			steady.Merge(s.interval)
-		} else {
-			ramp.Merge(s.interval)
-		}
-		s.scrape(ctx, now)
-		prev = now
-		if b.Progress != nil {
-			tot := s.all.Total(metrics.Request, s.scratch)
-			b.Progress(Progress{Elapsed: now.Sub(s.start), Total: total, Phase: phase, Users: s.eng.Users(), Want: want,
-				Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts})
-		}
-	}
-	interrupted := ticks(ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool {
-		el := now.Sub(s.start)
-		if el >= total {
-			return false
-		}
-		want, phase := b.Users, "steady"
-		if el < b.Ramp {
-			want = int(math.Ceil(float64(b.Users) * el.Seconds() / b.Ramp.Seconds()))
-			phase = "ramp"
-		}
-		s.setUsers(want)
-		if !now.Before(nextTick) {
-			tick(now, want, phase)
-			nextTick = nextTick.Add(b.Tick)
-		}
-		if !now.Before(nextSave) {
-			b.finish(s, steady, ramp, result.Running)
-			s.server(from, s.mark(now))
-			_ = s.write(steady) // a failed checkpoint is retried at the next one and at the end
-			nextSave = nextSave.Add(b.Save)
-		}
-		return true
-	})
-	status := result.Completed
-	if interrupted {
-		status = result.Interrupted
-	}
+	ticks(s.ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(s.ctx, now) })
+	status, cause := s.outcome()
+	// The window ends here, with the duration or the interrupt: what
+	// finished since the last tick is its last part.
+	end := time.Now()
+	want, phase := r.want(end)
+	r.tick(context.Background(), end, want, phase)
 	if b.Progress != nil {
-		b.Progress(Progress{Elapsed: time.Since(s.start), Total: total, Phase: "stopping", Users: s.eng.Users()})
+		b.Progress(Progress{Elapsed: time.Since(s.start), Total: r.total, Phase: "stopping", Users: s.eng.Users()})
 	}
 	s.stop()
-	steady.Merge(s.interval) // what finished while stopping was started in the window
-	b.finish(s, steady, ramp, status)
-	s.server(from, s.mark(time.Now()))
-	if status == result.Interrupted && steady.Start.IsZero() {
+	r.stopping.Merge(s.interval)
+	r.finish(status)
+	s.noteStop(cause)
+	if status == result.Completed {
+		if why := s.nothingMeasured(r.steady, "in the measured window"); why != "" {
+			s.markFailed(why)
+		}
+	}
+	s.server(r.from, s.mark(end))
+	if status == result.Interrupted && r.steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")
 	}
-	return res, s.write(steady)
+	return res, s.done(cause, s.save(r.write))
 }
 
+// boundedRun is a bounded run in progress.
+type boundedRun struct {
+	*Bounded
+	s                      *session
+	total                  time.Duration // ramp + duration
+	ramp, steady, stopping *metrics.Snapshot
+	nextTick, nextSave     time.Time
+	from                   *server.Mark // the server's state when the measured window began
+	marked                 bool
+	prev                   time.Time // the previous tick
+}
+
+// want is the users wanted at now, and the phase.
+func (r *boundedRun) want(now time.Time) (int, string) {
+	el := now.Sub(r.s.start)
+	if el < r.Ramp {
+		return int(math.Ceil(float64(r.Users) * el.Seconds() / r.Ramp.Seconds())), "ramp"
+	}
+	return r.Users, "steady"
+}
+
+// step runs every 100 ms or so; it returns false once the duration is over.
+func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
+	if now.Sub(r.s.start) >= r.total {
+		return false
+	}
+	want, phase := r.want(now)
+	r.s.setUsers(want)
+	if !now.Before(r.nextTick) {
+		r.tick(ctx, now, want, phase)
+		r.nextTick = r.nextTick.Add(r.Tick)
+	}
+	if !now.Before(r.nextSave) {
+		r.finish(result.Running)
+		r.s.server(r.from, r.s.mark(now))
+		r.s.checkpoint(r.write)
+		r.nextSave = r.nextSave.Add(r.Save)
+	}
+	return true
+}
+
+// tick collects what users recorded since the previous tick and files it
+// under the ramp or the window.
+func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase string) {
+	s := r.s
+	p := s.collect()
+	if s.interval.Start.Sub(s.start) >= r.Ramp-r.Tick/2 {
+		if !r.marked { // the window began at the previous tick, with its scrape
+			r.from, r.marked = s.mark(r.prev), true
+		}
+		r.steady.Merge(s.interval)
+	} else {
+		r.ramp.Merge(s.interval)
+	}
+	s.scrape(ctx, now)
+	r.prev = now
+	if r.Progress != nil {
+		tot := s.all.Total(metrics.Request, s.scratch)
+		r.Progress(Progress{Elapsed: now.Sub(s.start), Total: r.total, Phase: phase, Users: s.eng.Users(), Want: want,
+			Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts})
+	}
+}
+
+func (r *boundedRun) write(w result.Writer, dir string) error { return w.Write(dir, r.s.res, r.steady) }
+
 // finish fills the figures of the result from the snapshots.
-func (b *Bounded) finish(s *session, steady, ramp *metrics.Snapshot, status string) {
-	res := s.res
+func (r *boundedRun) finish(status string) {
+	s, res, steady := r.s, r.s.res, r.steady
 	res.Status, res.EndedAt = status, time.Now()
 	win := steady.End.Sub(steady.Start)
 	if !steady.Start.IsZero() {
@@ -123,7 +161,10 @@ func (b *Bounded) finish(s *session, steady, ramp *metrics.Snapshot, status stri
 	}
 	scratch := metrics.NewStat()
 	res.Totals = steady.Total(metrics.Request, scratch).Summarize("all requests", win)
-	res.RampTotals = ramp.Total(metrics.Request, scratch).Summarize("ramp", ramp.End.Sub(ramp.Start))
+	res.RampTotals = r.ramp.Total(metrics.Request, scratch).Summarize("ramp", r.ramp.End.Sub(r.ramp.Start))
+	if !r.stopping.Start.IsZero() {
+		res.StoppingTotals = r.stopping.Total(metrics.Request, scratch).Summarize("stopping", r.stopping.End.Sub(r.stopping.Start))
+	}
 	res.Requests = steady.Summaries(metrics.Request, win)
 	res.Actions = steady.Summaries(metrics.Action, win)
 	res.Notes = nil

@@ -2,15 +2,19 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"math"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
@@ -307,5 +311,95 @@ func TestTooManyRequestNamesAreNoted(t *testing.T) {
 	}
 	if res.Totals.Count <= 1100 {
 		t.Fatalf("only %d requests: too few to overflow the name bound", res.Totals.Count)
+	}
+}
+
+// The window of a bounded run ends with its duration: requests that end
+// while users finish their actions are counted apart and do not stretch
+// it, so req/s is over the duration asked for.
+func TestWindowEndsWithTheDuration(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/delay/0.6', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Grace: 3 * time.Second}, Users: 3, Duration: 2 * time.Second})
+	if res.Window.Seconds < 1.9 || res.Window.Seconds > 2.3 || res.Window.End > 2.3 {
+		t.Errorf("window %+v for a 2 s duration with no ramp", res.Window)
+	}
+	if res.StoppingTotals.Count == 0 {
+		t.Errorf("no request counted while stopping (each of 3 users was mid-request at the end): %+v", res.StoppingTotals)
+	}
+	if res.Totals.Count == 0 || math.Abs(res.Totals.RPS-float64(res.Totals.Count)/res.Window.Seconds) > 0.01 {
+		t.Errorf("req/s %.2f is not count %d over the window %.2f s", res.Totals.RPS, res.Totals.Count, res.Window.Seconds)
+	}
+	if got := res.Totals.Count + res.StoppingTotals.Count + res.RampTotals.Count; got > 3*5 {
+		t.Errorf("%d requests of 0.6 s from 3 users in about 2.6 s", got)
+	}
+}
+
+// https to a plain HTTP port: every request fails, so the run measured
+// nothing and says so, rather than passing for completed.
+func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
+	target := httpbinServer(t)
+	tls := *target
+	tls.Scheme = "https"
+	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: &tls, Insecure: true}, Users: 2, Duration: time.Second})
+	if res.Status != result.Failed || res.Totals.Count == 0 {
+		t.Fatalf("status %q with %d requests, want failed", res.Status, res.Totals.Count)
+	}
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "the run measured nothing: all ") || !strings.Contains(n, "requests in the measured window failed or timed out (most often: ") {
+		t.Errorf("notes: %s", n)
+	}
+}
+
+func TestNoUserPastSetupIsAFailedRun(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def setup(user):\n    user.http.get('/status/401', name='login')\ndef a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second})
+	if res.Status != result.Failed {
+		t.Fatalf("status %q, want failed", res.Status)
+	}
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "no user finished setup: all ") || !strings.Contains(n, `"login: status 401"`) {
+		t.Errorf("notes: %s", n)
+	}
+}
+
+// A scenario that sends no request measures its actions: one that
+// succeeds is not a failed run.
+func TestActionsWithoutRequestsAreMeasured(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 1, Duration: 500 * time.Millisecond})
+	if res.Status != result.Completed {
+		t.Errorf("status %q, notes %v", res.Status, res.Notes)
+	}
+}
+
+// A panic in a goroutine of the run stops it at once; the result is still
+// written, with status stopped and a note, and Run returns the panic.
+func TestPanicStopsTheRunAndKeepsItsResult(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n")
+	out := filepath.Join(t.TempDir(), "out")
+	var n atomic.Int64
+	start := time.Now()
+	res, err := (&Bounded{Common: Common{Scenario: sc, Target: target, Out: out, Grace: time.Second,
+		OnAction: func(user int, _ string) {
+			if n.Add(1) == 20 {
+				panic("boom")
+			}
+		}}, Users: 2, Duration: time.Minute}).Run(context.Background())
+	var pe *engine.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" {
+		t.Fatalf("err = %v, want the panic", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("the run went on %v after a panic", el)
+	}
+	back, rerr := result.Read(out)
+	if rerr != nil || res == nil || back.Status != result.Stopped || back.Totals.Count == 0 {
+		t.Fatalf("result after a panic: %v %+v", rerr, back)
+	}
+	if n := strings.Join(back.Notes, "\n"); !strings.Contains(n, "internal error, a bug in headroom") || !strings.Contains(n, "panic in user ") {
+		t.Errorf("notes: %s", n)
 	}
 }

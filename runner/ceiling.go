@@ -61,12 +61,12 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if c.Prom == nil {
 		c.Prom = metrics.NewProm()
 	}
-	s, err := c.open("ceiling")
+	s, err := c.open(ctx, "ceiling")
 	if err != nil {
 		return nil, err
 	}
 	res := s.res
-	ci := &result.Ceiling{Evaluator: c.EvaluatorName, Scrape: c.Scrape, Trustworthy: true}
+	ci := &result.Ceiling{Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
 	res.Ceiling = ci
 	for _, ch := range c.Checks {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below})
@@ -88,7 +88,8 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		s.scraper = nil // c.Scraper scrapes for both
 	}
 
-	interrupted := ticks(ctx, c.Tick, func(now time.Time) bool {
+	ctx = s.ctx // ends with the caller's, or when headroom aborts the run
+	ticks(ctx, c.Tick, func(now time.Time) bool {
 		el := now.Sub(s.start)
 		users := s.eng.Ready() // users past setup: the load really applied
 		p := s.collect()
@@ -126,7 +127,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 					s.watch.Attempted(errs)
 				}
 				for _, err := range errs {
-					msg := err.Error()
+					msg := Redact(err.Error())
 					ci.ScrapeErrors = setErr(ci.ScrapeErrors, msg)
 					if !warned[msg] {
 						warned[msg] = true
@@ -198,7 +199,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		if !now.Before(nextSave) {
 			c.finish(s, levels, result.Running)
 			s.server(from, s.mark(now))
-			_ = s.write(nil)
+			s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, res, nil) })
 			nextSave = nextSave.Add(c.Save)
 		}
 		if d.Done {
@@ -211,14 +212,17 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 		return true
 	})
-	status := result.Completed
-	if interrupted {
-		status = result.Interrupted
-	}
+	status, cause := s.outcome()
 	s.stop()
 	snap := c.finish(s, levels, status)
+	s.noteStop(cause)
+	if status == result.Completed {
+		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
+			s.markFailed(why)
+		}
+	}
 	s.server(from, s.mark(time.Now()))
-	return res, s.write(snap)
+	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) }))
 }
 
 // evaluate evaluates the active checks; a check whose required metric no

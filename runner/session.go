@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +29,8 @@ type Common struct {
 	Timeout  time.Duration // per request
 	Grace    time.Duration // for users to finish their action when stopped
 	Insecure bool
-	Out      string   // result directory; "" writes nothing
-	Command  []string // the command line, for the result
+	Out      string   // result directory, probed before traffic (see result.Writer.Probe); "" writes nothing
+	Command  []string // the command line, for the result (passwords in URLs redacted there)
 	Version  string
 
 	// Scrape lists Prometheus endpoints of the system under test, scraped
@@ -42,7 +43,48 @@ type Common struct {
 	OnAction func(int, string) // optional: see engine.Config
 	Tick     time.Duration     // collection period; default 1 s
 	Save     time.Duration     // checkpoint period; default 10 s
+
+	// FS is where the result is written; nil is the real file system.
+	FS result.FS
+	// FallbackDir is where the result goes when Out cannot take it at
+	// the end, in a new directory headroom-<kind>-<time>; "" is
+	// os.TempDir().
+	FallbackDir string
+
+	// MaxMemory, in bytes, is how much memory headroom may use: past it
+	// every user is cancelled at once and the run stops ("stopped", with
+	// a note saying what the users were doing). 0: no limit.
+	MaxMemory uint64
+
+	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
+	memEvery  time.Duration // between memory samples; default 20 ms
+	memSample func() uint64 // bytes in use; default goMemory
 }
+
+// WriteError is Run's error when a run went its course but its result
+// could not be written to Out. Run still returns the result; it was
+// written to Fallback instead, unless Fallback is "" (FallbackErr says
+// why). The checkpoint Out held was removed so that it does not pass for
+// the answer, unless Stale says why it could not be.
+type WriteError struct {
+	Out, Fallback    string
+	Err, FallbackErr error
+	Stale            error
+}
+
+func (e *WriteError) Error() string {
+	msg := fmt.Sprintf("could not write the result to %s: %v", e.Out, e.Err)
+	if e.Fallback == "" {
+		return msg + fmt.Sprintf("; nor to a fallback directory: %v. The result is lost; the tables above are all there is", e.FallbackErr)
+	}
+	msg += "; the result is in " + e.Fallback + " instead"
+	if e.Stale != nil {
+		msg += fmt.Sprintf(" (%s still holds an older checkpoint, status %q: %v)", e.Out, result.Running, e.Stale)
+	}
+	return msg
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // CheckTarget fails when nothing accepts connections at target.
 func CheckTarget(target *url.URL, timeout time.Duration) error {
@@ -56,14 +98,20 @@ func CheckTarget(target *url.URL, timeout time.Duration) error {
 	}
 	c, err := net.DialTimeout("tcp", host, timeout)
 	if err != nil {
-		return fmt.Errorf("cannot reach target %s: %v\n  hint: start the server first (e.g. headroom testbed), or fix --target", target, err)
+		return fmt.Errorf("cannot reach target %s: %v\n  hint: start the server first (e.g. headroom testbed), or fix --target", target.Redacted(), err)
 	}
 	return c.Close()
 }
 
 // session is one run in progress: the engine, the recorder, the figures.
 type session struct {
-	c        *Common
+	c *Common
+	// ctx ends the run's loop: done when the caller's parent is (an
+	// interrupt) or when headroom aborts the run (abort, with the cause).
+	ctx, parent context.Context
+	cancel      context.CancelCauseFunc
+	unwatch     func() // ends the memory watch's hold on the Go memory limit
+
 	rec      *metrics.Recorder
 	eng      *engine.Engine
 	res      *result.Result
@@ -79,7 +127,7 @@ type session struct {
 	busy     atomic.Bool
 }
 
-func (c *Common) open(kind string) (*session, error) {
+func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	if c.Tick <= 0 {
 		c.Tick = time.Second
 	}
@@ -89,24 +137,33 @@ func (c *Common) open(kind string) (*session, error) {
 	if err := CheckTarget(c.Target, 3*time.Second); err != nil {
 		return nil, err
 	}
+	if c.Out != "" {
+		if err := c.writer().Probe(c.Out); err != nil {
+			return nil, fmt.Errorf("cannot write the result to %s: %v\n  hint: choose another --out, or make room there", c.Out, err)
+		}
+	}
 	var obs metrics.Observer
 	if c.Prom != nil {
 		obs = c.Prom
 	}
 	rec := metrics.NewRecorder(0, obs, time.Now)
 	s := &session{
-		c: c, rec: rec,
-		eng: engine.New(engine.Config{
-			Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
-			Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
-		}),
+		c: c, rec: rec, parent: ctx,
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
 		cpu0: cpuTime(), start: time.Now(),
 	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	s.unwatch = func() {}
+	s.eng = engine.New(engine.Config{
+		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
+		Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		OnPanic: func(p *engine.PanicError) { s.abort(p) },
+	})
 	if len(c.Scrape) > 0 {
 		s.watch = server.New(c.Scrape, s.start)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)
 		if err != nil {
+			s.cancel(err)
 			return nil, err
 		}
 		sc.Gathered = s.watch.Gathered
@@ -119,7 +176,7 @@ func (c *Common) open(kind string) (*session, error) {
 	s.res = &result.Result{
 		Kind: kind, Headroom: c.Version, StartedAt: s.start,
 		Config: result.Config{
-			Command: c.Command, Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.String(),
+			Command: RedactAll(c.Command), Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.Redacted(),
 			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(), Think: c.Scenario.ThinkSrc,
 			Connections: "per-user keep-alive", Label: c.Label,
 		},
@@ -128,12 +185,30 @@ func (c *Common) open(kind string) (*session, error) {
 	for _, a := range c.Scenario.Actions {
 		s.res.Config.Actions = append(s.res.Config.Actions, result.ActionWeight{Name: a.Name, Weight: a.Weight})
 	}
+	s.unwatch = s.watchMemory()
 	return s, nil
 }
 
-// setUsers changes the user count and the exposed gauge.
+// addBatch is how many users setUsers adds between two looks at the
+// clock and the run's context.
+const addBatch = 256
+
+// setUsers moves the user count towards n, and the exposed gauge with it.
+// Adding many users takes a while (tens of thousands a second), so it
+// stops after addBudget, or when the run ends, and the next call goes
+// on: the run's loop keeps its clock and answers Ctrl-C meanwhile.
 func (s *session) setUsers(n int) {
-	s.eng.SetUsers(n)
+	budget := s.c.addBudget
+	if budget <= 0 {
+		budget = 50 * time.Millisecond
+	}
+	deadline := time.Now().Add(budget)
+	for {
+		reached := s.eng.SetUsersBy(n, addBatch) >= n
+		if reached || s.ctx.Err() != nil || !time.Now().Before(deadline) {
+			break
+		}
+	}
 	if s.c.Prom != nil {
 		s.c.Prom.SetUsers(s.eng.Users())
 	}
@@ -161,6 +236,7 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 	go func() {
 		defer s.scraping.Done()
 		defer s.busy.Store(false)
+		defer s.recover("the scrape of " + strings.Join(s.c.Scrape, ", "))
 		s.watch.Attempted(s.scraper.Scrape(ctx, now))
 	}()
 }
@@ -181,10 +257,14 @@ func (s *session) server(from, to *server.Mark) {
 		return
 	}
 	s.res.Server = s.watch.Result(from, to)
+	redactServer(s.res.Server)
 }
 
 // stop stops every user (each within the grace period) and collects the rest.
+// The run's context ends with it.
 func (s *session) stop() {
+	defer s.unwatch()
+	defer s.cancel(context.Canceled)
 	s.setUsers(0)
 	s.eng.Stop()
 	s.collect()
@@ -224,12 +304,43 @@ func (s *session) namesNote() string {
 		metrics.MaxNames, metrics.OtherName)
 }
 
-// checkpoint writes the result so far, if there is an output directory.
-func (s *session) write(snap *metrics.Snapshot) error {
+func (c *Common) writer() result.Writer { return result.Writer{FS: c.FS} }
+
+// checkpoint writes the result so far into Out, if there is one, with
+// write. A failed checkpoint is retried at the next one and at the end.
+func (s *session) checkpoint(write func(w result.Writer, dir string) error) {
+	if s.c.Out != "" {
+		_ = write(s.c.writer(), s.c.Out)
+	}
+}
+
+// save writes the final result into Out, if there is one, with write;
+// when Out cannot take it, into a new fallback directory, removing the
+// stale checkpoint from Out. The error is then a *WriteError.
+func (s *session) save(write func(w result.Writer, dir string) error) error {
 	if s.c.Out == "" {
 		return nil
 	}
-	return result.Write(s.c.Out, s.res, snap)
+	w := s.c.writer()
+	err := write(w, s.c.Out)
+	if err == nil {
+		return nil
+	}
+	we := &WriteError{Out: s.c.Out, Err: err}
+	parent := s.c.FallbackDir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, ferr := w.NewDir(parent, "headroom-"+s.res.Kind+"-", s.start)
+	if ferr == nil {
+		ferr = write(w, dir)
+	}
+	if ferr != nil {
+		we.FallbackErr = ferr
+		return we
+	}
+	we.Fallback, we.Stale = dir, w.Discard(s.c.Out)
+	return we
 }
 
 func sumCounts(ss []metrics.Summary) int64 {

@@ -103,7 +103,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	if rule == (result.KneeRule{}) {
 		rule = result.DefaultKneeRule()
 	}
-	s, err := st.open("step")
+	s, err := st.open(ctx, "step")
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	r.begin(0, s.start)
 	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
 
-	interrupted := ticks(ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
+	ticks(s.ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
 		r.ramp(now)
 		if now.Before(nextTick) {
 			return true
@@ -123,23 +123,20 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 			nextTick = nextTick.Add(st.Tick)
 		}
 		p := s.collect()
-		s.scrape(ctx, now)
+		s.scrape(s.ctx, now)
 		done, more := r.advance(now)
 		if st.Progress != nil {
 			st.Progress(r.progress(now, p, done))
 		}
 		if !now.Before(nextSave) {
 			r.finish(result.Running)
-			_ = r.write() // a failed checkpoint is retried at the next one and at the end
+			s.checkpoint(r.write)
 			nextSave = nextSave.Add(st.Save)
 		}
 		return more
 	})
-	status := result.Completed
-	switch {
-	case interrupted:
-		status = result.Interrupted
-	case r.stopped != "":
+	status, cause := s.outcome()
+	if status == result.Completed && r.stopped != "" {
 		status = result.Stopped
 	}
 	if st.Progress != nil {
@@ -150,7 +147,13 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	// level's in-flight requests at its end, it counts in no level.
 	r.exclude()
 	r.finish(status)
-	return res, r.write()
+	s.noteStop(cause)
+	if status == result.Completed || (status == result.Stopped && r.stopped != "") {
+		if why := s.nothingMeasured(r.held, "in the held levels"); why != "" {
+			s.markFailed(why)
+		}
+	}
+	return res, s.done(cause, s.save(r.write))
 }
 
 // stepRun is a step run in progress.
@@ -205,7 +208,7 @@ func (r *stepRun) ramp(now time.Time) {
 		want = max(want, l.prev+1)
 	}
 	r.s.setUsers(want)
-	if want == l.users && l.allStarted.IsZero() {
+	if r.s.eng.Users() == l.users && l.allStarted.IsZero() {
 		l.allStarted = now
 	}
 }
@@ -358,16 +361,13 @@ func (r *stepRun) finish(status string) {
 	}
 }
 
-// write writes the result and the histograms of every level held.
-func (r *stepRun) write() error {
-	if r.s.c.Out == "" {
-		return nil
-	}
+// write writes the result and the histograms of every level held into dir.
+func (r *stepRun) write(w result.Writer, dir string) error {
 	levels := map[int]*metrics.Snapshot{}
 	for _, l := range r.levels {
 		if l.held > 0 {
 			levels[l.users] = l.snap
 		}
 	}
-	return result.WriteStep(r.s.c.Out, r.s.res, r.held, levels)
+	return w.WriteStep(dir, r.s.res, r.held, levels)
 }

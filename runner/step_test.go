@@ -262,7 +262,8 @@ func TestStepInterruptKeepsTheLevelsHeld(t *testing.T) {
 }
 
 // Users whose setup keeps failing never make a level: the run stops after
-// the setup timeout and says why, instead of waiting for ever.
+// the setup timeout and says why, instead of waiting for ever; having held
+// no level, it measured nothing: status failed.
 func TestStepStopsWhenSetupKeepsFailing(t *testing.T) {
 	t.Parallel()
 	_, target := testbedTarget(t, testbed.Config{})
@@ -284,8 +285,8 @@ think_time = think.constant("200ms")
 	if len(res.Step.Levels) != 0 || !strings.Contains(res.Step.Stopped, "at 3 users only 0 had finished setup") {
 		t.Errorf("levels %d, stopped %q", len(res.Step.Levels), res.Step.Stopped)
 	}
-	if res.Status != result.Stopped {
-		t.Errorf("status %q, want %q: the run did not hold its levels", res.Status, result.Stopped)
+	if res.Status != result.Failed || !strings.Contains(strings.Join(res.Notes, "\n"), "the run measured nothing: no user finished setup: all ") {
+		t.Errorf("status %q, want %q: no user finished setup; notes %v", res.Status, result.Failed, res.Notes)
 	}
 	if res.RampTotals.Errors == 0 {
 		t.Errorf("the failed logins are not in ramp_totals: %+v", res.RampTotals)

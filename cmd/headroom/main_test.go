@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,19 +17,123 @@ import (
 	"github.com/headroom-dev/headroom/testbed"
 )
 
+// Environment of the test binary re-run as a launcher (see TestMain).
+const (
+	execEnv   = "HEADROOM_TEST_EXEC"    // the program to exec
+	rlimitEnv = "HEADROOM_TEST_RLIMITS" // e.g. "fsize=4096,nofile=100"
+)
+
+var rlimits = map[string]int{"fsize": syscall.RLIMIT_FSIZE, "nofile": syscall.RLIMIT_NOFILE}
+
+// TestMain doubles as a launcher: with HEADROOM_TEST_EXEC set, the test
+// binary lowers its own limits (soft and hard) and execs that program,
+// which so starts under them. Otherwise it runs the tests, with no core
+// files from the crash test.
+func TestMain(m *testing.M) {
+	if prog := os.Getenv(execEnv); prog != "" {
+		for _, kv := range strings.Split(os.Getenv(rlimitEnv), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseUint(v, 10, 64)
+			if res, ok := rlimits[k]; !ok || err != nil || syscall.Setrlimit(res, &syscall.Rlimit{Cur: n, Max: n}) != nil {
+				os.Stderr.WriteString("launcher: bad limit " + kv + "\n")
+				os.Exit(100)
+			}
+		}
+		var env []string
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, execEnv+"=") && !strings.HasPrefix(e, rlimitEnv+"=") {
+				env = append(env, e)
+			}
+		}
+		err := syscall.Exec(prog, append([]string{prog}, os.Args[1:]...), env)
+		os.Stderr.WriteString("launcher: " + err.Error() + "\n")
+		os.Exit(100)
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	dir, err := os.MkdirTemp("", "headroom-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binError error
+)
+
+// binary builds headroom once for the package's tests.
+func binary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binPath = filepath.Join(binDir, "headroom")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binError = errors.New("build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if binError != nil {
+		t.Fatal(binError)
+	}
+	return binPath
+}
+
+// command is headroom with args, under the given limits ("" for none)
+// and extra environment.
+func command(t *testing.T, limits string, env []string, args ...string) *exec.Cmd {
+	bin := binary(t)
+	cmd := exec.Command(bin, args...)
+	if limits != "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(self, args...)
+		env = append(env, execEnv+"="+bin, rlimitEnv+"="+limits)
+	}
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir() // the default runs/ and any core file land here
+	return cmd
+}
+
+// outcome runs cmd and returns its exit code (-1 when a signal killed it,
+// with the signal), stdout and stderr.
+func outcome(t *testing.T, cmd *exec.Cmd) (code int, sig syscall.Signal, stdout, stderr string) {
+	t.Helper()
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			return -1, ws.Signal(), o.String(), e.String()
+		}
+		code = ws.ExitStatus()
+	default:
+		t.Fatal(err)
+	}
+	return code, 0, o.String(), e.String()
+}
+
+func testbedURL(t *testing.T) string {
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	t.Cleanup(tb.Close)
+	return tb.URL
+}
+
 // TestCtrlCStopsTheRunAndKeepsItsResult runs the real binary, sends it
 // SIGINT as a terminal's Ctrl-C would, and checks that it stops within the
 // grace period and still writes a result that says it was interrupted.
 func TestCtrlCStopsTheRunAndKeepsItsResult(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "headroom")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
-	defer tb.Close()
-	out := filepath.Join(dir, "run")
-	cmd := exec.Command(bin, "run", "../../examples/chat.star", "--target", tb.URL, "--users", "20", "--ramp", "1s",
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := command(t, "", nil, "run", abs(t, "../../examples/chat.star"), "--target", testbedURL(t), "--users", "20", "--ramp", "1s",
 		"--duration", "5m", "--grace", "2s", "--out", out)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,4 +172,15 @@ func TestCtrlCStopsTheRunAndKeepsItsResult(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, result.HistogramsFile)); err != nil {
 		t.Errorf("no histograms after Ctrl-C: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(out, CrashFile)); !os.IsNotExist(err) {
+		t.Errorf("an empty %s was left behind: %v", CrashFile, err)
+	}
+}
+
+func abs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -6,19 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
 
-const ceilingHelp = `
+var ceilingHelp = `
 Finds the ceiling: how many users the target supports while every health
 check stays under its threshold.
 
@@ -47,25 +46,13 @@ Examples:
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
 
-Exit codes: 0 ceiling found, 1 could not run or no ceiling within the limits, 2 bad flags, scenario or checks.
-`
+` + exitCodes("ceiling", `, or no ceiling
+     found within --max-users and --max-duration`)
 
 type multi []string
 
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
-
-type percent float64
-
-func (p *percent) String() string { return fmt.Sprintf("%g%%", 100*float64(*p)) }
-func (p *percent) Set(s string) error {
-	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil || v <= 0 || v >= 100 {
-		return errors.New("want a percentage in (0, 100), e.g. 5%")
-	}
-	*p = percent(v / 100)
-	return nil
-}
 
 type ceilingFlags struct {
 	loadFlags
@@ -93,7 +80,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
 	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged")
 	fs.DurationVar(&f.measure, "measure", 20*time.Second, "once found, hold the supported users this long for the per-request table (0: no)")
-	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "search: users added per second at most (logins are costly)")
+	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, true, "a number of users per second above 0, e.g. 50", "search: users added per second at most (logins are costly)")
 	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
 	fs.DurationVar(&f.lin.Rest, "linear-rest", 2*time.Second, "linear: time between steps")
@@ -105,13 +92,36 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	sc, out, code, ok := f.load(ctx, env, path)
+	maxSet := false
+	fs.Visit(func(fl *flag.Flag) { maxSet = maxSet || fl.Name == "max-users" })
+	if !maxSet {
+		f.maxUsers = maxUsersFor(env, f.maxUsers)
+	} else if code, ok := checkOpenFiles(env, f.maxUsers, fmt.Sprintf("--max-users %d", f.maxUsers)); !ok {
+		return code
+	}
+	sc, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	return f.run(ctx, env, args, sc, target, out)
+}
+
+// run is the part of ceilingCmd that runs once --out is reserved: it
+// releases --out whenever it returns before the run starts.
+func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scenario.Scenario, target *url.URL, out *outDir) int {
+	started := false
+	defer func() {
+		if !started {
+			out.release()
+		}
+	}()
 	var err error
 
-	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out), MaxDuration: f.maxDuration}
+	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration}
 	c.Prom = metrics.NewProm()
 	stop, err := f.serveMetrics(env, &c.Common)
 	if err != nil {
@@ -129,7 +139,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		if err := remote.Ping(ctx); err != nil {
 			return fail(env, ExitError, "%v", err)
 		}
-		c.Evaluator, c.EvaluatorName = remote, "prometheus "+f.prometheus
+		c.Evaluator, c.EvaluatorName = remote, "prometheus "+runner.Redact(f.prometheus)
 		has = func(m string) bool {
 			_, err := remote.Query(ctx, "count("+m+")", time.Now())
 			return err == nil
@@ -143,7 +153,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 				return fail(env, ExitUsage, "--scrape: %v", err)
 			}
 			if err := c.Scraper.Check(ctx); err != nil {
-				fmt.Fprintf(env.Stderr, "warning: %v\n  checks on its metrics will fail closed until it answers\n", err)
+				fmt.Fprintf(env.Stderr, "warning: %s\n  checks on its metrics will fail closed until it answers\n", runner.Redact(err.Error()))
 			}
 			c.Scraper.Scrape(ctx, time.Now())
 		}
@@ -158,7 +168,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 		defaultsHas = has
 	}
 	c.Has = has
-	c.Checks, err = checksFor(f, sc, defaultsHas)
+	c.Checks, err = checksFor(*f, sc, defaultsHas)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
@@ -179,7 +189,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 			Settle: settle, Judge: f.judge, RampRate: f.rampRate})
 	}
 
-	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target, sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
 	for _, ch := range c.Checks {
 		op := ">"
 		if ch.Below {
@@ -194,17 +204,13 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if !f.quiet {
 		c.Progress = newCeilingProgress(env).update
 	}
+	started = true
 	res, err := c.Run(ctx)
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printCeiling(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s/%s\n", out, result.ResultFile)
-	writeReports(env, out, res, f.noReport)
-	if !res.Ceiling.SupportedUsers.Found {
+	code := finish(env, out, res, err, f.noReport, printCeiling)
+	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}
-	return ExitOK
+	return code
 }
 
 func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
@@ -213,8 +219,10 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--controller %q: want search or linear", f.controller)
 	case f.maxUsers < 1 || f.startUsers < 1:
 		return errors.New("--max-users and --start-users must be at least 1")
-	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0 || f.rampRate <= 0:
-		return errors.New("--max-duration, --window, --judge and --ramp-rate must be positive")
+	case f.lin.Inc < 1 || f.lin.Dec < 1:
+		return errors.New("--linear-inc and --linear-dec must be at least 1")
+	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0:
+		return errors.New("--max-duration, --window and --judge must be positive")
 	case f.prometheus != "" && f.metricsAddr == "":
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
 	}
@@ -236,6 +244,9 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]
 	}
 	var out []health.Check
 	for _, s := range specs {
+		if !finite(s.Threshold) {
+			return nil, fmt.Errorf("%s:%d: check %q: threshold %g is not a number\n  hint: give a number such as 0.5", s.Path, s.Line, s.Name, s.Threshold)
+		}
 		c := health.Check{Name: s.Name, Query: s.Query, Threshold: s.Threshold, Below: s.Below}
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v\n  hint: test the query in Prometheus's expression browser, or see docs/HEALTH.md", s.Path, s.Line, err)
@@ -243,11 +254,4 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-func outDir(out string) (string, error) {
-	if out == "" {
-		out = "runs/" + time.Now().Format("20060102-150405")
-	}
-	return out, checkOut(out)
 }

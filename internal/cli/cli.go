@@ -8,24 +8,82 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/headroom-dev/headroom/runner"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
 var Version = "0.1.0-dev"
 
-// Exit codes.
+// Exit codes (README.md, "Exit codes"; compare's 3 is ExitRegression).
 const (
 	ExitOK    = 0 // done
-	ExitError = 1 // the run could not be done: target unreachable, I/O error, ...
-	ExitUsage = 2 // bad command line or bad scenario; nothing was sent
+	ExitError = 1 // the run could not be done or was cut short: target unreachable, I/O error, stopped by headroom, no ceiling
+	ExitUsage = 2 // bad command line, scenario, checks or --out; nothing was sent
+	// ExitNothing: the run went its course but measured nothing (status
+	// failed): every request failed, or no user finished setup.
+	ExitNothing = 4
+	// ExitInternal: headroom caught a panic of its own, a bug; a run's
+	// result is written (status stopped) when the run had started.
+	// A fatal runtime error, which cannot be caught, kills headroom with
+	// SIGABRT instead (134 in a shell; see cmd/headroom).
+	ExitInternal = 5
 )
+
+// exitCodes is the end of run's, step's and ceiling's help; one is what
+// the command adds to code 1.
+func exitCodes(kind, one string) string {
+	return `Exit codes:
+  0  done (after Ctrl-C too: the result has what ran)
+  1  could not run, or cut short: target unreachable; --out not writable (at
+     the end the result goes to $TMPDIR/headroom-` + kind + `-<time> instead, named on
+     stderr); stopped by headroom (--max-memory)` + one + `
+  2  bad flags, scenario or checks; an --out that holds a result (--force);
+     more users than the open-files limit (ulimit -n) allows. Nothing was sent
+  4  the run measured nothing: every request failed, or no user finished setup
+  5  an internal error, a bug in headroom; the result is written (stopped)
+  A fatal runtime error kills headroom with SIGABRT (134 in a shell); its
+  report is in --out/crash.txt.
+`
+}
 
 // Env is the outside world a command sees.
 type Env struct {
 	Args           []string
 	Stdout, Stderr io.Writer
 	IsTerminal     func(w io.Writer) bool // nil: never a terminal
+	// Getenv reads the environment; nil reads nothing. Commands read only
+	// HEADROOM_TEST_PANIC, a hook for tests (see testHook).
+	Getenv func(key string) string
+	// CrashOutput, if set, is called once a run's result directory exists:
+	// from then on the report of a fatal runtime error also goes to a file
+	// there. The returned function undoes it.
+	CrashOutput func(dir string) (undo func())
+	// Limits returns what this process may use; nil: nothing is known and
+	// nothing is checked.
+	Limits func() Limits
+}
+
+// Limits is what the machine allows this process.
+type Limits struct {
+	// OpenFiles is the open-files limit (ulimit -n), after Go raised the
+	// soft limit to the hard one at start; 0: unknown.
+	OpenFiles uint64
+	// Memory is what the process may use, in bytes: the cgroup's limit,
+	// else the machine's memory; 0: unknown. MemoryOf says which.
+	Memory   uint64
+	MemoryOf string
+}
+
+func (env Env) limits() Limits {
+	if env.Limits == nil {
+		return Limits{}
+	}
+	return env.Limits()
 }
 
 type command struct {
@@ -48,8 +106,15 @@ func commands() []command {
 	}
 }
 
-// Main runs the command line and returns the exit code.
-func Main(ctx context.Context, env Env) int {
+// Main runs the command line and returns the exit code. A panic in the
+// command's goroutine is caught here: ExitInternal, with the stack.
+func Main(ctx context.Context, env Env) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(env.Stderr, "headroom: internal error, a bug in headroom (please report it with what follows): panic: %v\n%s", p, debug.Stack())
+			code = ExitInternal
+		}
+	}()
 	if len(env.Args) == 0 || env.Args[0] == "-h" || env.Args[0] == "--help" || env.Args[0] == "help" {
 		usage(env.Stdout)
 		if len(env.Args) == 0 {
@@ -62,8 +127,7 @@ func Main(ctx context.Context, env Env) int {
 			return c.run(ctx, env, env.Args[1:])
 		}
 	}
-	fmt.Fprintf(env.Stderr, "headroom: unknown command %q\n\n", env.Args[0])
-	usage(env.Stderr)
+	fmt.Fprintf(env.Stderr, "headroom: unknown command %q\nrun 'headroom --help' for the commands\n", env.Args[0])
 	return ExitUsage
 }
 
@@ -87,39 +151,98 @@ Run 'headroom <command> --help' for its flags.
 `)
 }
 
-// newFlags returns a flag set whose --help prints the given text and the flags.
+// newFlags returns a flag set whose --help (or -h) prints the given text
+// and the flags to stderr. A mistake on its command line is printed by
+// parse, with a one-line pointer to --help rather than the whole text.
 func newFlags(env Env, name, synopsis, text string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "Usage:\n  headroom %s %s\n\n%s\nFlags:\n", name, synopsis, strings.TrimLeft(text, "\n"))
+	fs.SetOutput(io.Discard) // parse reports mistakes itself
+	fs.Usage = func() {}
+	h := &helpFlag{show: func() {
+		fs.SetOutput(env.Stderr)
+		defer fs.SetOutput(io.Discard)
+		fmt.Fprintf(env.Stderr, "Usage:\n  headroom %s %s\n\n%s\nFlags:\n", name, synopsis, strings.TrimLeft(text, "\n"))
 		fs.PrintDefaults()
-	}
+	}}
+	fs.Var(h, "help", "print this help (-h too)")
 	return fs
 }
 
+// helpFlag is --help: set, parse prints the command's help.
+type helpFlag struct {
+	asked bool
+	show  func()
+}
+
+func (h *helpFlag) String() string   { return "false" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+func (h *helpFlag) Set(s string) (err error) {
+	h.asked, err = strconv.ParseBool(s)
+	return err
+}
+
 // parse parses flags allowing them after positional arguments too
-// ("run chat.star --users 10"), and returns the positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+// ("run chat.star --users 10"), and returns the positional arguments. It
+// prints --help, or a mistake (a value out of range, a duration below 0
+// or above 30 days) with a pointer to --help, and then returns false and
+// the exit code.
+func parse(env Env, fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	h := fs.Lookup("help").Value.(*helpFlag)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, ExitOK, false
-			}
-			return nil, ExitUsage, false
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) || h.asked { // -h is not defined: the flag package answers ErrHelp
+			h.show()
+			return nil, ExitOK, false
+		}
+		if err != nil {
+			return nil, usageError(env, fs, "%v", err), false
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, 0, true
+			break
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	if err := checkDurations(fs); err != nil {
+		return nil, usageError(env, fs, "%v", err), false
+	}
+	return pos, 0, true
 }
 
+// usageError prints a mistake on fs's command line, then where to read
+// about the command, and returns ExitUsage.
+func usageError(env Env, fs *flag.FlagSet, format string, a ...any) int {
+	fail(env, ExitUsage, format, a...)
+	fmt.Fprintf(env.Stderr, "run 'headroom %s --help' for its flags and examples\n", fs.Name())
+	return ExitUsage
+}
+
+// fail prints a message (any password in a URL there redacted) and
+// returns code.
 func fail(env Env, code int, format string, a ...any) int {
-	fmt.Fprintf(env.Stderr, "headroom: "+format+"\n", a...)
+	fmt.Fprintln(env.Stderr, runner.Redact(fmt.Sprintf("headroom: "+format, a...)))
 	return code
+}
+
+// testHook returns, for the HEADROOM_TEST_PANIC environment variable that
+// only tests set, a function to run as each action starts: "user" panics
+// in a user's goroutine (a bug headroom catches: ExitInternal), "fatal"
+// dies of a fatal runtime error there (one it cannot catch). nil
+// otherwise.
+func testHook(env Env) func(user int, action string) {
+	if env.Getenv == nil {
+		return nil
+	}
+	switch env.Getenv("HEADROOM_TEST_PANIC") {
+	case "user":
+		return func(int, string) { panic("HEADROOM_TEST_PANIC=user") }
+	case "fatal":
+		return func(int, string) {
+			var mu sync.Mutex
+			mu.Unlock() // fatal error: sync: unlock of unlocked mutex
+		}
+	}
+	return nil
 }

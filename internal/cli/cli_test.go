@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
@@ -161,6 +164,134 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 			t.Errorf("histogram of %q does not match its count %d", s.Name, s.Count)
 		} else if p99 := float64(h.Hist.ValueAtPercentile(99)) / 1000; p99 != s.P99Ms {
 			t.Errorf("%q: p99 from histograms.json %.3f != result.json %.3f", s.Name, p99, s.P99Ms)
+		}
+	}
+}
+
+// An --out that holds a result is refused before anything is sent, with
+// a message naming the old result and both fixes; --force lets the run
+// go on (here to an unreachable target, so nothing is overwritten).
+func TestOutHoldingAResultNeedsForce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "old")
+	started := time.Date(2026, 11, 23, 6, 40, 1, 0, time.Local)
+	if err := result.Write(dir, &result.Result{Kind: "step", Status: result.Completed, StartedAt: started}, nil); err != nil {
+		t.Fatal(err)
+	}
+	good := write(t, t.TempDir(), "good.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	for _, cmd := range []string{"run", "step", "ceiling"} {
+		code, _, stderr := headroom(t, cmd, good, "--target", "http://127.0.0.1:1", "--levels", "1", "--out", dir)
+		if cmd != "step" {
+			code, _, stderr = headroom(t, cmd, good, "--target", "http://127.0.0.1:1", "--out", dir)
+		}
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d", cmd, code, ExitUsage)
+		}
+		for _, w := range []string{dir + " already holds a step result from 2026-11-23 06:40:01 (status completed)", "--force", "another --out"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", cmd, w, stderr)
+			}
+		}
+		if strings.Contains(stderr, "cannot reach target") {
+			t.Errorf("%s: the target was tried before --out was checked", cmd)
+		}
+	}
+	code, _, stderr := headroom(t, "run", good, "--target", "http://127.0.0.1:1", "--out", dir, "--force")
+	if code != ExitError || !strings.Contains(stderr, "cannot reach target") {
+		t.Errorf("with --force: exit %d, want %d at the target check:\n%s", code, ExitError, stderr)
+	}
+	if r, err := result.Read(dir); err != nil || r.Kind != "step" {
+		t.Errorf("a run that never started changed the old result: %v %+v", err, r)
+	}
+}
+
+// A run that measured nothing (every request failed: https to a plain
+// port; or no user finished setup) has its own status and exit code, and
+// the terminal says so plainly.
+func TestMeasuredNothingExits4(t *testing.T) {
+	t.Parallel()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	dir := t.TempDir()
+	tlsTarget := strings.Replace(tb.URL, "http://", "https://", 1)
+	get := write(t, dir, "get.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	noLogin := write(t, dir, "nologin.star", "def setup(user):\n    user.http.get('/nope', name='login')\ndef a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	cases := []struct {
+		name string
+		args []string
+		why  string
+	}{
+		{"run, https to a plain port", []string{"run", get, "--target", tlsTarget, "--insecure", "--users", "2", "--duration", "1s"}, "requests in the measured window failed or timed out"},
+		{"step, no user past setup", []string{"step", noLogin, "--target", tb.URL, "--levels", "2", "--hold", "1s", "--setup-timeout", "1s"}, "no user finished setup: all "},
+		{"ceiling, https to a plain port", []string{"ceiling", get, "--target", tlsTarget, "--insecure", "--start-users", "2", "--max-users", "4",
+			"--window", "2s", "--judge", "2s", "--max-duration", "8s", "--measure", "0"}, "requests in the whole search failed or timed out"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.Fields(c.name)[0])
+			code, stdout, stderr := headroom(t, append(c.args, "--out", out, "--quiet", "--no-report")...)
+			if code != ExitNothing {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, ExitNothing, stdout, stderr)
+			}
+			if !strings.Contains(stderr, "headroom: the run measured nothing: ") || !strings.Contains(stderr, c.why) {
+				t.Errorf("stderr does not say the run measured nothing (%q):\n%s", c.why, stderr)
+			}
+			if res, err := result.Read(out); err != nil || res.Status != result.Failed {
+				t.Errorf("result: %v, %+v", err, res)
+			}
+		})
+	}
+}
+
+// A password in --target is sent to the target but appears nowhere
+// headroom prints or writes.
+func TestTargetPasswordIsSentButNeverShown(t *testing.T) {
+	tb := testbed.New(testbed.Config{}).Handler()
+	var auth atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			auth.Store(h)
+		}
+		tb.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	target := strings.Replace(srv.URL, "http://", "http://ann:s3cret@", 1)
+	sc := write(t, t.TempDir(), "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := headroom(t, "run", sc, "--target="+target, "--users", "1", "--duration", "1s", "--out", out, "--scrape", target+"/metrics")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if got, _ := auth.Load().(string); got != "Basic YW5uOnMzY3JldA==" {
+		t.Errorf("the target saw Authorization %q", got)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), "s3cret") {
+			t.Errorf("%s holds the password", filepath.Base(f))
+		}
+	}
+	if strings.Contains(stdout+stderr, "s3cret") {
+		t.Errorf("the password was printed:\n%s\n%s", stdout, stderr)
+	}
+	res, _ := result.Read(out)
+	if want := "ann:xxxxx@127.0.0.1"; !strings.Contains(res.Config.Target, want) || !strings.Contains(strings.Join(res.Config.Command, " "), want) {
+		t.Errorf("config: target %q, command %q", res.Config.Target, res.Config.Command)
+	}
+	if code, _, stderr := headroom(t, "run", sc, "--target", "ftp://ann:s3cret@host"); code != ExitUsage || strings.Contains(stderr, "s3cret") {
+		t.Errorf("a bad target's message shows the password (exit %d): %s", code, stderr)
+	}
+}
+
+func TestMetricsListenWarnsBeyondLoopback(t *testing.T) {
+	sc := write(t, t.TempDir(), "s.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")
+	for addr, warn := range map[string]string{":0": "on every interface", "0.0.0.0:0": "on every interface", "127.0.0.1:0": "", "localhost:0": ""} {
+		_, _, stderr := headroom(t, "run", sc, "--target", "http://127.0.0.1:1", "--metrics-listen", addr, "--out", filepath.Join(t.TempDir(), "o"))
+		switch {
+		case warn == "" && strings.Contains(stderr, "warning:"):
+			t.Errorf("%s: a warning for a loopback address:\n%s", addr, stderr)
+		case warn != "" && (!strings.Contains(stderr, "warning: --metrics-listen "+addr) || !strings.Contains(stderr, warn) || !strings.Contains(stderr, "--metrics-listen 127.0.0.1:0 keeps them on this machine")):
+			t.Errorf("%s: no warning naming the exposure and the loopback alternative:\n%s", addr, stderr)
 		}
 	}
 }

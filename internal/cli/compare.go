@@ -37,7 +37,7 @@ Examples:
   headroom compare runs/base --vs runs/new --fail-on users:-5%,p99:+10%,errors:+1pp   # gate a CI pipeline
 
 Exit codes: 0 compared (no gate failed), 1 could not read the results, 2 bad command line or results that cannot be compared,
-3 a change passed --fail-on.
+3 a change passed --fail-on, 5 an internal error (a bug in headroom).
 `
 
 func compareCmd(_ context.Context, env Env, args []string) int {
@@ -47,7 +47,7 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	fs := newFlags(env, "compare", "BASE_DIR... --vs NEW_DIR... [--out DIR] [--fail-on GATES]", compareHelp)
 	fs.StringVar(&out, "out", "", "directory for report.md, report.html and compare.json (default: print only)")
 	fs.StringVar(&failOn, "fail-on", "", "exit 3 when a change is real and beyond a limit: users:-5%,rps:-5%,mean:+10%,p50:+10%,p95:+10%,p99:+10%,errors:+1pp,server:+10%")
-	fs.Float64Var(&o.Confidence, "confidence", 0.95, "confidence of the intervals")
+	numberVar(fs, &o.Confidence, "confidence", 0.95, 0.5, 0.9999, true, "a probability in (0.5, 1), e.g. 0.95", "confidence of the intervals")
 	fs.Var(&minEffect, "min-effect", "smallest relative change given a verdict, however certain")
 	fs.StringVar(&labels, "labels", "base,new", "names of the two sides in the report")
 	var baseArgs, newArgs []string
@@ -58,18 +58,17 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 		}
 	}
 	if newArgs == nil {
-		if _, code, ok := parse(fs, args); !ok {
+		if _, code, ok := parse(env, fs, args); !ok {
 			return code
 		}
-		fs.Usage()
-		return fail(env, ExitUsage, "compare needs the base runs, then --vs and the new runs")
+		return usageError(env, fs, "compare needs the base runs, then --vs and the new runs")
 	}
 	// Flags may sit on either side of --vs.
-	basePos, code, ok := parse(fs, baseArgs)
+	basePos, code, ok := parse(env, fs, baseArgs)
 	if !ok {
 		return code
 	}
-	newPos, code, ok := parse(fs, newArgs)
+	newPos, code, ok := parse(env, fs, newArgs)
 	if !ok {
 		return code
 	}
@@ -80,8 +79,10 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	if o.Confidence <= 0.5 || o.Confidence >= 1 {
-		return fail(env, ExitUsage, "--confidence %g: want a probability in (0.5, 1), e.g. 0.95", o.Confidence)
+	for _, g := range gates {
+		if !finite(g.Limit) {
+			return fail(env, ExitUsage, "--fail-on %s:%g: the limit must be a number, e.g. %s:+10%%", g.Key, g.Limit, g.Key)
+		}
 	}
 	o.MinEffect = float64(minEffect)
 	bl, nl, _ := strings.Cut(labels, ",")

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -18,12 +22,15 @@ type loadFlags struct {
 	seed                            uint64
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
+	force                           bool
 	scrape                          multi
+	memory                          memory
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.target, "target", "", "base URL that request paths are joined to, e.g. http://127.0.0.1:8065 (required)")
-	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>")
+	fs.StringVar(&f.out, "out", "", "result directory to write (result.json, histograms.json); default runs/<time>, always a new directory")
+	fs.BoolVar(&f.force, "force", false, "overwrite the result --out holds already (without it, an --out that holds a result is refused)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every user's random streams: same seed, same sequence of actions")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout, dial included; a request past it counts as a timeout, not an error (it fires up to 1% late)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
@@ -32,19 +39,20 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
+	f.memory = memory{text: "50%"}
+	fs.Var(&f.memory, "max-memory", "memory headroom may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it every user is cancelled and the run stops (status stopped), its result written; 0: no limit")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 
 // start parses the command line of cmd: one scenario file and the flags.
 // It returns the scenario path and the target, or an exit code.
 func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) (string, *url.URL, int, bool) {
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return "", nil, code, false
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return "", nil, fail(env, ExitUsage, "%s needs exactly one scenario file, got %d arguments", cmd, len(pos)), false
+		return "", nil, usageError(env, fs, "%s needs exactly one scenario file, got %d arguments: %s", cmd, len(pos), strings.Join(pos, " ")), false
 	}
 	target, err := parseTarget(f.target)
 	if err != nil {
@@ -56,19 +64,27 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	return pos[0], target, 0, true
 }
 
-// load reads the scenario and checks the output directory, reporting a
-// mistake in either as a usage error.
-func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.Scenario, string, int, bool) {
+// load reads the scenario (Ctrl-C, through ctx, interrupts its top level)
+// and checks --out, reporting a mistake in either as a usage error. It
+// writes nothing.
+func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.Scenario, int, bool) {
 	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
-		return nil, "", ExitUsage, false
+		return nil, ExitUsage, false
 	}
-	out, err := outDir(f.out)
-	if err != nil {
-		return nil, "", fail(env, ExitUsage, "%v", err), false
+	if f.out == "" {
+		return sc, 0, true
 	}
-	return sc, out, 0, true
+	err = result.CheckOut(f.out, f.force)
+	var exists *result.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return nil, fail(env, ExitUsage, "--out %v\n  fix: --force to overwrite it, or another --out (the default, runs/<time>, is always a new directory)", err), false
+	case err != nil:
+		return nil, fail(env, ExitUsage, "--out %v; choose another", err), false
+	}
+	return sc, 0, true
 }
 
 // common is what every run gets from these flags.
@@ -76,7 +92,9 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
 		Command: append([]string{"headroom", cmd}, args...), Version: Version,
-		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		OnAction:  testHook(env),
+		MaxMemory: f.maxMemory(env),
 	}
 }
 
@@ -94,5 +112,27 @@ func (f *loadFlags) serveMetrics(env Env, c *runner.Common) (stop func(), err er
 		return nil, fmt.Errorf("--metrics-listen: %v", err)
 	}
 	fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
+	if who, local := exposure(f.metricsAddr); who != "" {
+		fmt.Fprintf(env.Stderr, "warning: --metrics-listen %s serves headroom's metrics (request names, rates, latencies, users) %s: "+
+			"anyone who can reach this machine can read them; --metrics-listen %s keeps them on this machine\n", f.metricsAddr, who, local)
+	}
 	return stop, nil
+}
+
+// exposure says where besides this machine a listen address is reachable
+// ("on every interface", "on 10.0.0.5"), with its loopback equivalent;
+// "" for a loopback address.
+func exposure(addr string) (who, local string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", ""
+	}
+	local = net.JoinHostPort("127.0.0.1", port)
+	switch ip := net.ParseIP(host); {
+	case host == "localhost" || (ip != nil && ip.IsLoopback()):
+		return "", ""
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		return "on every interface", local
+	}
+	return "on " + host + ", not a loopback address", local
 }

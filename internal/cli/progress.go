@@ -92,6 +92,9 @@ func printSummary(w io.Writer, r *result.Result) {
 	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs after a %.0fs ramp\n",
 		r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
 	table(w, "REQUEST", append(r.Requests, r.Totals))
+	if n := r.StoppingTotals.Count; n > 0 {
+		fmt.Fprintf(w, "(%d more requests ended while users stopped, after the window: in stopping_totals, in no figure above)\n", n)
+	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
 	g := r.Generator

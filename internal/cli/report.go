@@ -29,19 +29,22 @@ runs/arm64-2 -> arm64).
 Examples:
   headroom report runs/ceil --out reports/ceil
   headroom report runs/arm64-1 runs/arm64-2 runs/arm64-3 runs/x86-1 runs/x86-2 runs/x86-3 --out reports/matrix
+
+Exit codes: 0 written, 1 could not read a result or write the report, 2 bad
+command line (a matrix of results that are not all ceilings, or without
+--out), 5 an internal error (a bug in headroom).
 `
 
 func reportCmd(_ context.Context, env Env, args []string) int {
 	var out string
 	fs := newFlags(env, "report", "RESULT_DIR... [--out DIR]", reportHelp)
 	fs.StringVar(&out, "out", "", "directory to write report.md, its charts and report.html into (default: the result directory; required for a matrix)")
-	dirs, code, ok := parse(fs, args)
+	dirs, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
 	}
 	if len(dirs) == 0 {
-		fs.Usage()
-		return fail(env, ExitUsage, "report needs at least one result directory")
+		return usageError(env, fs, "report needs at least one result directory")
 	}
 	var runs []*compare.Run
 	for _, dir := range dirs {

@@ -7,16 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
 
-const runHelp = `
+var runHelp = `
 Runs a bounded load test: --users users, added linearly over --ramp, then
 held for --duration. Each user runs the scenario's setup once, then weighted
 actions with think time between them, over its own keep-alive connection.
@@ -25,14 +22,14 @@ Live progress goes to stderr; the per-request table goes to stdout at the
 end, and everything to --out/result.json. Ctrl-C stops the run gracefully
 and still writes the result; a second Ctrl-C quits at once.
 
-The measured window starts after the ramp: the table covers it only.
+The measured window starts after the ramp and ends with --duration: the
+table covers it only. Requests that end while users stop are counted apart.
 
 Examples:
   headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
   headroom run my.star --target http://127.0.0.1:8080 --users 50 --duration 2m --seed 7 --metrics-listen 127.0.0.1:9465
 
-Exit codes: 0 done, 1 could not run (e.g. target unreachable), 2 bad flags or scenario.
-`
+` + exitCodes("run", "")
 
 type runFlags struct {
 	loadFlags
@@ -57,13 +54,21 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	sc, out, code, ok := f.load(ctx, env, path)
+	if code, ok := checkOpenFiles(env, f.users, fmt.Sprintf("--users %d", f.users)); !ok {
+		return code
+	}
+	sc, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}
-	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out), Users: f.users, Ramp: f.ramp, Duration: f.duration}
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration}
 	stop, err := f.serveMetrics(env, &b.Common)
 	if err != nil {
+		out.release()
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
@@ -72,18 +77,12 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		pr = newProgress(env)
 		b.Progress = pr.update
 	}
-	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target, f.users, f.ramp, f.duration, f.seed)
+	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target.Redacted(), f.users, f.ramp, f.duration, f.seed)
 	res, err := b.Run(ctx)
 	if pr != nil {
 		pr.done()
 	}
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printSummary(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
-	writeReports(env, out, res, f.noReport)
-	return ExitOK
+	return finish(env, out, res, err, f.noReport, printSummary)
 }
 
 func parseTarget(s string) (*url.URL, error) {
@@ -95,25 +94,6 @@ func parseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("--target %q is not an http(s) URL; write e.g. http://127.0.0.1:8065", s)
 	}
 	return u, nil
-}
-
-// checkOut refuses to overwrite a directory that holds something other
-// than a headroom result.
-func checkOut(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--out %s: %v", dir, err)
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, result.ResultFile)); err == nil {
-		return nil // a previous result: overwritten
-	}
-	return fmt.Errorf("--out %s exists and is not a headroom result directory; choose another", dir)
 }
 
 func serveMetrics(addr string, p *metrics.Prom) (func(), error) {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +15,7 @@ import (
 	"github.com/headroom-dev/headroom/runner"
 )
 
-const stepHelp = `
+var stepHelp = `
 Runs a step load: each of --levels users in turn, each held for --hold.
 A level starts by adding users (at most --ramp-rate a second); once every
 one of them has finished setup (logged in), the level settles for --settle,
@@ -37,9 +36,10 @@ Examples:
   headroom step examples/chat.star --target http://127.0.0.1:8065 --levels 48,96,162,240,336 --hold 60s --out runs/step-new
   headroom step my.star --target http://127.0.0.1:8080 --levels 10,20,40,80 --hold 2m --settle 30s --scrape http://127.0.0.1:8080/metrics
 
-Exit codes: 0 done (knee or not), 1 could not run (e.g. target unreachable,
-users that never finished setup), 2 bad flags or scenario.
-`
+The knee or its absence is a finding: exit 0 either way.
+
+` + exitCodes("step", `, or a level whose
+     users never all finished setup (--setup-timeout)`)
 
 type stepFlags struct {
 	loadFlags
@@ -55,7 +55,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&f.levels, "levels", "", "user counts to hold in turn, increasing, e.g. 48,96,162,240,336 (required)")
 	fs.DurationVar(&f.hold, "hold", time.Minute, "how long each level is held after settling: its measured window")
 	fs.DurationVar(&f.settle, "settle", 0, "time a level runs, once every user is set up, before it is measured (default: 10s, or a quarter of --hold if shorter)")
-	fs.Float64Var(&f.rampRate, "ramp-rate", 50, "users added per second at most when a level starts (0: all at once)")
+	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, false, "0 (all at once) or a number of users per second, e.g. 50", "users added per second at most when a level starts (0: all at once)")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "stop if a level's users have not all finished setup this long after the last one started")
 	path, target, code, ok := f.start(env, fs, "step", args)
 	if !ok {
@@ -75,38 +75,36 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--hold must be positive, e.g. --hold 60s")
 	case f.settle < 0:
 		return fail(env, ExitUsage, "--settle must be 0 or more")
-	case f.rampRate < 0:
-		return fail(env, ExitUsage, "--ramp-rate must be 0 (all at once) or more")
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
-	sc, out, code, ok := f.load(ctx, env, path)
+	top := levels[len(levels)-1]
+	if code, ok := checkOpenFiles(env, top, fmt.Sprintf("--levels up to %d users", top)); !ok {
+		return code
+	}
+	sc, code, ok := f.load(ctx, env, path)
 	if !ok {
 		return code
 	}
-	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out), Levels: levels, Hold: f.hold, Settle: f.settle,
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return code
+	}
+	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out.path), Levels: levels, Hold: f.hold, Settle: f.settle,
 		RampRate: f.rampRate, SetupTimeout: f.setupTimeout}
 	stop, err := f.serveMetrics(env, &st.Common)
 	if err != nil {
+		out.release()
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
 	pr := newStepProgress(env, levels, f.quiet)
 	st.Progress = pr.update
 	fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
-		sc.Path, target, joinInts(levels), f.hold, f.settle, f.seed)
+		sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, f.seed)
 	res, err := st.Run(ctx)
 	pr.done()
-	if err != nil {
-		return fail(env, ExitError, "%v", err)
-	}
-	printStep(env.Stdout, res)
-	fmt.Fprintf(env.Stdout, "\nresult: %s\n", filepath.Join(out, result.ResultFile))
-	writeReports(env, out, res, f.noReport)
-	if res.Step.Stopped != "" {
-		return ExitError
-	}
-	return ExitOK
+	return finish(env, out, res, err, f.noReport, printStep)
 }
 
 // parseLevels reads "48,96,162" and checks the levels increase.

@@ -70,7 +70,7 @@ func TestStepBadFlagsFailBeforeTraffic(t *testing.T) {
 		{"zero", []string{"--levels", "0,10"}, "--levels: level 1 is 0 users"},
 		{"no hold", []string{"--levels", "10", "--hold", "0s"}, "--hold must be positive"},
 		{"negative settle", []string{"--levels", "10", "--settle", "-1s"}, "--settle must be 0 or more"},
-		{"negative ramp rate", []string{"--levels", "10", "--ramp-rate", "-1"}, "--ramp-rate must be 0"},
+		{"negative ramp rate", []string{"--levels", "10", "--ramp-rate", "-1"}, `invalid value "-1" for flag -ramp-rate: want 0 (all at once)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

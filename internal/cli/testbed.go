@@ -29,6 +29,9 @@ It binds to loopback by default and runs until Ctrl-C.
 Examples:
   headroom testbed --listen 127.0.0.1:8065
   headroom testbed --listen 127.0.0.1:8065 --workers 4 --scale 2   # a quarter of the default capacity
+
+Exit codes: 0 stopped by Ctrl-C, 1 could not listen, 2 bad flags,
+5 an internal error (a bug in headroom).
 `
 
 func testbedCmd(ctx context.Context, env Env, args []string) int {
@@ -41,10 +44,10 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&listen, "listen", "127.0.0.1:8065", "address to listen on")
 	fs.IntVar(&cfg.Workers, "workers", def.Workers, "requests served at once")
 	fs.IntVar(&cfg.Queue, "queue", def.Queue, "requests that may wait for a worker; more get 503")
-	fs.Float64Var(&cfg.Scale, "scale", def.Scale, "multiplies every service time (2 = half the capacity)")
+	numberVar(fs, &cfg.Scale, "scale", def.Scale, 0, 1e6, true, "a factor above 0, e.g. 2", "multiplies every service time (2 = half the capacity)")
 	fs.IntVar(&cfg.Channels, "channels", def.Channels, "public channels created at start")
 	fs.Int64Var(&cfg.Seed, "seed", def.Seed, "seed of the store's content")
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
 	}

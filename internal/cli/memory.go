@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// memory is --max-memory: a size (512MiB, 2GiB, 1.5GB), a share of the
+// memory this process may use (50%), or 0 for no limit.
+type memory struct {
+	text string
+}
+
+func (m *memory) String() string {
+	if m == nil {
+		return ""
+	}
+	return m.text
+}
+
+func (m *memory) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if _, _, err := parseMemory(s); err != nil {
+		return err
+	}
+	m.text = s
+	return nil
+}
+
+var memUnits = []struct {
+	suffix string
+	bytes  float64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+
+// minMemory is the least --max-memory takes: headroom alone needs tens of MiB.
+const minMemory = 64 << 20
+
+// parseMemory reads a --max-memory value: bytes, or a fraction of the
+// process's memory (share, in (0, 1]).
+func parseMemory(s string) (bytes uint64, share float64, err error) {
+	bad := errors.New("want a size such as 512MiB or 4GiB, a share of the machine's memory such as 50%, or 0 for no limit")
+	if s == "0" {
+		return 0, 0, nil
+	}
+	if num, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || !finite(v) || v <= 0 || v > 100 {
+			return 0, 0, bad
+		}
+		return 0, v / 100, nil
+	}
+	for _, u := range memUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if err != nil || !finite(v) || v <= 0 || v*u.bytes > math.MaxInt64 {
+				return 0, 0, bad
+			}
+			if v*u.bytes < minMemory {
+				return 0, 0, fmt.Errorf("%s is too little for headroom itself; want at least 64MiB", s)
+			}
+			return uint64(v * u.bytes), 0, nil
+		}
+	}
+	return 0, 0, bad
+}
+
+// maxMemory resolves --max-memory against what the process may use: a
+// share of an unknown amount is no limit.
+func (f *loadFlags) maxMemory(env Env) uint64 {
+	bytes, share, _ := parseMemory(f.memory.text)
+	if share > 0 {
+		bytes = uint64(share * float64(env.limits().Memory))
+	}
+	return bytes
+}

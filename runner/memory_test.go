@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+func TestMemWatchReportsTheFirstSamplePastTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		samples := []uint64{100, 900, 1000, 1001, 5000}
+		calls := 0
+		w := memWatch{limit: 1000, every: 20 * time.Millisecond, sample: func() uint64 {
+			calls++
+			return samples[calls-1]
+		}}
+		start := time.Now()
+		var got uint64
+		var at time.Duration
+		w.run(context.Background(), func(used uint64) { got, at = used, time.Since(start) })
+		if got != 1001 || at != 80*time.Millisecond || calls != 4 {
+			t.Errorf("over(%d) at %v after %d samples; want 1001 at 80ms, the 4th", got, at, calls)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		w.sample = func() uint64 { return 10 }
+		start = time.Now()
+		w.run(ctx, func(uint64) { t.Error("over called under the limit") })
+		if el := time.Since(start); el != time.Second {
+			t.Errorf("returned after %v, want when ctx ended (1s)", el)
+		}
+	})
+}
+
+// An action that doubles a string in a loop would take all the machine's
+// memory and kill headroom; with --max-memory the run stops cleanly, its
+// result written with status stopped and a note naming the action.
+func TestMaxMemoryStopsTheRunCleanly(t *testing.T) {
+	target := httpbinServer(t)
+	sc := load(t, `
+def grow(user):
+    user.http.get("/get", name="get")
+    s = "x"
+    for i in range(40):
+        s = s + s
+actions = [action("Grow", grow)]
+`)
+	out := t.TempDir() + "/out"
+	start := time.Now()
+	res, err := (&Bounded{Common: Common{Scenario: sc, Target: target, Out: out, Grace: time.Second, MaxMemory: 512 << 20},
+		Users: 1, Duration: time.Minute}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	t.Logf("stopped after %v; peak RSS of the test process %d MiB", time.Since(start).Round(time.Millisecond), ru.Maxrss>>10)
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+	back, rerr := result.Read(out)
+	if rerr != nil || res.Status != result.Stopped || back.Status != result.Stopped {
+		t.Fatalf("status %q, read back %v %+v", res.Status, rerr, back)
+	}
+	n := strings.Join(back.Notes, "\n")
+	for _, w := range []string{"headroom stopped the run: headroom's memory reached ", "past its limit of 512 MiB (--max-memory)", "Grow (1)", "grown in a loop"} {
+		if !strings.Contains(n, w) {
+			t.Errorf("notes lack %q:\n%s", w, n)
+		}
+	}
+	if back.Totals.Count == 0 {
+		t.Errorf("the request before the string grew is not in the result: %+v", back.Totals)
+	}
+	t.Log(n)
+}

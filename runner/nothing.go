@@ -1,0 +1,69 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// nothingMeasured says why a run measured nothing, or "" when it measured
+// something. A run measured nothing when no user ever finished setup, or
+// when not one request in measured (the run's measured part, named by
+// where) succeeded; for a scenario whose actions send no request, when
+// not one of its actions succeeded.
+func (s *session) nothingMeasured(measured *metrics.Snapshot, where string) string {
+	scratch := metrics.NewStat()
+	if s.eng.SetUp() == 0 {
+		setup := s.all.Actions[scenario.SetupAction]
+		if setup == nil || setup.Count == 0 {
+			return "no user finished setup"
+		}
+		return fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
+	}
+	req := measured.Total(metrics.Request, scratch)
+	if req.Count > 0 {
+		if succeeded(req) > 0 {
+			return ""
+		}
+		return fmt.Sprintf("all %d requests %s failed or timed out%s", req.Count, where, commonest(req))
+	}
+	acts := metrics.NewStat()
+	for name, st := range measured.Actions {
+		if name != scenario.SetupAction && name != scenario.TeardownAction {
+			acts.Merge(st)
+		}
+	}
+	switch {
+	case acts.Count == 0:
+		return "no request or action ended " + where
+	case succeeded(acts) == 0:
+		return fmt.Sprintf("all %d actions %s failed or timed out%s", acts.Count, where, commonest(acts))
+	}
+	return ""
+}
+
+// markFailed gives a run that measured nothing the status failed, with
+// the reason in its notes.
+func (s *session) markFailed(why string) {
+	s.res.Status = result.Failed
+	s.res.Notes = append(s.res.Notes, "the run measured nothing: "+why)
+}
+
+func succeeded(st *metrics.Stat) int64 { return st.Count - st.Errors - st.Timeouts }
+
+// commonest is ` (most often: "<message>", N times)` for the commonest
+// error message of st, or "".
+func commonest(st *metrics.Stat) string {
+	msg, n := "", int64(0)
+	for m, c := range st.Messages {
+		if c > n || (c == n && m < msg) {
+			msg, n = m, c
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (most often: %q, %d times)", msg, n)
+}
