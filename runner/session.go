@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime"
@@ -55,6 +56,12 @@ type Common struct {
 	// every user is cancelled at once and the run stops ("stopped", with
 	// a note saying what the users were doing). 0: no limit.
 	MaxMemory uint64
+	// MaxBody is the response body limit in bytes; 0: the transport's
+	// default (64 MiB).
+	MaxBody int
+	// SourceAddrs are the local addresses users connect from, spread by
+	// user id; none: the system's choice.
+	SourceAddrs []netip.Addr
 
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
@@ -156,7 +163,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s.unwatch = func() {}
 	s.eng = engine.New(engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
-		Insecure: c.Insecure, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) },
 	})
 	if len(c.Scrape) > 0 {

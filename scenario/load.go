@@ -242,12 +242,12 @@ func execTop(ctx context.Context, path string, src []byte, lim Limits, fail fail
 		return nil, fmt.Errorf("load scenario %s: interrupted%s: %w", path, stuck, context.Cause(ctx))
 	case haltSteps:
 		le := fail(evalPos(err, path), fmt.Sprintf("the top level ran more than %d Starlark steps", lim.MaxSteps),
-			once+"If it is meant to do this much, raise the step limit (see Limits in docs/SCENARIOS.md)").(*LoadError)
+			once+"If it is meant to do this much, raise the step limit (--max-steps; see Limits in docs/SCENARIOS.md)").(*LoadError)
 		le.Err = ErrTooManySteps
 		return nil, le
 	case haltTimeout:
 		le := fail(evalPos(err, path), fmt.Sprintf("the top level ran longer than %v%s", lim.LoadTimeout, stuck),
-			once+"If it is meant to take this long, raise the load timeout (see Limits in docs/SCENARIOS.md)").(*LoadError)
+			once+"If it is meant to take this long, raise the load timeout (--load-timeout; see Limits in docs/SCENARIOS.md)").(*LoadError)
 		le.Err = ErrLoadTimeout
 		return nil, le
 	}

@@ -165,7 +165,7 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	case u.overSteps:
 		s.Outcome = metrics.Failed
 		s.Message = fmt.Sprintf("%s: stopped after %d Starlark steps, the limit of one call: a loop that never ends? "+
-			"If it is meant to do this much, raise the step limit (see Limits in docs/SCENARIOS.md)",
+			"If it is meant to do this much, raise the step limit (--max-steps; see Limits in docs/SCENARIOS.md)",
 			scriptPos(err, u.sc.Path), u.sc.Limits.withDefaults().MaxSteps)
 		// The limit cancelled the thread; let the next call run, unless
 		// Cancel came meanwhile (its own thread.Cancel lost to ours).

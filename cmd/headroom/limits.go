@@ -23,7 +23,27 @@ func limits() cli.Limits {
 	if c := cgroupMemory(); c > 0 && (l.Memory == 0 || c < l.Memory) {
 		l.Memory, l.MemoryOf = c, "the cgroup's memory limit"
 	}
+	l.Ports = portRange()
 	return l
+}
+
+// portRange is the number of ephemeral ports (ip_local_port_range); 0 if
+// unknown.
+func portRange() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || hi < lo {
+		return 0
+	}
+	return hi - lo + 1
 }
 
 // memTotal is MemTotal from /proc/meminfo, in bytes; 0 if unknown.

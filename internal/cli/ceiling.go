@@ -96,7 +96,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.Visit(func(fl *flag.Flag) { maxSet = maxSet || fl.Name == "max-users" })
 	if !maxSet {
 		f.maxUsers = maxUsersFor(env, f.maxUsers)
-	} else if code, ok := checkOpenFiles(env, f.maxUsers, fmt.Sprintf("--max-users %d", f.maxUsers)); !ok {
+	} else if code, ok := f.checkUsers(env, f.maxUsers, target, fmt.Sprintf("--max-users %d", f.maxUsers)); !ok {
 		return code
 	}
 	sc, code, ok := f.load(ctx, env, path)

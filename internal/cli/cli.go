@@ -77,6 +77,10 @@ type Limits struct {
 	// else the machine's memory; 0: unknown. MemoryOf says which.
 	Memory   uint64
 	MemoryOf string
+	// Ports is the size of the ephemeral port range
+	// (net.ipv4.ip_local_port_range): how many connections one source
+	// address can hold to one target; 0: unknown.
+	Ports int
 }
 
 func (env Env) limits() Limits {

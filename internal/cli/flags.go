@@ -25,6 +25,10 @@ type loadFlags struct {
 	force                           bool
 	scrape                          multi
 	memory                          memory
+	maxBody                         size
+	sources                         sourceAddrs
+	maxSteps                        uint64
+	loadTimeout                     time.Duration
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -41,6 +45,11 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
 	f.memory = memory{text: "50%"}
 	fs.Var(&f.memory, "max-memory", "memory headroom may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it every user is cancelled and the run stops (status stopped), its result written; 0: no limit")
+	f.maxBody = size{text: "64MiB", bytes: 64 << 20}
+	fs.Var(&f.maxBody, "max-body", "largest response body a request may read, e.g. 1MiB or 256MiB; a larger one is an error. Each user holds at most this much of a response at a time")
+	fs.Var(&f.sources, "source-addrs", "local addresses to connect from, users spread over them, e.g. 127.0.0.1-127.0.0.4 (any 127.x.y.z for a loopback target): one address holds only about half the ephemeral port range of connections to one target")
+	fs.Uint64Var(&f.maxSteps, "max-steps", scenario.DefaultMaxSteps, "Starlark steps one call of setup, an action or teardown may take (about 1-3 s of CPU at the default) before it fails, so a runaway loop cannot take a user over")
+	fs.DurationVar(&f.loadTimeout, "load-timeout", scenario.DefaultLoadTimeout, "time the scenario's top level may take to load before it is refused")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
 }
 
@@ -61,6 +70,12 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	if f.timeout <= 0 || f.grace < 0 {
 		return "", nil, fail(env, ExitUsage, "--timeout must be > 0 and --grace >= 0"), false
 	}
+	if f.maxSteps == 0 || f.loadTimeout <= 0 {
+		return "", nil, fail(env, ExitUsage, "--max-steps and --load-timeout must be more than 0"), false
+	}
+	if err := f.sources.check(target); err != nil {
+		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
 	return pos[0], target, 0, true
 }
 
@@ -68,7 +83,7 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 // and checks --out, reporting a mistake in either as a usage error. It
 // writes nothing.
 func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.Scenario, int, bool) {
-	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{})
+	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{MaxSteps: f.maxSteps, LoadTimeout: f.loadTimeout})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return nil, ExitUsage, false
@@ -95,7 +110,19 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		OnAction:  testHook(env),
 		MaxMemory: f.maxMemory(env),
+		MaxBody:   int(f.maxBody.bytes), SourceAddrs: f.sources.addrs,
 	}
+}
+
+// checkUsers checks, before any traffic, that users users can run from
+// this process: it refuses more than the open files allow and warns when
+// their connections are more than the source addresses hold.
+func (f *loadFlags) checkUsers(env Env, users int, target *url.URL, what string) (int, bool) {
+	if code, ok := checkOpenFiles(env, users, what); !ok {
+		return code, false
+	}
+	checkPorts(env, users, len(f.sources.addrs), target, what)
+	return 0, true
 }
 
 // serveMetrics serves headroom's Prometheus metrics at --metrics-listen,

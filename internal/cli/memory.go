@@ -67,6 +67,35 @@ func parseMemory(s string) (bytes uint64, share float64, err error) {
 	return 0, 0, bad
 }
 
+// size is a flag of a number of bytes, such as 64MiB.
+type size struct {
+	text  string
+	bytes uint64
+}
+
+func (s *size) String() string {
+	if s == nil {
+		return ""
+	}
+	return s.text
+}
+
+func (s *size) Set(v string) error {
+	v = strings.TrimSpace(v)
+	bad := errors.New("want a size such as 512KiB, 64MiB or 1GiB")
+	for _, u := range memUnits {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if err != nil || !finite(n) || n*u.bytes < 1 || n*u.bytes > 1<<40 {
+				return bad
+			}
+			s.text, s.bytes = v, uint64(n*u.bytes)
+			return nil
+		}
+	}
+	return bad
+}
+
 // maxMemory resolves --max-memory against what the process may use: a
 // share of an unknown amount is no limit.
 func (f *loadFlags) maxMemory(env Env) uint64 {

@@ -54,7 +54,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	if code, ok := checkOpenFiles(env, f.users, fmt.Sprintf("--users %d", f.users)); !ok {
+	if code, ok := f.checkUsers(env, f.users, target, fmt.Sprintf("--users %d", f.users)); !ok {
 		return code
 	}
 	sc, code, ok := f.load(ctx, env, path)
