@@ -8,11 +8,9 @@ package result
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -171,72 +169,6 @@ func writeJSON(path string, v any) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// ErrNotResult means a directory holds no result.json.
-var ErrNotResult = errors.New("not a headroom result directory")
-
-// Read reads result.json from dir, rejecting other formats with a message
-// that names the version found.
-func Read(dir string) (*Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w (no %s)", dir, ErrNotResult, ResultFile)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var probe struct {
-		Format string `json:"format"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
-	}
-	if probe.Format != Format {
-		if strings.HasPrefix(probe.Format, "headroom-result/") {
-			return nil, fmt.Errorf("%s: result format %q is not supported by this headroom (reads %q)", dir, probe.Format, Format)
-		}
-		return nil, fmt.Errorf("%s: %w (format %q)", dir, ErrNotResult, probe.Format)
-	}
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
-	}
-	return &r, nil
-}
-
-// ReadHistograms reads histograms.json from dir into a Snapshot whose
-// Stats carry the exact histograms (counts of other figures come from
-// result.json).
-func ReadHistograms(dir string) (*metrics.Snapshot, error) {
-	h, err := readHistogramsFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	snap := metrics.NewSnapshot()
-	if err := decodeInto(h.Requests, snap.Requests); err != nil {
-		return nil, fmt.Errorf("%s: %v", dir, err)
-	}
-	if err := decodeInto(h.Actions, snap.Actions); err != nil {
-		return nil, fmt.Errorf("%s: %v", dir, err)
-	}
-	return snap, nil
-}
-
-// decodeInto decodes encoded histograms into Stats that carry the
-// histogram and its count.
-func decodeInto(from map[string]string, to map[string]*metrics.Stat) error {
-	for name, enc := range from {
-		hist, err := decode(enc)
-		if err != nil {
-			return fmt.Errorf("histogram %q: %v", name, err)
-		}
-		st := metrics.NewStat()
-		st.Hist = hist
-		st.Count = hist.TotalCount()
-		to[name] = st
 	}
 	return nil
 }
