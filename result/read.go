@@ -31,7 +31,9 @@ const MaxFileSize = 1 << 30
 
 // Read reads result.json from dir, rejecting other formats with a message
 // that names the version found, and corrupt files with one that names the
-// file and what is wrong (wrapping ErrCorrupt).
+// file and what is wrong (wrapping ErrCorrupt). A table of more than
+// metrics.MaxNames names is folded as the writer would have (fold.go,
+// FoldedNames).
 func Read(dir string) (*Result, error) {
 	b, err := readFile(dir, ResultFile)
 	if errors.Is(err, os.ErrNotExist) {
@@ -68,14 +70,17 @@ func decodeResult(b []byte) (*Result, error) {
 	if err := r.validate(); err != nil {
 		return nil, corrupt(ResultFile, err)
 	}
+	r.fold()
 	return &r, nil
 }
 
 // ReadHistograms reads histograms.json from dir into a Snapshot whose
 // Stats carry the exact histograms (counts of other figures come from
-// result.json). A histogram that does not decode, or is not of headroom's
-// range, is an error wrapping ErrCorrupt that names it; a missing file is
-// an error wrapping os.ErrNotExist.
+// result.json), folded as Read folds result.json's tables: exactly, the
+// folded histograms merged under metrics.OtherName. A histogram that does
+// not decode, or is not of headroom's range, is an error wrapping
+// ErrCorrupt that names it; a missing file is an error wrapping
+// os.ErrNotExist.
 func ReadHistograms(dir string) (*metrics.Snapshot, error) {
 	h, err := readHistogramsFile(dir)
 	if err != nil {
@@ -94,10 +99,10 @@ func ReadHistograms(dir string) (*metrics.Snapshot, error) {
 
 // ReadLevelHistograms reads the per-level histograms of a step run from
 // dir's histograms.json, by user count. Each Snapshot's Stats carry the
-// exact histogram and its count (other figures are in result.json). A
-// result without levels (a bounded or
-// ceiling run) gives an empty map. Which levels were held completely is in
-// result.json (Step.Levels).
+// exact histogram and its count (other figures are in result.json), folded
+// as ReadHistograms folds them. A result without levels (a bounded or
+// ceiling run) gives an empty map. Which levels were held completely is
+// in result.json (Step.Levels).
 func ReadLevelHistograms(dir string) (map[int]*metrics.Snapshot, error) {
 	h, err := readHistogramsFile(dir)
 	if err != nil {

@@ -3,6 +3,7 @@ package result
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,66 @@ func TestReadHistogramsRefusesCorruptFiles(t *testing.T) {
 	os.Remove(filepath.Join(dir, HistogramsFile))
 	if _, err := ReadHistograms(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing histograms.json: %v, want os.ErrNotExist", err)
+	}
+}
+
+// TestManyNamesAreFoldedOnRead: a result with more names than the writer
+// keeps (here written without the recorder's cap) reads back with the
+// MaxNames busiest ones and the rest under OtherName, in result.json's
+// figures and in the histograms alike.
+func TestManyNamesAreFoldedOnRead(t *testing.T) {
+	const names = metrics.MaxNames + 500
+	snap := metrics.NewSnapshot()
+	for i := range names {
+		for range 1 + i%7 { // 1 to 7 requests; the busiest names are kept
+			snap.Add(&metrics.Sample{Kind: metrics.Request, Name: fmt.Sprintf("GET /item/%05d", i), Status: 200, Latency: time.Duration(1+i) * time.Millisecond})
+		}
+	}
+	snap.Add(&metrics.Sample{Kind: metrics.Request, Name: metrics.OtherName, Status: 500, Outcome: metrics.Failed, Latency: time.Millisecond})
+	dir := filepath.Join(t.TempDir(), "many")
+	if err := Write(dir, &Result{Kind: KindRun, Requests: snap.Summaries(metrics.Request, time.Second)}, snap); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Requests) != metrics.MaxNames+1 || r.FoldedNames != 500 {
+		t.Fatalf("%d names, %d folded; want %d and 500", len(r.Requests), r.FoldedNames, metrics.MaxNames+1)
+	}
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "500 were folded under \"(other names)\"") {
+		t.Errorf("notes %q", r.Notes)
+	}
+	var total, other int64
+	for _, s := range r.Requests {
+		total += s.Count
+		if s.Name == metrics.OtherName {
+			other = s.Count
+			if s.Errors != 1 || s.Status["200"] != other-1 {
+				t.Errorf("other names: %+v", s)
+			}
+		} else if s.Count < 3 {
+			t.Errorf("%s kept with %d requests, while busier names were folded", s.Name, s.Count)
+		}
+	}
+	want := int64(0)
+	for _, st := range snap.Requests {
+		want += st.Count
+	}
+	if total != want {
+		t.Errorf("%d requests after folding, want %d", total, want)
+	}
+
+	h, err := ReadHistograms(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Requests) != metrics.MaxNames+1 || h.Requests[metrics.OtherName].Count != other {
+		t.Errorf("histograms: %d names, other names %d values; want %d and %d", len(h.Requests), h.Requests[metrics.OtherName].Count, metrics.MaxNames+1, other)
+	}
+	for _, s := range r.Requests {
+		if st := h.Requests[s.Name]; st == nil || st.Count != s.Count {
+			t.Errorf("%s: result.json and histograms.json folded differently", s.Name)
+		}
 	}
 }

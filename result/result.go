@@ -52,6 +52,11 @@ type Result struct {
 	Server    *Server         `json:"server,omitempty"`  // when the run scraped the system under test
 	Generator Generator       `json:"generator"`
 	Notes     []string        `json:"notes,omitempty"`
+
+	// FoldedNames is how many request and action names Read folded under
+	// metrics.OtherName because a table held more than metrics.MaxNames
+	// (fold.go); 0 for every result headroom writes. Not written.
+	FoldedNames int `json:"-"`
 }
 
 // Window is a span of the run; Start and End are seconds since StartedAt.
