@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -140,6 +141,10 @@ func (c *Comparison) notes(base, new *Side) {
 			}
 			if ci := r.Result.Ceiling; ci != nil && !ci.SupportedUsers.Found {
 				add("%s (%s): no ceiling was found (%s); left out of the supported users", r.Dir, s.Label, ci.SupportedUsers.Why)
+			}
+			if n := r.Result.FoldedNames; n > 0 {
+				add("%s (%s) holds more than %d request or action names (a run keeps %d): %d were folded under %q when it was read",
+					r.Dir, s.Label, metrics.MaxNames, metrics.MaxNames, n, metrics.OtherName)
 			}
 			if r.Result.Config.ScenarioHash != base.Runs[0].Result.Config.ScenarioHash {
 				add("%s (%s) ran a different scenario than %s (hash differs): the two sides may not do the same work", r.Dir, s.Label, base.Runs[0].Dir)
