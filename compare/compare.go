@@ -60,14 +60,26 @@ type LevelSpan struct {
 	Span
 }
 
-// Compare compares new against base.
+// Compare compares new against base. It refuses sides of different kinds,
+// and a run given twice on a side or on both (unless both sides are the
+// same runs: docs/COMPARE.md, "One run, one repeat").
 func Compare(base, new *Side, o Options) (*Comparison, error) {
+	if len(base.Runs) == 0 || len(new.Runs) == 0 {
+		return nil, fmt.Errorf("%d base and %d new runs: compare needs at least one on each side", len(base.Runs), len(new.Runs))
+	}
 	if base.Kind() != new.Kind() {
 		return nil, fmt.Errorf("the base runs are %q results and the new runs %q results: compare needs results of the same kind (run, step or ceiling)",
 			base.Kind(), new.Kind())
 	}
+	itself, err := distinct(base, new)
+	if err != nil {
+		return nil, err
+	}
 	o.defaults()
 	c := &Comparison{Format: Format, Kind: base.Kind(), Base: info(base), New: info(new), Options: o}
+	if itself != "" {
+		c.Notes = append(c.Notes, itself)
+	}
 	c.notes(base, new)
 	c.Window = compareSpan(windows(base), windows(new), o)
 	switch c.Kind {

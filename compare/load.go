@@ -16,6 +16,7 @@ type Run struct {
 	Result *result.Result
 	Hists  *metrics.Snapshot         // the measured window's exact histograms
 	Levels map[int]*metrics.Snapshot // step runs: each level's
+	id     runID                     // which run it is (distinct.go)
 }
 
 // Side is the runs of one build: one or more repeats of the same kind.
@@ -72,7 +73,11 @@ func ReadRun(dir string) (*Run, error) {
 		}
 		return nil, err
 	}
-	run := &Run{Dir: filepath.Clean(dir), Result: res, Hists: hists}
+	id, err := idOf(dir, res)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Dir: filepath.Clean(dir), Result: res, Hists: hists, id: id}
 	if res.Kind == "step" {
 		if run.Levels, err = result.ReadLevelHistograms(dir); err != nil {
 			return nil, err
