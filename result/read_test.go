@@ -198,3 +198,28 @@ func TestManyNamesAreFoldedOnRead(t *testing.T) {
 		}
 	}
 }
+
+func TestReadRefusesNegativeServerAndCeilingFigures(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    func(m map[string]any)
+		want string
+	}{
+		{"supported users", func(m map[string]any) {
+			m["kind"] = "ceiling"
+			m["ceiling"] = map[string]any{"supported_users": map[string]any{"value": -5, "found": true}}
+		}, "ceiling: supported users -5 in [0, 0) at 0 requests/s, below zero"},
+		{"server timing", func(m map[string]any) {
+			m["server"] = map[string]any{"targets": []any{map[string]any{"window": map[string]any{"timings": []any{
+				map[string]any{"metric": "mattermost_api_time", "items": []any{map[string]any{"name": "getPosts", "count": -1}}}}}}}}
+		}, `server.targets[0].window: mattermost_api_time "getPosts" has a negative figure`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeRun(t)
+			edit(t, dir, c.f)
+			if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCorrupt) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -15,8 +15,9 @@ const (
 
 // validate refuses what no run writes and readers would trip on: an
 // unknown kind, a step or ceiling result without its part, negative
-// counts, latencies or rates, more errors and timeouts than requests, a
-// check timeline that does not match the checks. JSON itself cannot hold
+// counts, latencies or rates (the client's, the server's, the supported
+// users), more errors and timeouts than requests, a check timeline that
+// does not match the checks. JSON itself cannot hold
 // NaN or infinities, so every number here is finite.
 func (r *Result) validate() error {
 	switch r.Kind {
@@ -63,9 +64,34 @@ func (r *Result) validate() error {
 		}
 	}
 	if ci := r.Ceiling; ci != nil {
+		if su := ci.SupportedUsers; su.Value < 0 || su.Low < 0 || su.High < 0 || ci.ThroughputRPS < 0 {
+			return fmt.Errorf("ceiling: supported users %g in [%g, %g) at %g requests/s, below zero", su.Value, su.Low, su.High, ci.ThroughputRPS)
+		}
 		for i, p := range ci.CheckTimeline {
 			if len(p.Values) != len(ci.Checks) || len(p.Fired) != len(ci.Checks) {
 				return fmt.Errorf("ceiling.check_timeline[%d] has %d values and %d fired flags for %d checks", i, len(p.Values), len(p.Fired), len(ci.Checks))
+			}
+		}
+	}
+	if sv := r.Server; sv != nil {
+		for i, t := range sv.Targets {
+			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkServerWindow refuses negative server figures.
+func checkServerWindow(at string, w ServerWindow) error {
+	if w.Seconds < 0 || w.CPUCoresMean < 0 || w.CPUCoresMax < 0 || w.MemoryMBMean < 0 || w.MemoryMBMax < 0 || w.GoroutinesMean < 0 || w.GoroutinesMax < 0 {
+		return fmt.Errorf("%s has a negative figure", at)
+	}
+	for _, g := range w.Timings {
+		for _, it := range g.Items {
+			if it.Count < 0 || it.RPS < 0 || it.MeanMs < 0 || it.P99Ms < 0 {
+				return fmt.Errorf("%s: %s %q has a negative figure", at, g.Metric, it.Name)
 			}
 		}
 	}
