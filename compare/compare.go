@@ -154,6 +154,9 @@ func (c *Comparison) notes(base, new *Side) {
 			if ci := r.Result.Ceiling; ci != nil && !ci.SupportedUsers.Found {
 				add("%s (%s): no ceiling was found (%s); left out of the supported users", r.Dir, s.Label, ci.SupportedUsers.Why)
 			}
+			if r.mismatched != "" {
+				add("%s (%s): %s", r.Dir, s.Label, r.mismatched)
+			}
 			if n := r.Result.FoldedNames; n > 0 {
 				add("%s (%s) holds more than %d request or action names (a run keeps %d): %d were folded under %q when it was read",
 					r.Dir, s.Label, metrics.MaxNames, metrics.MaxNames, n, metrics.OtherName)
