@@ -5,7 +5,6 @@ import (
 	"compress/zlib"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -114,21 +113,30 @@ func (d *histDecoder) decode(enc string, into []bucket) ([]bucket, int64, error)
 		return into, 0, fmt.Errorf("payload of %d bytes announced, at most %d possible", plen, max)
 	}
 	// One byte more than announced, to tell trailing data from a payload of
-	// the right length; reading to the end also checks zlib's checksum.
+	// the right length; only a clean end (io.EOF) has checked zlib's
+	// checksum, and a compressed stream cut short is an error of its own.
 	if int64(cap(d.payload)) < plen+1 {
 		d.payload = make([]byte, plen+1)
 	}
-	d.payload = d.payload[:plen+1]
-	n, err := io.ReadFull(d.z, d.payload)
+	buf := d.payload[:plen+1]
+	n, ended := 0, false
+	for n < len(buf) && !ended {
+		m, err := d.z.Read(buf[n:])
+		n += m
+		switch {
+		case err == io.EOF:
+			ended = true
+		case err != nil:
+			return into, 0, fmt.Errorf("corrupt compressed data: %v", err)
+		}
+	}
 	switch {
-	case err == nil:
+	case int64(n) > plen: // the loop ends before the stream's end only here
 		return into, 0, fmt.Errorf("payload longer than the %d bytes announced", plen)
-	case !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF):
-		return into, 0, fmt.Errorf("corrupt compressed data: %v", err)
-	case int64(n) != plen:
+	case int64(n) < plen:
 		return into, 0, fmt.Errorf("payload of %d bytes, %d announced", n, plen)
 	}
-	return decodePayload(d.payload[:n], len(values), into)
+	return decodePayload(buf[:n], len(values), into)
 }
 
 func (d *histDecoder) reset(r io.Reader) error {
