@@ -35,12 +35,13 @@ type bucket struct {
 }
 
 // geometry is what decoding needs of headroom's histogram layout: the
-// length of its counts array and the lowest value of each bucket, taken
+// lowest value of each bucket, by its index in the counts array, taken
 // from hdrhistogram-go itself.
 type geometry struct {
-	values []int64 // index -> lowest value of the bucket, microseconds
+	values []int64 // index -> lowest value of the bucket, microseconds; len is the counts array's
 }
 
+// headroomGeometry is computed once, on first use, and never changes.
 var headroomGeometry = sync.OnceValue(func() geometry {
 	h := metrics.NewHistogram()
 	snap := h.Export()
@@ -62,10 +63,12 @@ var headroomGeometry = sync.OnceValue(func() geometry {
 // It reads headroom's geometry only (metrics.LowestMicros to
 // metrics.HighestMicros at metrics.SigFigs, as every headroom result
 // holds): hdrhistogram-go sizes a histogram from the header, and a header
-// of a few bytes can claim a range that takes gigabytes. The payload is
-// then bounded by the geometry (at most 9 bytes per bucket), so decoding
-// allocates at most a few hundred kilobytes, once: the buffers are reused.
-// Not safe for concurrent use.
+// of a few bytes can claim a range that takes ~50 MB (1 to 2^63 at five
+// digits), gigabytes over a file of them. The payload is then bounded by
+// the geometry (at most 9 bytes per bucket, ~210 KB), and the buffers are
+// reused: decoding allocates, besides the buckets it returns, the largest
+// payload and the largest decoded input once per decoder. Not safe for
+// concurrent use.
 type histDecoder struct {
 	z       io.ReadCloser
 	raw     []byte
