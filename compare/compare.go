@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -59,14 +60,26 @@ type LevelSpan struct {
 	Span
 }
 
-// Compare compares new against base.
+// Compare compares new against base. It refuses sides of different kinds,
+// and a run given twice on a side or on both (unless both sides are the
+// same runs: docs/COMPARE.md, "One run, one repeat").
 func Compare(base, new *Side, o Options) (*Comparison, error) {
+	if len(base.Runs) == 0 || len(new.Runs) == 0 {
+		return nil, fmt.Errorf("%d base and %d new runs: compare needs at least one on each side", len(base.Runs), len(new.Runs))
+	}
 	if base.Kind() != new.Kind() {
 		return nil, fmt.Errorf("the base runs are %q results and the new runs %q results: compare needs results of the same kind (run, step or ceiling)",
 			base.Kind(), new.Kind())
 	}
+	itself, err := distinct(base, new)
+	if err != nil {
+		return nil, err
+	}
 	o.defaults()
 	c := &Comparison{Format: Format, Kind: base.Kind(), Base: info(base), New: info(new), Options: o}
+	if itself != "" {
+		c.Notes = append(c.Notes, itself)
+	}
 	c.notes(base, new)
 	c.Window = compareSpan(windows(base), windows(new), o)
 	switch c.Kind {
@@ -140,6 +153,13 @@ func (c *Comparison) notes(base, new *Side) {
 			}
 			if ci := r.Result.Ceiling; ci != nil && !ci.SupportedUsers.Found {
 				add("%s (%s): no ceiling was found (%s); left out of the supported users", r.Dir, s.Label, ci.SupportedUsers.Why)
+			}
+			if r.mismatched != "" {
+				add("%s (%s): %s", r.Dir, s.Label, r.mismatched)
+			}
+			if n := r.Result.FoldedNames; n > 0 {
+				add("%s (%s) holds more than %d request or action names (a run keeps %d): %d were folded under %q when it was read",
+					r.Dir, s.Label, metrics.MaxNames, metrics.MaxNames, n, metrics.OtherName)
 			}
 			if r.Result.Config.ScenarioHash != base.Runs[0].Result.Config.ScenarioHash {
 				add("%s (%s) ran a different scenario than %s (hash differs): the two sides may not do the same work", r.Dir, s.Label, base.Runs[0].Dir)

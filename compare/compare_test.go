@@ -112,10 +112,11 @@ func TestMixQuantile(t *testing.T) {
 	}
 	// 90% of a (10 ms), 10% of b (100 ms): p50 is 10 ms, p95 100 ms.
 	w := map[string]float64{"a": 0.9, "b": 0.1}
-	if got := mixQuantile(0.5, ws, w); math.Abs(got-10) > 0.02 {
+	lat := newLatencies(ws).of
+	if got := mixQuantile(0.5, lat, w); math.Abs(got-10) > 0.02 {
 		t.Errorf("p50 %v, want 10", got)
 	}
-	if got := mixQuantile(0.95, ws, w); math.Abs(got-100) > 0.1 {
+	if got := mixQuantile(0.95, lat, w); math.Abs(got-100) > 0.1 {
 		t.Errorf("p95 %v, want 100", got)
 	}
 }

@@ -1,9 +1,15 @@
 package compare
 
 import (
+	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
 )
 
 // The result fixtures of the report package are real runs
@@ -55,11 +61,46 @@ func TestStepSidesCompareLevelByLevel(t *testing.T) {
 	}
 }
 
+// copyRun copies fixture name into a new directory, through edit, and
+// returns it.
+func copyRun(t *testing.T, name string, edit func(r *result.Result)) string {
+	t.Helper()
+	from := filepath.Join("..", "report", "testdata", "runs", name)
+	to := filepath.Join(t.TempDir(), name)
+	r, err := result.Read(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(r)
+	hists, err := os.ReadFile(filepath.Join(from, result.HistogramsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(to, 0o755)
+	if err := errors.Join(os.WriteFile(filepath.Join(to, result.ResultFile), b, 0o644), os.WriteFile(filepath.Join(to, result.HistogramsFile), hists, 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
 func TestStepLevelsHeldOnOneSideAreLeftOut(t *testing.T) {
-	base := fixtureSide(t, "a", "step-1", "step-1")
-	new := fixtureSide(t, "b", "step-1")
-	st := base.Runs[1].Result.Step
-	st.Levels = st.Levels[:len(st.Levels)-1] // the second base run stopped before 40 users
+	// A second base run that stopped before 40 users.
+	stopped := copyRun(t, "step-1", func(r *result.Result) {
+		r.StartedAt = r.StartedAt.Add(time.Hour)
+		r.Step.Levels = r.Step.Levels[:len(r.Step.Levels)-1]
+	})
+	base, err := Load("a", []string{filepath.Join("..", "report", "testdata", "runs", "step-1"), stopped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	new, err := Load("b", []string{copyRun(t, "step-1", func(r *result.Result) { r.StartedAt = r.StartedAt.Add(2 * time.Hour) })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := Compare(base, new, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
@@ -16,6 +17,10 @@ type Run struct {
 	Result *result.Result
 	Hists  *metrics.Snapshot         // the measured window's exact histograms
 	Levels map[int]*metrics.Snapshot // step runs: each level's
+	id     runID                     // which run it is (distinct.go)
+	// mismatched says how histograms.json disagrees with result.json, or
+	// is empty: see mismatch.
+	mismatched string
 }
 
 // Side is the runs of one build: one or more repeats of the same kind.
@@ -72,11 +77,65 @@ func ReadRun(dir string) (*Run, error) {
 		}
 		return nil, err
 	}
-	run := &Run{Dir: filepath.Clean(dir), Result: res, Hists: hists}
-	if res.Kind == "step" {
+	id, err := idOf(dir, res)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Dir: filepath.Clean(dir), Result: res, Hists: hists, id: id}
+	if res.Kind == result.KindStep {
 		if run.Levels, err = result.ReadLevelHistograms(dir); err != nil {
 			return nil, err
 		}
 	}
+	run.mismatched = run.mismatch()
 	return run, nil
+}
+
+// mismatch says which names result.json counts and histograms.json holds
+// another number of values for (none: no histogram), in the measured
+// window and in each step level, or "" when they agree. They disagree when
+// one file was replaced, or a run died between writing the two: the
+// percentiles then cover other requests than the counts.
+func (r *Run) mismatch() string {
+	var bad []string
+	n := 0
+	check := func(where string, reqs, acts []metrics.Summary, h *metrics.Snapshot) {
+		for _, t := range []struct {
+			sums  []metrics.Summary
+			hists map[string]*metrics.Stat
+		}{{reqs, h.Requests}, {acts, h.Actions}} {
+			for _, s := range t.sums {
+				var got int64
+				if st := t.hists[s.Name]; st != nil {
+					got = st.Count
+				}
+				if s.Count == got || s.Count == 0 {
+					continue
+				}
+				n++
+				if len(bad) < 3 {
+					bad = append(bad, fmt.Sprintf("%s%q: %d in %s, %d in %s", where, s.Name, s.Count, result.ResultFile, got, result.HistogramsFile))
+				}
+			}
+		}
+	}
+	check("", r.Result.Requests, r.Result.Actions, r.Hists)
+	if st := r.Result.Step; st != nil {
+		for _, l := range st.Levels {
+			h := r.Levels[l.Users]
+			if h == nil {
+				h = metrics.NewSnapshot()
+			}
+			check(fmt.Sprintf("level %d: ", l.Users), l.Requests, l.Actions, h)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	more := ""
+	if n > len(bad) {
+		more = fmt.Sprintf(" and %d more", n-len(bad))
+	}
+	return fmt.Sprintf("%s and %s disagree on how many requests were made (%s%s): percentiles and counts cover different requests; was one file replaced, or the run stopped between writing the two?",
+		result.ResultFile, result.HistogramsFile, strings.Join(bad, "; "), more)
 }

@@ -14,25 +14,6 @@ type cdf struct {
 	cum []float64
 }
 
-func cdfOf(ws []window, n string) cdf {
-	h := merged(ws, metrics.Request, n)
-	var c cdf
-	total := float64(h.TotalCount())
-	if total == 0 {
-		return c
-	}
-	run := 0.0
-	for _, b := range h.Distribution() {
-		if b.Count == 0 {
-			continue
-		}
-		run += float64(b.Count)
-		c.to = append(c.to, float64(b.To))
-		c.cum = append(c.cum, run/total)
-	}
-	return c
-}
-
 // at is the share of values at or below x.
 func (c cdf) at(x float64) float64 {
 	i := sort.SearchFloat64s(c.to, x) // first bucket ending at or above x
@@ -48,13 +29,13 @@ func (c cdf) at(x float64) float64 {
 // mixQuantile is the q-quantile, in ms, of the latencies of a mixture of
 // the request names in w, each weighted by w[n] whatever its share on
 // this side: the latency a user would see with the common mix.
-func mixQuantile(q float64, ws []window, w map[string]float64) float64 {
+func mixQuantile(q float64, lat latencyOf, w map[string]float64) float64 {
 	var cdfs []cdf
 	var weights []float64
 	tw, hi := 0.0, 0.0
 	for _, n := range sortedNames(w) {
 		wn := w[n]
-		c := cdfOf(ws, n)
+		c := lat(metrics.Request, n).cdf
 		if len(c.to) == 0 || wn <= 0 {
 			continue
 		}

@@ -4,8 +4,6 @@ import (
 	"math"
 	"sort"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/headroom-dev/headroom/metrics"
 )
 
@@ -77,8 +75,9 @@ type Share struct {
 
 func compareSpan(base, new []window, o Options) Span {
 	var sp Span
-	sp.Requests, sp.OnlyBase, sp.OnlyNew = rows(base, new, metrics.Request, o)
-	sp.Actions, sp.OnlyBaseActions, sp.OnlyNewActions = rows(base, new, metrics.Action, o)
+	bl, nl := newLatencies(base), newLatencies(new)
+	sp.Requests, sp.OnlyBase, sp.OnlyNew = rows(bl, nl, metrics.Request, o)
+	sp.Actions, sp.OnlyBaseActions, sp.OnlyNewActions = rows(bl, nl, metrics.Action, o)
 	common := make([]string, len(sp.Requests))
 	for i, r := range sp.Requests {
 		common[i] = r.Name
@@ -96,28 +95,33 @@ func compareSpan(base, new []window, o Options) Span {
 	sp.MixMean = Metric{Name: "mean latency, common mix", Unit: "ms"}
 	sp.MixP99 = Metric{Name: "p99 latency, common mix", Unit: "ms"}
 	sp.MixErrors = Metric{Name: "errors, common mix", Unit: "%", Points: true}
-	fill := func(ws []window, runs *[]float64, pooled *float64, f func([]window) float64) {
-		for _, x := range ws {
-			*runs = append(*runs, f([]window{x}))
-		}
-		*pooled = f(ws)
-	}
 	for _, side := range []struct {
-		ws                []window
+		lats              *latencies
 		rps, mean, p, err *[]float64
 		prps, pm, pp, pe  *float64
 	}{
-		{base, &sp.Throughput.BaseRuns, &sp.MixMean.BaseRuns, &sp.MixP99.BaseRuns, &sp.MixErrors.BaseRuns, &sp.Throughput.Base, &sp.MixMean.Base, &sp.MixP99.Base, &sp.MixErrors.Base},
-		{new, &sp.Throughput.NewRuns, &sp.MixMean.NewRuns, &sp.MixP99.NewRuns, &sp.MixErrors.NewRuns, &sp.Throughput.New, &sp.MixMean.New, &sp.MixP99.New, &sp.MixErrors.New},
+		{bl, &sp.Throughput.BaseRuns, &sp.MixMean.BaseRuns, &sp.MixP99.BaseRuns, &sp.MixErrors.BaseRuns, &sp.Throughput.Base, &sp.MixMean.Base, &sp.MixP99.Base, &sp.MixErrors.Base},
+		{nl, &sp.Throughput.NewRuns, &sp.MixMean.NewRuns, &sp.MixP99.NewRuns, &sp.MixErrors.NewRuns, &sp.Throughput.New, &sp.MixMean.New, &sp.MixP99.New, &sp.MixErrors.New},
 	} {
-		fill(side.ws, side.rps, side.prps, func(ws []window) float64 { return rps(ws, common) })
-		fill(side.ws, side.mean, side.pm, func(ws []window) float64 {
-			return weighted(w, func(n string) float64 { return merged(ws, metrics.Request, n).Mean() / 1000 })
-		})
-		fill(side.ws, side.p, side.pp, func(ws []window) float64 { return mixQuantile(0.99, ws, w) })
-		fill(side.ws, side.err, side.pe, func(ws []window) float64 {
-			return weighted(w, func(n string) float64 { return errPct(ws, metrics.Request, n) })
-		})
+		for _, f := range []struct {
+			runs   *[]float64
+			pooled *float64
+			v      func(ws []window, lat latencyOf) float64
+		}{
+			{side.rps, side.prps, func(ws []window, _ latencyOf) float64 { return rps(ws, common) }},
+			{side.mean, side.pm, func(_ []window, lat latencyOf) float64 {
+				return weighted(w, func(n string) float64 { return lat(metrics.Request, n).mean })
+			}},
+			{side.p, side.pp, func(_ []window, lat latencyOf) float64 { return mixQuantile(0.99, lat, w) }},
+			{side.err, side.pe, func(ws []window, _ latencyOf) float64 {
+				return weighted(w, func(n string) float64 { return errPct(ws, metrics.Request, n) })
+			}},
+		} {
+			for i, x := range side.lats.ws {
+				*f.runs = append(*f.runs, f.v([]window{x}, side.lats.run(i)))
+			}
+			*f.pooled = f.v(side.lats.ws, side.lats.of)
+		}
 	}
 	if len(common) == 0 {
 		for _, m := range []*Metric{&sp.Throughput, &sp.MixMean, &sp.MixP99, &sp.MixErrors} {
@@ -132,7 +136,8 @@ func compareSpan(base, new []window, o Options) Span {
 
 // rows compares every name both sides have; it returns the names found
 // on one side only apart.
-func rows(base, new []window, k metrics.Kind, o Options) (out []Row, onlyBase, onlyNew []string) {
+func rows(bl, nl *latencies, k metrics.Kind, o Options) (out []Row, onlyBase, onlyNew []string) {
+	base, new := bl.ws, nl.ws
 	inBase, inNew := names(base, k), names(new, k)
 	for n := range inBase {
 		if !inNew[n] {
@@ -154,27 +159,27 @@ func rows(base, new []window, k metrics.Kind, o Options) (out []Row, onlyBase, o
 			Mean: Metric{Name: "mean", Unit: "ms"}, P50: Metric{Name: "p50", Unit: "ms"}, P95: Metric{Name: "p95", Unit: "ms"},
 			P99: Metric{Name: "p99", Unit: "ms"}, Errors: Metric{Name: "errors", Unit: "%", Points: true}}
 		for _, side := range []struct {
-			ws   []window
+			lats *latencies
 			pick func(*Metric) (*float64, *[]float64)
 		}{
-			{base, func(m *Metric) (*float64, *[]float64) { return &m.Base, &m.BaseRuns }},
-			{new, func(m *Metric) (*float64, *[]float64) { return &m.New, &m.NewRuns }},
+			{bl, func(m *Metric) (*float64, *[]float64) { return &m.Base, &m.BaseRuns }},
+			{nl, func(m *Metric) (*float64, *[]float64) { return &m.New, &m.NewRuns }},
 		} {
 			for _, f := range []struct {
 				m *Metric
-				v func([]window) float64
+				v func([]window, latencyOf) float64
 			}{
-				{&r.Mean, func(ws []window) float64 { return merged(ws, k, n).Mean() / 1000 }},
-				{&r.P50, func(ws []window) float64 { return pct(ws, k, n, 50) }},
-				{&r.P95, func(ws []window) float64 { return pct(ws, k, n, 95) }},
-				{&r.P99, func(ws []window) float64 { return pct(ws, k, n, 99) }},
-				{&r.Errors, func(ws []window) float64 { return errPct(ws, k, n) }},
+				{&r.Mean, func(_ []window, lat latencyOf) float64 { return lat(k, n).mean }},
+				{&r.P50, func(_ []window, lat latencyOf) float64 { return lat(k, n).p50 }},
+				{&r.P95, func(_ []window, lat latencyOf) float64 { return lat(k, n).p95 }},
+				{&r.P99, func(_ []window, lat latencyOf) float64 { return lat(k, n).p99 }},
+				{&r.Errors, func(ws []window, _ latencyOf) float64 { return errPct(ws, k, n) }},
 			} {
 				pooled, runs := side.pick(f.m)
-				*pooled = f.v(side.ws)
-				for _, x := range side.ws {
+				*pooled = f.v(side.lats.ws, side.lats.of)
+				for i, x := range side.lats.ws {
 					if _, ok := table(x, k)[n]; ok {
-						*runs = append(*runs, f.v([]window{x}))
+						*runs = append(*runs, f.v([]window{x}, side.lats.run(i)))
 					}
 				}
 			}
@@ -229,32 +234,6 @@ func count(ws []window, k metrics.Kind, n string) int64 {
 		c += table(w, k)[n].Count
 	}
 	return c
-}
-
-// merged is the exact histogram of n over the windows (empty if none has it).
-// The result is only read: one window's own histogram is returned as is,
-// not copied (each is ~190 KB, and this runs per name, figure and run).
-func merged(ws []window, k metrics.Kind, n string) *hdr.Histogram {
-	if len(ws) == 1 {
-		if st := hists(ws[0], k)[n]; st != nil {
-			return st.Hist
-		}
-	}
-	h := metrics.NewHistogram()
-	for _, w := range ws {
-		if st := hists(w, k)[n]; st != nil {
-			h.Merge(st.Hist)
-		}
-	}
-	return h
-}
-
-func pct(ws []window, k metrics.Kind, n string, p float64) float64 {
-	h := merged(ws, k, n)
-	if h.TotalCount() == 0 {
-		return math.NaN()
-	}
-	return float64(h.ValueAtPercentile(p)) / 1000
 }
 
 // errPct is the share of n's requests that failed or timed out, in %.

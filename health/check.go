@@ -39,12 +39,14 @@ var queryParser = parser.NewParser(parser.Options{})
 // Validate parses the query and returns an error naming the check and the
 // position in the query (line:column, e.g.
 // `check "p99": 1:14: parse error: unclosed left parenthesis`), and rejects
-// NaN or infinite thresholds and queries that yield a range vector or a string.
+// NaN or infinite thresholds, queries that yield a range vector or a string,
+// and subqueries of more than MaxPoints points per series. Every evaluator
+// refuses the same queries, so a check that validates also runs.
 func (c Check) Validate() error {
 	if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
 		return fmt.Errorf("check %q: threshold is %v, want a finite number", c.Name, c.Threshold)
 	}
-	expr, err := queryParser.ParseExpr(c.Query)
+	expr, err := parseChecked(c.Query)
 	if err != nil {
 		return fmt.Errorf("check %q: %w", c.Name, err)
 	}

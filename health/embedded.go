@@ -16,6 +16,10 @@ type Embedded struct {
 	// Prometheus' --query.lookback-delta. 0 means 5m, Prometheus' default.
 	// Set it before the first query.
 	Lookback time.Duration
+	// Timeout bounds each query when positive and shorter than
+	// QueryTimeout, which bounds it otherwise. Set it before the first
+	// query.
+	Timeout time.Duration
 
 	store  *Store
 	engine *promql.Engine
@@ -23,26 +27,38 @@ type Embedded struct {
 
 var _ Evaluator = (*Embedded)(nil)
 
-// NewEmbedded returns an evaluator over s with a query timeout of 10s and at
-// most 50 million samples loaded per query.
+// NewEmbedded returns an evaluator over s with a query timeout of
+// QueryTimeout (10 s), at most 50 million samples loaded per query, and
+// subqueries of at most MaxPoints points per series (DefaultSubqueryStep
+// when a subquery gives no step).
 func NewEmbedded(s *Store) *Embedded {
 	return &Embedded{
 		store: s,
 		engine: promql.NewEngine(promql.EngineOpts{
-			Timeout:              QueryTimeout,
-			MaxSamples:           50_000_000,
-			LookbackDelta:        5 * time.Minute,
-			EnableAtModifier:     true,
-			EnableNegativeOffset: true,
-			Parser:               queryParser,
+			Timeout:                  QueryTimeout,
+			MaxSamples:               maxSamples,
+			LookbackDelta:            5 * time.Minute,
+			NoStepSubqueryIntervalFn: func(int64) int64 { return DefaultSubqueryStep.Milliseconds() },
+			EnableAtModifier:         true,
+			EnableNegativeOffset:     true,
+			Parser:                   queryParser,
 		}),
 	}
 }
 
 // Query evaluates an instant query at t and returns its single value: the
 // scalar, or the value of the single sample of the vector. An empty vector is
-// ErrNoData; more series, a range vector or a string are errors.
+// ErrNoData; more series, a range vector or a string are errors. A query
+// over the limits (MaxPoints) is refused before it runs, with the reason.
 func (e *Embedded) Query(ctx context.Context, query string, t time.Time) (float64, error) {
+	if _, err := parseChecked(query); err != nil {
+		return 0, fmt.Errorf("query error: %w", err)
+	}
+	if e.Timeout > 0 && e.Timeout < QueryTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
 	opts := promql.NewPrometheusQueryOpts(false, e.Lookback) // 0: the engine's 5m
 	q, err := e.engine.NewInstantQuery(ctx, e.store.Queryable(), opts, query, t)
 	if err != nil {

@@ -60,7 +60,12 @@ func (r *Remote) Ping(ctx context.Context) error {
 // value: the scalar, or the value of the single sample of the vector. An empty
 // vector is ErrNoData; more series, a range vector or a string are errors.
 // Warnings from the server are ignored. The query has QueryTimeout at most.
+// A query over the limits (MaxPoints) is refused before it is sent, as the
+// embedded engine refuses it.
 func (r *Remote) Query(ctx context.Context, query string, t time.Time) (float64, error) {
+	if _, err := parseChecked(query); err != nil {
+		return 0, fmt.Errorf("query error: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
 	val, _, _, err := r.api.Query(ctx, query, t)

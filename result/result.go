@@ -7,12 +7,7 @@
 package result
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -64,6 +59,11 @@ type Result struct {
 	Server    *Server         `json:"server,omitempty"`  // when the run scraped the system under test
 	Generator Generator       `json:"generator"`
 	Notes     []string        `json:"notes,omitempty"`
+
+	// FoldedNames is how many request and action names Read folded under
+	// metrics.OtherName because a table held more than metrics.MaxNames
+	// (fold.go); 0 for every result headroom writes. Not written.
+	FoldedNames int `json:"-"`
 }
 
 // Window is a span of the run; Start and End are seconds since StartedAt.
@@ -151,72 +151,6 @@ func encodeSnapshot(snap *metrics.Snapshot, requests, actions map[string]string)
 			}
 			pair.to[name] = string(b)
 		}
-	}
-	return nil
-}
-
-// ErrNotResult means a directory holds no result.json.
-var ErrNotResult = errors.New("not a headroom result directory")
-
-// Read reads result.json from dir, rejecting other formats with a message
-// that names the version found.
-func Read(dir string) (*Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w (no %s)", dir, ErrNotResult, ResultFile)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var probe struct {
-		Format string `json:"format"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
-	}
-	if probe.Format != Format {
-		if strings.HasPrefix(probe.Format, "headroom-result/") {
-			return nil, fmt.Errorf("%s: result format %q is not supported by this headroom (reads %q)", dir, probe.Format, Format)
-		}
-		return nil, fmt.Errorf("%s: %w (format %q)", dir, ErrNotResult, probe.Format)
-	}
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, ResultFile, err)
-	}
-	return &r, nil
-}
-
-// ReadHistograms reads histograms.json from dir into a Snapshot whose
-// Stats carry the exact histograms (counts of other figures come from
-// result.json).
-func ReadHistograms(dir string) (*metrics.Snapshot, error) {
-	h, err := readHistogramsFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	snap := metrics.NewSnapshot()
-	if err := decodeInto(h.Requests, snap.Requests); err != nil {
-		return nil, fmt.Errorf("%s: %v", dir, err)
-	}
-	if err := decodeInto(h.Actions, snap.Actions); err != nil {
-		return nil, fmt.Errorf("%s: %v", dir, err)
-	}
-	return snap, nil
-}
-
-// decodeInto decodes encoded histograms into Stats that carry the
-// histogram and its count.
-func decodeInto(from map[string]string, to map[string]*metrics.Stat) error {
-	for name, enc := range from {
-		hist, err := decode(enc)
-		if err != nil {
-			return fmt.Errorf("histogram %q: %v", name, err)
-		}
-		st := metrics.NewStat()
-		st.Hist = hist
-		st.Count = hist.TotalCount()
-		to[name] = st
 	}
 	return nil
 }

@@ -1,12 +1,7 @@
 package result
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 
 	"github.com/headroom-dev/headroom/metrics"
 )
@@ -86,34 +81,6 @@ func WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels map[int]*me
 	return Writer{}.WriteStep(dir, r, snap, levels)
 }
 
-// ReadLevelHistograms reads the per-level histograms of a step run from
-// dir's histograms.json, by user count. Each Snapshot's Stats carry the
-// exact histogram and its count (other figures are in result.json). A
-// result without levels (a bounded or ceiling run) gives an empty map.
-// Which levels were held completely is in result.json (Step.Levels).
-func ReadLevelHistograms(dir string) (map[int]*metrics.Snapshot, error) {
-	h, err := readHistogramsFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]*metrics.Snapshot, len(h.Levels))
-	for key, lh := range h.Levels {
-		users, err := strconv.Atoi(key)
-		if err != nil || users <= 0 {
-			return nil, fmt.Errorf("%s: corrupt %s: level %q is not a user count", dir, HistogramsFile, key)
-		}
-		snap := metrics.NewSnapshot()
-		if err := decodeInto(lh.Requests, snap.Requests); err != nil {
-			return nil, fmt.Errorf("%s: level %d: %v", dir, users, err)
-		}
-		if err := decodeInto(lh.Actions, snap.Actions); err != nil {
-			return nil, fmt.Errorf("%s: level %d: %v", dir, users, err)
-		}
-		out[users] = snap
-	}
-	return out, nil
-}
-
 // LevelUsers returns the user counts of levels, sorted.
 func LevelUsers(levels map[int]*metrics.Snapshot) []int {
 	out := make([]int, 0, len(levels))
@@ -122,19 +89,4 @@ func LevelUsers(levels map[int]*metrics.Snapshot) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-func readHistogramsFile(dir string) (*Histograms, error) {
-	b, err := os.ReadFile(filepath.Join(dir, HistogramsFile))
-	if err != nil {
-		return nil, err
-	}
-	var h Histograms
-	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s: %v", dir, HistogramsFile, err)
-	}
-	if h.Format != Format {
-		return nil, fmt.Errorf("%s: histogram format %q is not supported (reads %q)", dir, h.Format, Format)
-	}
-	return &h, nil
 }

@@ -174,7 +174,7 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 func TestOutHoldingAResultNeedsForce(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "old")
 	started := time.Date(2026, 11, 23, 6, 40, 1, 0, time.Local)
-	if err := result.Write(dir, &result.Result{Kind: "step", Status: result.Completed, StartedAt: started}, nil); err != nil {
+	if err := result.Write(dir, &result.Result{Kind: "step", Status: result.Completed, StartedAt: started, Step: &result.Step{}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	good := write(t, t.TempDir(), "good.star", "def a(user):\n    pass\nactions = [action('A', a)]\n")

@@ -1,0 +1,157 @@
+package result
+
+import (
+	"fmt"
+
+	"github.com/headroom-dev/headroom/metrics"
+)
+
+// Kinds of result.
+const (
+	KindRun     = "run"
+	KindStep    = "step"
+	KindCeiling = "ceiling"
+)
+
+// validate refuses what no run writes and readers would trip on: an
+// unknown kind, a step or ceiling result without its part, negative
+// counts, latencies or rates (the client's, the server's, the supported
+// users), more errors and timeouts than requests, a check timeline that
+// does not match the checks. JSON itself cannot hold
+// NaN or infinities, so every number here is finite.
+func (r *Result) validate() error {
+	switch r.Kind {
+	case KindRun, KindStep, KindCeiling:
+	default:
+		return fmt.Errorf("kind %q, want %q, %q or %q", r.Kind, KindRun, KindStep, KindCeiling)
+	}
+	if r.Kind == KindStep && r.Step == nil {
+		return fmt.Errorf("a step result without \"step\"")
+	}
+	if r.Kind == KindCeiling && r.Ceiling == nil {
+		return fmt.Errorf("a ceiling result without \"ceiling\"")
+	}
+	if err := checkWindow("window", r.Window); err != nil {
+		return err
+	}
+	if r.Config.Users < 0 {
+		return fmt.Errorf("config.users is %d", r.Config.Users)
+	}
+	if err := checkSummaries("totals", "requests", "actions", r.Totals, r.Requests, r.Actions); err != nil {
+		return err
+	}
+	if err := checkSummary("ramp_totals", r.RampTotals); err != nil {
+		return err
+	}
+	for i, p := range r.Timeline {
+		if p.Users < 0 || p.Requests < 0 || p.Errors < 0 || p.Timeouts < 0 || p.Actions < 0 || p.ActionErrors < 0 ||
+			p.RPS < 0 || p.MeanMs < 0 || p.P50Ms < 0 || p.P95Ms < 0 || p.P99Ms < 0 {
+			return fmt.Errorf("timeline[%d] (t %g s) has a negative figure", i, p.T)
+		}
+	}
+	if st := r.Step; st != nil {
+		for i, l := range st.Levels {
+			at := fmt.Sprintf("step.levels[%d]", i)
+			if l.Users < 0 {
+				return fmt.Errorf("%s: users is %d", at, l.Users)
+			}
+			if err := checkWindow(at+".window", l.Window); err != nil {
+				return err
+			}
+			if err := checkSummaries(at+".totals", at+".requests", at+".actions", l.Totals, l.Requests, l.Actions); err != nil {
+				return err
+			}
+		}
+	}
+	if ci := r.Ceiling; ci != nil {
+		if su := ci.SupportedUsers; su.Value < 0 || su.Low < 0 || su.High < 0 || ci.ThroughputRPS < 0 {
+			return fmt.Errorf("ceiling: supported users %g in [%g, %g) at %g requests/s, below zero", su.Value, su.Low, su.High, ci.ThroughputRPS)
+		}
+		for i, p := range ci.CheckTimeline {
+			if len(p.Values) != len(ci.Checks) || len(p.Fired) != len(ci.Checks) {
+				return fmt.Errorf("ceiling.check_timeline[%d] has %d values and %d fired flags for %d checks", i, len(p.Values), len(p.Fired), len(ci.Checks))
+			}
+		}
+	}
+	if sv := r.Server; sv != nil {
+		for i, t := range sv.Targets {
+			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkServerWindow refuses negative server figures.
+func checkServerWindow(at string, w ServerWindow) error {
+	if w.Seconds < 0 || w.CPUCoresMean < 0 || w.CPUCoresMax < 0 || w.MemoryMBMean < 0 || w.MemoryMBMax < 0 || w.GoroutinesMean < 0 || w.GoroutinesMax < 0 {
+		return fmt.Errorf("%s has a negative figure", at)
+	}
+	for _, g := range w.Timings {
+		for _, it := range g.Items {
+			if it.Count < 0 || it.RPS < 0 || it.MeanMs < 0 || it.P99Ms < 0 {
+				return fmt.Errorf("%s: %s %q has a negative figure", at, g.Metric, it.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func checkWindow(at string, w Window) error {
+	if w.Seconds < 0 {
+		return fmt.Errorf("%s.seconds is %g", at, w.Seconds)
+	}
+	return nil
+}
+
+func checkSummaries(totalsAt, requestsAt, actionsAt string, totals metrics.Summary, requests, actions []metrics.Summary) error {
+	if err := checkSummary(totalsAt, totals); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		at   string
+		list []metrics.Summary
+	}{{requestsAt, requests}, {actionsAt, actions}} {
+		for i, s := range t.list {
+			if err := checkSummary(fmt.Sprintf("%s[%d] (%q)", t.at, i, s.Name), s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkSummary refuses negative figures and more failures than requests.
+func checkSummary(at string, s metrics.Summary) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"count", s.Count}, {"errors", s.Errors}, {"timeouts", s.Timeouts}, {"canceled", s.Canceled}, {"bytes_in", s.BytesIn}, {"bytes_out", s.BytesOut}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s: %s is %d, below zero", at, f.name, f.v)
+		}
+	}
+	if s.Errors > s.Count || s.Timeouts > s.Count-s.Errors {
+		return fmt.Errorf("%s: %d errors and %d timeouts out of %d requests", at, s.Errors, s.Timeouts, s.Count)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"mean_ms", s.MeanMs}, {"p50_ms", s.P50Ms}, {"p90_ms", s.P90Ms}, {"p95_ms", s.P95Ms}, {"p99_ms", s.P99Ms}, {"max_ms", s.MaxMs}, {"rps", s.RPS}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s: %s is %g, below zero", at, f.name, f.v)
+		}
+	}
+	for k, v := range s.Status {
+		if v < 0 {
+			return fmt.Errorf("%s: status %q counts %d, below zero", at, k, v)
+		}
+	}
+	for k, v := range s.Messages {
+		if v < 0 {
+			return fmt.Errorf("%s: message %q counts %d, below zero", at, k, v)
+		}
+	}
+	return nil
+}
