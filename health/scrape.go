@@ -23,6 +23,12 @@ const (
 	ScrapeTimeout = 2 * time.Second
 	// maxScrapeBody bounds the body read from one target.
 	maxScrapeBody = 64 << 20
+	// MaxScrapeSamples bounds the samples one scrape of one target may
+	// bring (a histogram's buckets count one each), as Prometheus's
+	// sample_limit does: past it the scrape fails (up is 0), so an
+	// endpoint with runaway cardinality cannot fill the store. Real
+	// exporters bring thousands.
+	MaxScrapeSamples = 100_000
 	// maxConcurrentScrapes caps the targets scraped at once.
 	maxConcurrentScrapes = 8
 	// acceptText asks for the Prometheus text format, version 0.0.4.
@@ -177,10 +183,32 @@ func (sc *Scraper) fetch(ctx context.Context, tg target) ([]*dto.MetricFamily, e
 		return nil, fmt.Errorf("scrape %s: not the Prometheus text format: %w", tg.url, err)
 	}
 	mfs := make([]*dto.MetricFamily, 0, len(byName))
+	n := 0
 	for _, mf := range byName {
 		mfs = append(mfs, mf)
+		n += samples(mf)
+	}
+	if n > MaxScrapeSamples {
+		return nil, fmt.Errorf("scrape %s: %d samples, more than %d in one scrape (runaway label values?); nothing of it is kept", tg.url, n, MaxScrapeSamples)
 	}
 	return mfs, nil
+}
+
+// samples counts the samples a metric family stores: one per series, and
+// a histogram's or summary's buckets or quantiles, sum and count.
+func samples(mf *dto.MetricFamily) int {
+	n := 0
+	for _, m := range mf.GetMetric() {
+		switch {
+		case m.GetHistogram() != nil:
+			n += len(m.GetHistogram().GetBucket()) + 2
+		case m.GetSummary() != nil:
+			n += len(m.GetSummary().GetQuantile()) + 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // Check scrapes each target once, without storing anything, and returns an

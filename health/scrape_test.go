@@ -91,3 +91,32 @@ func TestNewScraperRejects(t *testing.T) {
 		t.Errorf("instances %+v, want host:port with the default port added", sc.targets)
 	}
 }
+
+// TestScrapeOfRunawayCardinalityFails: an endpoint that brings more than
+// MaxScrapeSamples samples in one scrape is down for that scrape, with the
+// reason, and nothing of it is stored.
+func TestScrapeOfRunawayCardinalityFails(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for i := range MaxScrapeSamples + 1 {
+			fmt.Fprintf(w, "runaway{id=\"%d\"} 1\n", i)
+		}
+	}))
+	defer srv.Close()
+	s := NewStore(time.Minute)
+	sc, err := NewScraper(s, []string{srv.URL + "/metrics"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	errs := sc.Scrape(context.Background(), at)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "100001 samples, more than 100000") {
+		t.Fatalf("errors %v, want the sample limit named", errs)
+	}
+	ev := NewEmbedded(s)
+	if got := query(t, ev, `up`, at); got != 0 {
+		t.Errorf("up = %v, want 0", got)
+	}
+	if _, err := ev.Query(context.Background(), `count(runaway)`, at); err == nil {
+		t.Errorf("the runaway series were stored")
+	}
+}

@@ -146,7 +146,9 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		}
 	} else {
 		c.Store = health.NewStore(15 * time.Minute)
-		c.Evaluator, c.EvaluatorName = health.NewEmbedded(c.Store), "embedded"
+		emb := health.NewEmbedded(c.Store)
+		emb.Timeout = time.Second // one tick: a query slower than that fails closed instead of holding the run's clock
+		c.Evaluator, c.EvaluatorName = emb, "embedded"
 		if len(f.scrape) > 0 {
 			c.Scraper, err = health.NewScraper(c.Store, f.scrape, &http.Client{})
 			if err != nil {
