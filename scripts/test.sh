@@ -2,11 +2,13 @@
 # Every test, as CI runs it (.ci/run calls this). Installs what the tests
 # need (Go modules; Debian's prometheus, prometheus-node-exporter and
 # chromium, which opens the HTML report as a reader would), then
-# vets, checks formatting, runs every test, and the concurrent packages
-# again under the race detector. Takes about 6 minutes on 2 cores, most of
-# it three real ceiling searches against the testbed.
+# vets, checks formatting, runs every test (35 hostile servers among them)
+# with a brief pass of every fuzz target beside them, and the concurrent
+# packages again under the race detector. Takes about 11 minutes on 2
+# cores, most of it real ceiling searches against the testbed.
 #
 #   ./scripts/test.sh
+#   FUZZTIME=30s ./scripts/test.sh   # fuzz longer (./scripts/fuzz.sh alone: 2 minutes a target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,9 +33,20 @@ if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium
 fi
 
-echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, Prometheus, node_exporter; headless Chromium)"
-# -parallel 3: the ceiling searches wait on the testbed's modelled time, not on CPU.
+echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter; headless Chromium)"
+# The fuzz targets run beside the tests, on one worker: the ceiling searches
+# wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
+fuzzlog=$(mktemp)
+FUZZTIME=${FUZZTIME:-10s} FUZZ_WORKERS=1 ./scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+fuzz=$!
+trap 'kill "$fuzz" 2>/dev/null || true; rm -f "$fuzzlog"' EXIT
 go test -count=1 -parallel 3 -timeout 14m ./...
+echo "== fuzz targets, ${FUZZTIME:-10s} each (beside the tests)"
+if ! wait "$fuzz"; then
+  cat "$fuzzlog"
+  exit 1
+fi
+cat "$fuzzlog"
 
 echo "== race detector on the packages that share memory between goroutines"
 go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./control/ ./testbed/ ./health/
