@@ -52,19 +52,28 @@ func parseMemory(s string) (bytes uint64, share float64, err error) {
 		}
 		return 0, v / 100, nil
 	}
+	v, ok := parseBytes(s)
+	if !ok || v > math.MaxInt64 {
+		return 0, 0, bad
+	}
+	if v < minMemory {
+		return 0, 0, fmt.Errorf("%s is too little for headroom itself; want at least 64MiB", s)
+	}
+	return uint64(v), 0, nil
+}
+
+// parseBytes reads a positive size with a unit (512KiB, 1.5GB) as bytes.
+func parseBytes(s string) (float64, bool) {
 	for _, u := range memUnits {
 		if num, ok := strings.CutSuffix(s, u.suffix); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || !finite(v) || v <= 0 || v*u.bytes > math.MaxInt64 {
-				return 0, 0, bad
+			if err != nil || !finite(v) || v <= 0 {
+				return 0, false
 			}
-			if v*u.bytes < minMemory {
-				return 0, 0, fmt.Errorf("%s is too little for headroom itself; want at least 64MiB", s)
-			}
-			return uint64(v * u.bytes), 0, nil
+			return v * u.bytes, true
 		}
 	}
-	return 0, 0, bad
+	return 0, false
 }
 
 // size is a flag of a number of bytes, such as 64MiB.
@@ -82,18 +91,12 @@ func (s *size) String() string {
 
 func (s *size) Set(v string) error {
 	v = strings.TrimSpace(v)
-	bad := errors.New("want a size such as 512KiB, 64MiB or 1GiB")
-	for _, u := range memUnits {
-		if num, ok := strings.CutSuffix(v, u.suffix); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || !finite(n) || n*u.bytes < 1 || n*u.bytes > 1<<40 {
-				return bad
-			}
-			s.text, s.bytes = v, uint64(n*u.bytes)
-			return nil
-		}
+	n, ok := parseBytes(v)
+	if !ok || n < 1 || n > 1<<40 {
+		return errors.New("want a size such as 512KiB, 64MiB or 1GiB")
 	}
-	return bad
+	s.text, s.bytes = v, uint64(n)
+	return nil
 }
 
 // maxMemory resolves --max-memory against what the process may use: a
