@@ -158,7 +158,6 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	start := u.env.Now()
 	err := u.guardedCall(fn)
 	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
-	var ie *InternalError
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
 		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
@@ -173,8 +172,8 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 		if r := u.canceled.Load(); r != nil {
 			u.thread.Cancel(*r)
 		}
-	case errors.As(err, &ie):
-		s.Outcome, s.Message = metrics.Failed, ie.Error()
+	case internal(err) != nil:
+		s.Outcome, s.Message = metrics.Failed, internal(err).Error()
 	case err != nil:
 		s.Outcome, s.Message = metrics.Failed, scriptError(err, u.sc.Path)
 	case u.failed:
@@ -184,6 +183,20 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	}
 	u.env.Record.Record(s)
 	return s.Outcome
+}
+
+// internal returns the *InternalError in err, or nil. A function of its
+// own so that the target of errors.As, which escapes, is allocated only
+// when there is an error, not on every action.
+func internal(err error) *InternalError {
+	if err == nil {
+		return nil
+	}
+	var ie *InternalError
+	if errors.As(err, &ie) {
+		return ie
+	}
+	return nil
 }
 
 // guardedCall calls fn(user), turning a panic (in a builtin, in the Doer)
