@@ -358,7 +358,8 @@ func TestNoUserPastSetupIsAFailedRun(t *testing.T) {
 	if res.Status != result.Failed {
 		t.Fatalf("status %q, want failed", res.Status)
 	}
-	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "no user finished setup: all ") || !strings.Contains(n, `"login: status 401"`) {
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "no user finished setup: all ") || !strings.Contains(n, `"login: status 401"`) ||
+		!strings.Contains(n, `failed requests (most often: "status 401"`) {
 		t.Errorf("notes: %s", n)
 	}
 }

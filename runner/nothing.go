@@ -20,7 +20,13 @@ func (s *session) nothingMeasured(measured *metrics.Snapshot, where string) stri
 		if setup == nil || setup.Count == 0 {
 			return "no user finished setup"
 		}
-		return fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
+		why := fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
+		// The action's message is often the scenario's own ("login: status
+		// 0"); the requests' says why (a TLS or connection error).
+		if req := s.all.Total(metrics.Request, scratch); req.Errors+req.Timeouts > 0 {
+			why += fmt.Sprintf("; its %d failed requests%s", req.Errors+req.Timeouts, commonest(req))
+		}
+		return why
 	}
 	req := measured.Total(metrics.Request, scratch)
 	if req.Count > 0 {
