@@ -227,7 +227,7 @@ actions = [action('Slow', slow), action('Spin', spin)]
 		seen.Range(func(_, _ any) bool { n++; return true })
 		return n == 6
 	})
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "every user inside its action", func() bool { d := e.Doing(); return d["Slow"]+d["Spin"] == 6 })
 	if d := e.Doing(); d["Slow"]+d["Spin"] != 6 {
 		t.Errorf("Doing = %v, want 6 users in Slow or Spin", d)
 	}

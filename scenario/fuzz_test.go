@@ -109,7 +109,7 @@ func FuzzLoad(f *testing.F) {
 	lim := Limits{MaxSteps: 100_000, LoadTimeout: 100 * time.Millisecond}
 	f.Fuzz(func(t *testing.T, src string) {
 		if hugeAlloc.MatchString(src) {
-			t.Skip("could allocate gigabytes in one step")
+			return // could allocate gigabytes in one step, which no limit can stop: not an input this target judges
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
