@@ -1,0 +1,323 @@
+package transport
+
+// One kept-alive connection's life: dialing it (from a source address, if
+// asked), a request's round trip on it (the raw path of one write and one
+// read on plain TCP), checking it before reuse, dropping it.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// roundTrip sends the serialized request in wb on conn, returning wb to
+// the pool once written, and reads the response into p, counting bytes
+// into resp.
+//
+// The connection's deadline is kept when it already lies between this
+// request's deadline and 1% of the timeout after it: a keep-alive user then
+// changes its timers about once per 1% of the timeout rather than on every
+// request, and a timeout fires at most 1% late.
+func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline time.Time, timeout time.Duration, resp *Response) error {
+	if conn.deadline.Before(deadline) || conn.deadline.Sub(deadline) > timeout/100 {
+		d := deadline.Add(timeout / 100)
+		if err := conn.SetDeadline(d); err != nil {
+			putBuf(wb)
+			return err
+		}
+		conn.deadline = d
+	}
+	if c.canceled.Load() { // Cancel may have set its past deadline before ours replaced it
+		putBuf(wb)
+		return ErrCanceled
+	}
+	if conn.raw != nil && len(*wb) <= bufSize {
+		return rawTrip(conn, wb, p, resp, &c.canceled)
+	}
+	n, err := conn.Write(*wb)
+	putBuf(wb)
+	resp.BytesOut += int64(n)
+	if err != nil {
+		return err
+	}
+	for {
+		n, err := conn.Read(p.space())
+		resp.BytesIn += int64(n)
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			return err
+		}
+		done, perr := p.advance(n, eof)
+		if perr != nil || done {
+			return perr
+		}
+	}
+}
+
+// rawTrip is roundTrip on a plain TCP connection, driven by readiness as
+// an event loop is: the request is written from inside RawConn.Read's
+// callback, after the runtime has reset the socket's read readiness, and
+// the callback then waits for the response instead of trying a read that
+// would only find the socket empty. One write and (for a small response)
+// one read per request, and no allocation.
+func rawTrip(conn *connection, wb *[]byte, p *respParser, resp *Response, stop *atomic.Bool) error {
+	t := &conn.trip
+	*t = trip{wb: wb, p: p, resp: resp, deadline: conn.deadline, stop: stop}
+	defer t.end()
+	for {
+		if err := conn.raw.Read(conn.onReady); err != nil {
+			return err
+		}
+		if t.err != nil || t.done {
+			return t.err
+		}
+		n, err := conn.Write((*t.wb)[t.sent:]) // only after the socket's buffer was full
+		t.sent += n
+		resp.BytesOut += int64(n)
+		if err != nil {
+			return err
+		}
+		t.written()
+	}
+}
+
+// trip is the state of one rawTrip, kept in its connection so that the
+// callback is a method value made once per connection.
+type trip struct {
+	wb       *[]byte // the request until it is written, then nil
+	sent     int
+	p        *respParser
+	resp     *Response
+	deadline time.Time    // the connection's: the poller enforces it only while the callback waits
+	stop     *atomic.Bool // the client's canceled flag; nil: none
+	done     bool
+	err      error
+}
+
+// written returns the request's buffer once it is all sent.
+func (t *trip) written() {
+	putBuf(t.wb)
+	t.wb = nil
+}
+
+func (t *trip) end() {
+	if t.wb != nil {
+		putBuf(t.wb)
+	}
+	*t = trip{}
+}
+
+// ready is RawConn.Read's callback for rawTrip: true ends the trip (or
+// hands a partial write back to rawTrip), false waits for readiness.
+func (c *connection) ready(fd uintptr) bool {
+	t := &c.trip
+	if t.wb != nil {
+		for req := *t.wb; t.sent < len(req); {
+			n, err := syscall.Write(int(fd), req[t.sent:])
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return true // the socket's buffer is full: finish with a blocking write
+			case err != nil:
+				t.err = os.NewSyscallError("write", err)
+				return true
+			}
+			t.sent += n
+			t.resp.BytesOut += int64(n)
+		}
+		t.written()
+		return false // wait until the response starts to arrive
+	}
+	for {
+		n, err := syscall.Read(int(fd), t.p.space())
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			t.err = os.NewSyscallError("read", err)
+			return true
+		}
+		t.resp.BytesIn += int64(n)
+		t.done, t.err = t.p.advance(n, n == 0)
+		if t.done || t.err != nil {
+			return true
+		}
+		// More is coming without a pause: the poller, which enforces the
+		// deadline and Cancel, is not consulted until the socket is
+		// drained, so check both here (a server streaming without end).
+		if t.stop != nil && t.stop.Load() {
+			t.err = ErrCanceled
+			return true
+		}
+		if !time.Now().Before(t.deadline) {
+			t.err = os.ErrDeadlineExceeded
+			return true
+		}
+	}
+}
+
+// probeIdle is how long a kept-alive connection may sit unused before it
+// is checked (one non-blocking peek) for a close or stray bytes from the
+// server before the next request goes on it.
+const probeIdle = 100 * time.Millisecond
+
+// conn returns the user's connection to addr, dialing if it has none (or
+// if the one it has was closed by the server while idle).
+func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline time.Time) (*connection, bool, error) {
+	if c.canceled.Load() {
+		return nil, false, ErrCanceled
+	}
+	c.mu.Lock()
+	conn := c.conns[addr]
+	c.busy = conn
+	c.mu.Unlock()
+	if conn != nil {
+		if now.Sub(conn.used) < probeIdle || conn.alive() {
+			return conn, true, nil
+		}
+		c.drop(addr, conn)
+	}
+	raw, err := c.dial(addr, isTLS, serverName, deadline)
+	if err != nil {
+		return nil, false, err
+	}
+	if !c.opt.Now().Before(deadline) { // connected, but too late (a connect the kernel held)
+		raw.Close()
+		return nil, false, os.ErrDeadlineExceeded
+	}
+	conn = &connection{Conn: raw, used: now}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			conn.raw, conn.onReady = rc, conn.ready
+		}
+	}
+	c.mu.Lock()
+	if c.conns == nil {
+		c.conns = map[string]*connection{}
+	}
+	c.conns[addr] = conn
+	c.busy = conn
+	c.mu.Unlock()
+	if c.canceled.Load() { // Cancel ran while we dialed
+		return nil, false, ErrCanceled
+	}
+	return conn, false, nil
+}
+
+// alive peeks at an idle connection without blocking: false when the
+// server closed or reset it, or sent bytes no request asked for (the
+// connection is then out of step). TLS connections are peeked at below
+// TLS: any record from the server (a close_notify, say) counts as stray.
+func (conn *connection) alive() bool {
+	rc := conn.raw
+	if rc == nil {
+		tc, ok := conn.Conn.(*tls.Conn)
+		if !ok {
+			return true
+		}
+		sc, ok := tc.NetConn().(syscall.Conn)
+		if !ok {
+			return true
+		}
+		var err error
+		if rc, err = sc.SyscallConn(); err != nil {
+			return true
+		}
+	}
+	alive := true
+	var b [1]byte
+	err := rc.Control(func(fd uintptr) {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		alive = n < 0 && (err == syscall.EAGAIN || err == syscall.EINTR)
+	})
+	return alive && err == nil
+}
+
+// dial connects to addr (and does the TLS handshake) on a goroutine of
+// its own. Name resolution, connect and handshake need deep stacks (Go's
+// DNS client alone over 6 KB): run on the user's goroutine they would
+// double its stack for good, while this goroutine's stack is freed when
+// it ends. See docs/BENCHMARKS.md, memory per idle user.
+func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.Time) (net.Conn, error) {
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	// Cancel stops a dial in flight through its context.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c.mu.Lock()
+	c.dialing = cancel
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.dialing = nil
+		c.mu.Unlock()
+	}()
+	if c.canceled.Load() { // Cancel ran before the dial could be stopped
+		return nil, ErrCanceled
+	}
+	done := make(chan dialed, 1)
+	insecure := c.opt.Insecure
+	local := c.opt.LocalAddr
+	go func() {
+		var d net.Dialer
+		if local.IsValid() {
+			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+			d.Control = bindNoPort
+		}
+		raw, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil && isTLS {
+			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
+			if err = tc.HandshakeContext(ctx); err != nil {
+				raw.Close()
+			}
+			raw = tc
+		}
+		done <- dialed{raw, err}
+	}()
+	r := <-done
+	return r.conn, r.err
+}
+
+// bindNoPort lets a socket bound to a source address take its port at
+// connect time (IP_BIND_ADDRESS_NO_PORT), as an unbound one does: the
+// port then need only be free towards that destination, so one address
+// serves every target with its whole port range.
+func bindNoPort(_, _ string, rc syscall.RawConn) error {
+	const ipBindAddressNoPort = 24 // linux/in.h
+	return rc.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
+	})
+}
+
+func (c *Client) drop(addr string, conn *connection) {
+	c.mu.Lock()
+	if c.conns[addr] == conn {
+		delete(c.conns, addr)
+	}
+	if c.busy == conn {
+		c.busy = nil
+	}
+	c.mu.Unlock()
+	conn.Close()
+}
+
+// connection is one kept-alive connection.
+type connection struct {
+	net.Conn
+	raw      syscall.RawConn // plain TCP: the socket, for rawTrip; nil for TLS
+	onReady  func(fd uintptr) bool
+	trip     trip
+	deadline time.Time // the deadline last set on it
+	used     time.Time // when it was dialed or last finished a request
+}
