@@ -3,6 +3,8 @@ package scenario
 import (
 	"fmt"
 	"strings"
+
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // The transport writes a request's method and headers to the wire as they
@@ -11,15 +13,9 @@ import (
 // own or start a second, smuggled request. These checks refuse such a
 // request, naming what holds the byte, before it is sent. The URL's bytes
 // are escaped by the transport, but a CR, LF or NUL there is as surely a
-// mistake.
-
-// tokenChars are the bytes of an HTTP token (RFC 9110 5.6.2), which
-// methods and header names are, besides letters and digits.
-const tokenChars = "!#$%&'*+-.^_`|~"
-
-func isTokenByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(tokenChars, c) >= 0
-}
+// mistake. The rules are the transport's (transport.IsTokenByte,
+// transport.BadValueByte), which checks them again as its last line; these
+// checks name the header and where it came from.
 
 // checkMethod refuses a method that is not a token.
 func checkMethod(fn, m string) error {
@@ -27,7 +23,7 @@ func checkMethod(fn, m string) error {
 		return fmt.Errorf("%s: the method is empty; give one such as GET or PATCH", fn)
 	}
 	for i := 0; i < len(m); i++ {
-		if !isTokenByte(m[i]) {
+		if !transport.IsTokenByte(m[i]) {
 			return fmt.Errorf("%s: method %q holds %q (at byte %d): a method is one word of letters, such as GET or PATCH", fn, m, m[i], i)
 		}
 	}
@@ -50,23 +46,21 @@ func checkHeader(fn, from, name, value string) error {
 		return fmt.Errorf("%s: a header%s has an empty name", fn, from)
 	}
 	for i := 0; i < len(name); i++ {
-		if !isTokenByte(name[i]) {
+		if !transport.IsTokenByte(name[i]) {
 			return fmt.Errorf("%s: header name %q%s holds %q (at byte %d), which a name cannot: names are letters, digits and %s",
-				fn, name, from, name[i], i, tokenChars)
+				fn, name, from, name[i], i, transport.TokenChars)
 		}
 	}
-	// A loop rather than IndexAny: this runs for every header of every request.
-	for i := 0; i < len(value); i++ {
-		switch c := value[i]; c {
-		case '\r', '\n':
-			return fmt.Errorf("%s: header %q%s value holds %s (at byte %d): it would end the header and start another; strip it (e.g. .strip()) before sending",
-				fn, name, from, byteName(c), i)
-		case 0:
-			return fmt.Errorf("%s: header %q%s value holds a NUL byte (at byte %d): servers refuse it or cut the value there; remove it",
-				fn, name, from, i)
-		}
+	i := transport.BadValueByte(value)
+	switch {
+	case i < 0:
+		return nil
+	case value[i] == 0:
+		return fmt.Errorf("%s: header %q%s value holds a NUL byte (at byte %d): servers refuse it or cut the value there; remove it",
+			fn, name, from, i)
 	}
-	return nil
+	return fmt.Errorf("%s: header %q%s value holds %s (at byte %d): it would end the header and start another; strip it (e.g. .strip()) before sending",
+		fn, name, from, byteName(value[i]), i)
 }
 
 func byteName(c byte) string {
