@@ -94,16 +94,13 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	}
 	maxSet := false
 	fs.Visit(func(fl *flag.Flag) { maxSet = maxSet || fl.Name == "max-users" })
+	checked := 0 // a default --max-users is lowered to fit, not refused
 	if !maxSet {
 		f.maxUsers = maxUsersFor(env, f.maxUsers)
-	} else if code, ok := f.checkUsers(env, f.maxUsers, target, fmt.Sprintf("--max-users %d", f.maxUsers)); !ok {
-		return code
+	} else {
+		checked = f.maxUsers
 	}
-	sc, code, ok := f.load(ctx, env, path)
-	if !ok {
-		return code
-	}
-	out, code, ok := f.reserve(env)
+	sc, out, code, ok := f.prepare(ctx, env, path, target, checked, fmt.Sprintf("--max-users %d", f.maxUsers))
 	if !ok {
 		return code
 	}

@@ -114,6 +114,27 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 	}
 }
 
+// prepare does what every run does before any traffic, in order: checks
+// that users users (what names them in messages; 0: no check) can run
+// from this process, loads the scenario, and reserves --out. It returns
+// an exit code when one of them fails.
+func (f *loadFlags) prepare(ctx context.Context, env Env, path string, target *url.URL, users int, what string) (*scenario.Scenario, *outDir, int, bool) {
+	if users > 0 {
+		if code, ok := f.checkUsers(env, users, target, what); !ok {
+			return nil, nil, code, false
+		}
+	}
+	sc, code, ok := f.load(ctx, env, path)
+	if !ok {
+		return nil, nil, code, false
+	}
+	out, code, ok := f.reserve(env)
+	if !ok {
+		return nil, nil, code, false
+	}
+	return sc, out, 0, true
+}
+
 // checkUsers checks, before any traffic, that users users can run from
 // this process: it refuses more than the open files allow and warns when
 // their connections are more than the source addresses hold.

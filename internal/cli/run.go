@@ -54,14 +54,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	}
-	if code, ok := f.checkUsers(env, f.users, target, fmt.Sprintf("--users %d", f.users)); !ok {
-		return code
-	}
-	sc, code, ok := f.load(ctx, env, path)
-	if !ok {
-		return code
-	}
-	out, code, ok := f.reserve(env)
+	sc, out, code, ok := f.prepare(ctx, env, path, target, f.users, fmt.Sprintf("--users %d", f.users))
 	if !ok {
 		return code
 	}

@@ -79,14 +79,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
 	top := levels[len(levels)-1]
-	if code, ok := f.checkUsers(env, top, target, fmt.Sprintf("--levels up to %d users", top)); !ok {
-		return code
-	}
-	sc, code, ok := f.load(ctx, env, path)
-	if !ok {
-		return code
-	}
-	out, code, ok := f.reserve(env)
+	sc, out, code, ok := f.prepare(ctx, env, path, target, top, fmt.Sprintf("--levels up to %d users", top))
 	if !ok {
 		return code
 	}
