@@ -304,9 +304,17 @@ func (p *respParser) parseHead() (bool, error) {
 
 // parseFields reads a complete head: the status line and the header
 // fields framing depends on. It returns the status.
+//
+// Lines must end in CRLF: a bare CR or LF is read one way here and another
+// by a proxy, so it is refused, not guessed. Lines are cut at each LF,
+// which must follow a CR; a head of n lines then holds n CRs, so one
+// count over the head finds a bare CR without a second look at each line.
 func (p *respParser) parseFields(head []byte) (int, error) {
-	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
-	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
+	if bytes.Count(head, []byte{'\r'}) != bytes.Count(head, []byte{'\n'}) {
+		return 0, bareCR(head)
+	}
+	line, rest, err := cutLine(head)
+	if err != nil {
 		return 0, fmt.Errorf("%w: a bare CR or LF in the status line", errMalformed)
 	}
 	// HTTP/1.1 200 OK
@@ -322,10 +330,8 @@ func (p *respParser) parseFields(head []byte) (int, error) {
 	p.length, p.chunked, p.cookies = -1, false, false
 	for len(rest) > 2 {
 		var l []byte
-		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		if bytes.IndexByte(l, '\n') >= 0 || bytes.IndexByte(l, '\r') >= 0 {
-			// read one way here and another by a proxy: refused, not guessed
-			return 0, fmt.Errorf("%w: a bare CR or LF in header line %q", errMalformed, clipBytes(l, 40))
+		if l, rest, err = cutLine(rest); err != nil {
+			return 0, err
 		}
 		k, v, ok := bytes.Cut(l, []byte(":"))
 		if !ok {
@@ -355,6 +361,34 @@ func (p *respParser) parseFields(head []byte) (int, error) {
 		}
 	}
 	return status, nil
+}
+
+// cutLine cuts b at its first LF, which must end a CRLF. b holds an LF:
+// a complete head ends in CRLF CRLF.
+func cutLine(b []byte) (line, rest []byte, err error) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, fmt.Errorf("%w: a bare CR or LF in header line %q", errMalformed, clipBytes(b[:max(i, 0)], 40))
+	}
+	return b[:i-1], b[i+1:], nil
+}
+
+// bareCR is the error of a head with more CRs than LFs (or fewer): it
+// names the first line whose CR does not end it. Only malformed heads
+// come here.
+func bareCR(head []byte) error {
+	first := true
+	for len(head) > 0 {
+		line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+		if bytes.IndexByte(line, '\r') >= 0 || bytes.IndexByte(line, '\n') >= 0 {
+			if first {
+				return fmt.Errorf("%w: a bare CR or LF in the status line", errMalformed)
+			}
+			return fmt.Errorf("%w: a bare CR or LF in header line %q", errMalformed, clipBytes(line, 40))
+		}
+		head, first = rest, false
+	}
+	return fmt.Errorf("%w: a bare CR or LF in the head", errMalformed)
 }
 
 // parseBody reports whether the body is complete, setting end.
