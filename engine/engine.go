@@ -23,12 +23,19 @@ type Config struct {
 	Scenario *scenario.Scenario
 	// Target is where request paths go; credentials in it
 	// (http://user:password@host) are sent as basic authentication.
-	Target   *url.URL
-	Seed     uint64
-	Timeout  time.Duration // per request; default 10 s
-	Grace    time.Duration // how long a removed user may finish its action; default 5 s
-	Insecure bool          // skip TLS checks
-	MaxBody  int           // response body limit, bytes; default transport's (64 MiB)
+	Target  *url.URL
+	Seed    uint64
+	Timeout time.Duration // per request; default 10 s
+	Grace   time.Duration // how long a removed user may finish its action; default 5 s
+	// Spread is the time over which users added at once begin their
+	// setup, each at its own fixed fraction of it (scenario.User.Spread);
+	// 0 is the default 100 ms (a runner's ramp adds users every 100 ms).
+	// Each user's first action then waits its own fixed fraction of one
+	// think time, so users set up together do not act in lockstep.
+	// Negative: neither; every user starts and acts at once (tests).
+	Spread   time.Duration
+	Insecure bool // skip TLS checks
+	MaxBody  int  // response body limit, bytes; default transport's (64 MiB)
 	// SourceAddrs, if any, are the local addresses users connect from,
 	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
 	// connections to one target.
@@ -75,6 +82,9 @@ func New(cfg Config) *Engine {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 5 * time.Second
 	}
+	if cfg.Spread == 0 {
+		cfg.Spread = 100 * time.Millisecond
+	}
 	return &Engine{cfg: cfg, abort: make(chan struct{})}
 }
 
@@ -116,7 +126,8 @@ func (e *Engine) newUser(id int) *vu {
 		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
 	}
 	client := transport.NewClient(opt)
-	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp}
+	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp,
+		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 	})

@@ -26,7 +26,7 @@ func setup(t *testing.T, src string, grace time.Duration) (*Engine, *metrics.Rec
 	}
 	rec := metrics.NewRecorder(2, nil, time.Now)
 	seen := &sync.Map{} // user id -> true once it acted
-	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: grace, Recorder: rec,
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: grace, Recorder: rec, Spread: -1,
 		OnAction: func(user int, _ string) { seen.Store(user, true) }})
 	return e, rec, seen
 }
@@ -181,7 +181,7 @@ think_time = think.constant('1h')
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(1, nil, time.Now)})
+	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: time.Second, Recorder: metrics.NewRecorder(1, nil, time.Now), Spread: -1})
 	e.SetUsers(1)
 	defer e.Stop()
 	for _, want := range []string{"/plain Basic YW5uOnMzY3JldA==", "/own Bearer t"} {

@@ -50,6 +50,8 @@ type vu struct {
 	late     *atomic.Int64          // engine-wide count of wake-ups later than lateAfter
 	setUp    *atomic.Int64          // engine-wide count of users past setup
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
+	rec      *metrics.Shard         // where the time to set up is recorded
+	spread   time.Duration          // Config.Spread, after its default
 }
 
 var setupName = scenario.SetupAction
@@ -94,16 +96,35 @@ func (v *vu) run(onAction func(user int, action string)) {
 		}
 	}
 
+	// Users added together start within the spread of each other, not
+	// all at once: a login storm of one microsecond is not what people do.
+	if !pause(time.Duration(v.user.Spread(0) * float64(max(v.spread, 0)))) {
+		v.finish()
+		return
+	}
 	v.set(SettingUp)
+	began := time.Now()
 	for {
 		v.doing.Store(&setupName)
 		ok := v.user.Setup() == metrics.OK
 		v.doing.Store(nil)
 		if ok {
 			v.setUp.Add(1)
+			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(began)})
 			break
 		}
 		if v.canceled.Load() || !pause(v.user.Think()) {
+			v.finish()
+			return
+		}
+	}
+	// The first action comes after a random part of one think time, so
+	// users set up together are spread over the think cycle and stay so:
+	// with a constant think time they would otherwise act in lockstep
+	// forever.
+	if v.spread >= 0 {
+		v.set(Thinking)
+		if !pause(time.Duration(v.user.Spread(1) * float64(v.user.Think()))) {
 			v.finish()
 			return
 		}

@@ -16,7 +16,12 @@ import (
 //	loadtest_http_errors_total{name,status_code}   counter, failed requests ("0" = no response)
 //	loadtest_http_timeouts_total{name}             counter
 //	loadtest_actions_total{action,outcome}         counter
-//	loadtest_users_active                          gauge
+//	loadtest_users_active                          gauge, users running (setting up or past setup)
+//	loadtest_users_ready                           gauge, users past setup
+//	loadtest_setup_requests_total{name,outcome}    counter, requests made by users' setups
+//
+// Setup's requests (Sample.Setup) are counted apart and never in
+// loadtest_http_*: logins do not move the client latency and error checks.
 //
 // It has a registry of its own (no global state). Safe for concurrent use.
 type Prom struct {
@@ -26,6 +31,8 @@ type Prom struct {
 	timeouts *prometheus.CounterVec
 	actions  *prometheus.CounterVec
 	users    prometheus.Gauge
+	ready    prometheus.Gauge
+	setup    *prometheus.CounterVec
 	cache    sync.Map // request name -> prometheus.Observer
 	acts     sync.Map // action name -> *[Canceled]prometheus.Counter, by outcome
 }
@@ -62,16 +69,30 @@ func NewProm() *Prom {
 		}, []string{"action", "outcome"}),
 		users: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "loadtest_users_active",
-			Help: "Users running now.",
+			Help: "Users running now, setting up or past setup.",
 		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "loadtest_users_ready",
+			Help: "Users past their setup.",
+		}),
+		setup: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadtest_setup_requests_total",
+			Help: "Requests made by users' setups, by outcome (ok, error, timeout); never in loadtest_http_*.",
+		}, []string{"name", "outcome"}),
 	}
-	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users)
+	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup)
 	return p
 }
 
 // Observe implements Observer.
 func (p *Prom) Observe(x Sample) {
 	if x.Outcome == Canceled {
+		return
+	}
+	if x.Setup {
+		if x.Kind == Request {
+			p.setup.WithLabelValues(x.Name, x.Outcome.String()).Inc()
+		}
 		return
 	}
 	if x.Kind == Action {
@@ -101,6 +122,9 @@ func (p *Prom) Observe(x Sample) {
 
 // SetUsers sets loadtest_users_active.
 func (p *Prom) SetUsers(n int) { p.users.Set(float64(n)) }
+
+// SetReady sets loadtest_users_ready.
+func (p *Prom) SetReady(n int) { p.ready.Set(float64(n)) }
 
 // Registry returns the registry, for gathering in-process.
 func (p *Prom) Registry() *prometheus.Registry { return p.reg }

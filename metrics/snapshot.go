@@ -12,11 +12,23 @@ type Snapshot struct {
 	End      time.Time        // window end
 	Requests map[string]*Stat // by request name
 	Actions  map[string]*Stat // by action name
+	// Setup holds the samples of users' setups (Sample.Setup), apart
+	// from the figures above; nil until there is one. Its Start and End
+	// are not kept.
+	Setup *Snapshot
 }
 
 // NewSnapshot returns an empty Snapshot.
 func NewSnapshot() *Snapshot {
 	return &Snapshot{Requests: map[string]*Stat{}, Actions: map[string]*Stat{}}
+}
+
+// setup returns s.Setup, made if need be.
+func (s *Snapshot) setup() *Snapshot {
+	if s.Setup == nil {
+		s.Setup = NewSnapshot()
+	}
+	return s.Setup
 }
 
 func (s *Snapshot) table(k Kind) map[string]*Stat {
@@ -28,6 +40,9 @@ func (s *Snapshot) table(k Kind) map[string]*Stat {
 
 // Add records one sample.
 func (s *Snapshot) Add(x *Sample) {
+	if x.Setup {
+		s = s.setup()
+	}
 	t := s.table(x.Kind)
 	st := t[x.Name]
 	if st == nil {
@@ -39,6 +54,12 @@ func (s *Snapshot) Add(x *Sample) {
 
 // Merge adds every Stat of o into s and widens s's window to cover o's.
 func (s *Snapshot) Merge(o *Snapshot) {
+	s.mergeStats(o)
+	s.widen(o)
+}
+
+// mergeStats adds every Stat of o, its setup's included, into s.
+func (s *Snapshot) mergeStats(o *Snapshot) {
 	for _, k := range []Kind{Request, Action} {
 		dst := s.table(k)
 		for name, st := range o.table(k) {
@@ -53,6 +74,13 @@ func (s *Snapshot) Merge(o *Snapshot) {
 			d.Merge(st)
 		}
 	}
+	if o.Setup != nil {
+		s.setup().mergeStats(o.Setup)
+	}
+}
+
+// widen widens s's window to cover o's.
+func (s *Snapshot) widen(o *Snapshot) {
 	if s.Start.IsZero() || (!o.Start.IsZero() && o.Start.Before(s.Start)) {
 		s.Start = o.Start
 	}
@@ -68,6 +96,9 @@ func (s *Snapshot) Reset() {
 	}
 	for _, st := range s.Actions {
 		st.Reset()
+	}
+	if s.Setup != nil {
+		s.Setup.Reset()
 	}
 	s.Start, s.End = time.Time{}, time.Time{}
 }

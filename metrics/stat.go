@@ -72,6 +72,10 @@ type Sample struct {
 	BytesIn  int64         // response bytes, headers and body
 	BytesOut int64         // request bytes, headers and body
 	Message  string        // why it failed, when it did
+	// Setup marks a sample of a user's setup (its requests and the setup
+	// itself): kept apart from the acting figures (Snapshot.Setup), so
+	// logins never count in a window or a level.
+	Setup bool
 }
 
 // maxMessages bounds the distinct error messages kept per name; the rest

@@ -17,17 +17,29 @@ type Point struct {
 	P99Ms        float64 `json:"p99_ms"`
 	Actions      int64   `json:"actions"`
 	ActionErrors int64   `json:"action_errors"`
+	// Users past setup at the end of the window (Users counts those
+	// still setting up too), and the setup requests that ended in it,
+	// which the figures above leave out.
+	Ready         int   `json:"ready"`
+	SetupRequests int64 `json:"setup_requests,omitempty"`
+	SetupErrors   int64 `json:"setup_errors,omitempty"`
 }
 
 // PointOf reduces an interval snapshot to a timeline point. scratch is
 // reused to merge all request names; it is reset first.
-func PointOf(s *Snapshot, since time.Time, users int, scratch *Stat) Point {
+func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Point {
 	window := s.End.Sub(s.Start)
 	req := s.Total(Request, scratch).Summarize("", window)
 	p := Point{
 		T:     s.End.Sub(since).Seconds(),
 		Users: users, Requests: req.Count, RPS: req.RPS, Errors: req.Errors, Timeouts: req.Timeouts,
-		MeanMs: req.MeanMs, P50Ms: req.P50Ms, P95Ms: req.P95Ms, P99Ms: req.P99Ms,
+		MeanMs: req.MeanMs, P50Ms: req.P50Ms, P95Ms: req.P95Ms, P99Ms: req.P99Ms, Ready: ready,
+	}
+	if s.Setup != nil {
+		for _, st := range s.Setup.Requests {
+			p.SetupRequests += st.Count
+			p.SetupErrors += st.Errors + st.Timeouts
+		}
 	}
 	for _, st := range s.Actions {
 		p.Actions += st.Count

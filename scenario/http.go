@@ -334,7 +334,7 @@ func (u *User) send(name string, req *transport.Request, expect []int) *response
 	resp := &rv.r
 	u.env.HTTP.Do(req, resp)
 	s := metrics.Sample{Kind: metrics.Request, Name: name, Status: resp.Status, Latency: resp.Latency,
-		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut}
+		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut, Setup: u.setup}
 	switch {
 	case resp.Canceled:
 		s.Outcome = metrics.Canceled

@@ -44,6 +44,10 @@ type Env struct {
 const (
 	SetupAction    = "(setup)"
 	TeardownAction = "(teardown)"
+	// ReadyAction is recorded (as a setup sample) once per user when its
+	// setup succeeds: the time from its first setup attempt to being
+	// ready, retries and their pauses included.
+	ReadyAction = "(time to set up)"
 )
 
 // User runs one simulated user's scenario code. Its methods are called
@@ -59,6 +63,7 @@ type User struct {
 	cum    []float64
 
 	canceled atomic.Pointer[string] // the reason given to Cancel, once it was called
+	setup    bool                   // in setup: samples are marked metrics.Sample.Setup
 
 	// the action running now
 	failed, timedOut bool
@@ -109,6 +114,14 @@ func mix(seed, id, k uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// Spread returns the user's k-th fixed fraction in [0, 1), from --seed
+// and its id alone (no stream is advanced, so the actions a seed gives do
+// not change): what the engine spreads the user's start and first think
+// time by.
+func (u *User) Spread(k uint64) float64 {
+	return float64(mix(u.env.Seed, uint64(u.env.ID), 100+k)>>11) / (1 << 53)
+}
+
 // Next picks the next action by weight.
 func (u *User) Next() *Action {
 	x := u.choose.Float64() * u.cum[len(u.cum)-1]
@@ -128,6 +141,8 @@ func (u *User) Setup() metrics.Outcome {
 	if u.sc.Setup == nil {
 		return metrics.OK
 	}
+	u.setup = true
+	defer func() { u.setup = false }()
 	return u.call(SetupAction, u.sc.Setup)
 }
 
@@ -157,7 +172,7 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
 	err := u.guardedCall(fn)
-	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
+	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start), Setup: u.setup}
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
 		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
