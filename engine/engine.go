@@ -69,6 +69,7 @@ type Engine struct {
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
+	began  atomic.Int64 // users that began setup, ever
 	panic  atomic.Pointer[PanicError]
 	abort  chan struct{} // closed by Abort
 	reason string        // Abort's, under mu
@@ -126,7 +127,7 @@ func (e *Engine) newUser(id int) *vu {
 		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
 	}
 	client := transport.NewClient(opt)
-	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp,
+	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
@@ -244,6 +245,10 @@ func (e *Engine) Ready() int {
 	}
 	return n
 }
+
+// Began returns how many users have begun setup since the engine began,
+// removed ones included.
+func (e *Engine) Began() int64 { return e.began.Load() }
 
 // SetUp returns how many users have finished setup since the engine
 // began, removed ones included: 0 means no user ever got past setup.

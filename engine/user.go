@@ -49,6 +49,7 @@ type vu struct {
 	canceled atomic.Bool
 	late     *atomic.Int64          // engine-wide count of wake-ups later than lateAfter
 	setUp    *atomic.Int64          // engine-wide count of users past setup
+	began    *atomic.Int64          // engine-wide count of users that began setup
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
@@ -103,14 +104,15 @@ func (v *vu) run(onAction func(user int, action string)) {
 		return
 	}
 	v.set(SettingUp)
-	began := time.Now()
+	v.began.Add(1)
+	since := time.Now()
 	for {
 		v.doing.Store(&setupName)
 		ok := v.user.Setup() == metrics.OK
 		v.doing.Store(nil)
 		if ok {
 			v.setUp.Add(1)
-			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(began)})
+			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
 			break
 		}
 		if v.canceled.Load() || !pause(v.user.Think()) {

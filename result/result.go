@@ -52,6 +52,10 @@ type Result struct {
 	// while users finished their actions (within the grace period), kept
 	// apart so the stop does not stretch the window.
 	StoppingTotals metrics.Summary `json:"stopping_totals,omitzero"`
+	// Setup is what users' setups did over the whole run (requests,
+	// failures, time to set up), in no other figure; nil when no user
+	// has a setup.
+	Setup *Setup `json:"setup,omitempty"`
 
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only

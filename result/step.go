@@ -48,6 +48,10 @@ type StepLevel struct {
 	// GeneratorCPUPercent is headroom's CPU over the held window, in
 	// percent of one core (the machine has result.Generator.GOMAXPROCS).
 	GeneratorCPUPercent float64 `json:"generator_cpu_percent"`
+	// Setup is what the setups of the users this level added did, from
+	// StartS to SettleS (its Started is how many it added); nil when they
+	// did not all finish.
+	Setup *Setup `json:"setup,omitempty"`
 	// Server, with --scrape: each scraped endpoint over the held window,
 	// in the order of the result's server.targets.
 	Server []ServerWindow `json:"server,omitempty"`

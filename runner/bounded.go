@@ -21,15 +21,20 @@ type Bounded struct {
 	Common
 	Users    int           // > 0
 	Ramp     time.Duration // users are added linearly over the ramp
-	Duration time.Duration // how long all users are held after the ramp; the measured window
-	Progress func(Progress)
+	Duration time.Duration // how long all users are held once set up; the measured window
+	// SetupTimeout is how long after the ramp the window waits for every
+	// user to finish setup; past it the window begins without the rest,
+	// and the result says so. Default 1 minute.
+	SetupTimeout time.Duration
+	Progress     func(Progress)
 }
 
 // Progress is what a run reports once a second.
 type Progress struct {
 	Elapsed, Total time.Duration
-	Phase          string // "ramp", "steady", "stopping"
+	Phase          string // "ramp", "setup" (waiting for users to finish setup), "steady", "stopping"
 	Users, Want    int
+	Ready          int           // users past setup
 	Last           metrics.Point // the last second
 	Requests       int64         // so far
 	Errors         int64
@@ -42,10 +47,13 @@ type Progress struct {
 // stops it with a "stopped" result and an *engine.PanicError; a result
 // Out cannot take gives a *WriteError (see Common.FallbackDir).
 //
-// The measured window runs from the end of the ramp to the end of the
-// duration (or the interrupt). Requests that end after it, while users
-// finish their actions within the grace period, are counted apart
-// (result.StoppingTotals), as the ramp's are.
+// The measured window begins as soon as, after the ramp, every user has
+// finished setup (or SetupTimeout after the ramp, with a
+// note) and lasts the duration (or until the interrupt). What ended
+// before it is counted apart (result.RampTotals), as is what ended after
+// it while users finished their actions within the grace period
+// (result.StoppingTotals); setup's own requests are in none of these but
+// in result.Setup.
 func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if b.Users <= 0 {
 		return nil, fmt.Errorf("users must be at least 1, got %d", b.Users)
@@ -56,6 +64,9 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	}
 	res := s.res
 	res.Config.Users, res.Config.RampS, res.Config.DurationS = b.Users, b.Ramp.Seconds(), b.Duration.Seconds()
+	if b.SetupTimeout <= 0 {
+		b.SetupTimeout = time.Minute
+	}
 	r := &boundedRun{Bounded: b, s: s, total: b.Ramp + b.Duration, prev: s.start,
 		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
 	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
@@ -81,7 +92,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	}
 	s.server(r.from, s.mark(end))
 	if status == result.Interrupted && r.steady.Start.IsZero() {
-		res.Notes = append(res.Notes, "interrupted during the ramp: the measured window is empty; ramp_totals has what ran")
+		res.Notes = append(res.Notes, "interrupted during the ramp or setup: the measured window is empty; ramp_totals has what ran")
 	}
 	return res, s.done(cause, s.save(r.write))
 }
@@ -96,24 +107,38 @@ type boundedRun struct {
 	from                   *server.Mark // the server's state when the measured window began
 	marked                 bool
 	prev                   time.Time // the previous tick
+	// window is when the measured window began (zero until then): the
+	// first tick after the ramp with every user set up.
+	window     time.Time
+	setupShort string // why the window began with users not set up, if it did
 }
 
 // want is the users wanted at now, and the phase.
 func (r *boundedRun) want(now time.Time) (int, string) {
 	el := now.Sub(r.s.start)
-	if el < r.Ramp {
+	switch {
+	case el < r.Ramp:
 		return int(math.Ceil(float64(r.Users) * el.Seconds() / r.Ramp.Seconds())), "ramp"
+	case r.window.IsZero():
+		return r.Users, "setup"
 	}
 	return r.Users, "steady"
 }
 
 // step runs every 100 ms or so; it returns false once the duration is over.
 func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
-	if now.Sub(r.s.start) >= r.total {
+	if !r.window.IsZero() && now.Sub(r.window) >= r.Duration {
 		return false
 	}
 	want, phase := r.want(now)
 	r.s.setUsers(want)
+	if r.window.IsZero() && phase != "ramp" && (r.s.eng.Ready() >= r.Users || now.Sub(r.s.start) >= r.Ramp+r.SetupTimeout) {
+		// The window begins now, on a tick of its own: what came before
+		// is the ramp's.
+		r.tick(ctx, now, want, phase)
+		r.begin(now)
+		r.nextTick = now.Add(r.Tick)
+	}
 	if !now.Before(r.nextTick) {
 		r.tick(ctx, now, want, phase)
 		r.nextTick = r.nextTick.Add(r.Tick)
@@ -132,21 +157,34 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase string) {
 	s := r.s
 	p := s.collect()
-	if s.interval.Start.Sub(s.start) >= r.Ramp-r.Tick/2 {
+	if !r.window.IsZero() {
 		if !r.marked { // the window began at the previous tick, with its scrape
 			r.from, r.marked = s.mark(r.prev), true
 		}
 		r.steady.Merge(s.interval)
 	} else {
 		r.ramp.Merge(s.interval)
+		if el := now.Sub(s.start); el >= r.Ramp {
+			r.total = el + r.Duration // at the earliest: the window has not begun
+		}
 	}
 	s.scrape(ctx, now)
 	r.prev = now
 	if r.Progress != nil {
 		tot := s.all.Total(metrics.Request, s.scratch)
 		r.Progress(Progress{Elapsed: now.Sub(s.start), Total: r.total, Phase: phase, Users: s.eng.Users(), Want: want,
-			Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts})
+			Ready: p.Ready, Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts})
 	}
+}
+
+// begin begins the measured window at now: every user is set up, or
+// SetupTimeout has passed since the ramp without them (said in a note).
+func (r *boundedRun) begin(now time.Time) {
+	if ready := r.s.eng.Ready(); ready < r.Users {
+		r.setupShort = fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (--setup-timeout): the window began without the rest",
+			ready, r.Users, r.SetupTimeout)
+	}
+	r.window, r.total = now, now.Sub(r.s.start)+r.Duration
 }
 
 func (r *boundedRun) write(w result.Writer, dir string) error { return w.Write(dir, r.s.res, r.steady) }
@@ -167,7 +205,11 @@ func (r *boundedRun) finish(status string) {
 	}
 	res.Requests = steady.Summaries(metrics.Request, win)
 	res.Actions = steady.Summaries(metrics.Action, win)
+	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	res.Notes = nil
+	if r.setupShort != "" {
+		res.Notes = append(res.Notes, r.setupShort)
+	}
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

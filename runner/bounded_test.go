@@ -354,9 +354,12 @@ func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
 func TestNoUserPastSetupIsAFailedRun(t *testing.T) {
 	target := httpbinServer(t)
 	sc := load(t, "def setup(user):\n    user.http.get('/status/401', name='login')\ndef a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
-	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second, SetupTimeout: time.Second})
 	if res.Status != result.Failed {
 		t.Fatalf("status %q, want failed", res.Status)
+	}
+	if res.Setup == nil || res.Setup.Users != 0 || res.Setup.Attempts.Errors == 0 || res.Setup.Totals.Errors == 0 || res.Totals.Count+res.RampTotals.Count != 0 {
+		t.Errorf("the failed logins belong in setup, and only there: setup %+v, totals %d, ramp %d", res.Setup, res.Totals.Count, res.RampTotals.Count)
 	}
 	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, "no user finished setup: all ") || !strings.Contains(n, `"login: status 401"`) ||
 		!strings.Contains(n, `failed requests (most often: "status 401"`) {

@@ -16,14 +16,15 @@ import (
 func (s *session) nothingMeasured(measured *metrics.Snapshot, where string) string {
 	scratch := metrics.NewStat()
 	if s.eng.SetUp() == 0 {
-		setup := s.all.Actions[scenario.SetupAction]
-		if setup == nil || setup.Count == 0 {
+		all := s.all.Setup
+		if all == nil || all.Actions[scenario.SetupAction] == nil || all.Actions[scenario.SetupAction].Count == 0 {
 			return "no user finished setup"
 		}
+		setup := all.Actions[scenario.SetupAction]
 		why := fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
 		// The action's message is often the scenario's own ("login: status
 		// 0"); the requests' says why (a TLS or connection error).
-		if req := s.all.Total(metrics.Request, scratch); req.Errors+req.Timeouts > 0 {
+		if req := all.Total(metrics.Request, scratch); req.Errors+req.Timeouts > 0 {
 			why += fmt.Sprintf("; its %d failed requests%s", req.Errors+req.Timeouts, commonest(req))
 		}
 		return why

@@ -227,7 +227,10 @@ func (s *session) collect() metrics.Point {
 	s.interval.Reset()
 	s.rec.Drain(s.interval)
 	s.all.Merge(s.interval)
-	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.scratch)
+	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
+	if s.c.Prom != nil {
+		s.c.Prom.SetReady(p.Ready)
+	}
 	s.res.Timeline = append(s.res.Timeline, p)
 	return p
 }

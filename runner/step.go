@@ -179,6 +179,7 @@ type stepLevel struct {
 	settle     time.Time // every user past setup
 	hold, end  time.Time // the held window
 	snap       *metrics.Snapshot
+	setup      *metrics.Snapshot // while its users were being added and set up: their setups' samples
 	held       time.Duration
 	cpu0, cpu  time.Duration
 	complete   bool
@@ -194,7 +195,7 @@ func (r *stepRun) begin(i int, now time.Time) {
 		prev = r.Levels[i-1]
 	}
 	r.i, r.phase = i, PhaseStarting
-	r.levels = append(r.levels, &stepLevel{users: r.Levels[i], prev: prev, start: now, snap: metrics.NewSnapshot()})
+	r.levels = append(r.levels, &stepLevel{users: r.Levels[i], prev: prev, start: now, snap: metrics.NewSnapshot(), setup: metrics.NewSnapshot()})
 	r.ramp(now)
 }
 
@@ -227,6 +228,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 	switch r.phase {
 	case PhaseStarting:
 		r.exclude()
+		l.setup.Merge(&metrics.Snapshot{Setup: s.interval.Setup}) // the setups only
 		ready := s.eng.Ready()
 		switch {
 		case !l.allStarted.IsZero() && ready == l.users && s.eng.Users() == l.users:
@@ -236,7 +238,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 			}
 		case !l.allStarted.IsZero() && now.Sub(l.allStarted) > r.SetupTimeout:
 			r.stopped = fmt.Sprintf("at %d users only %d had finished setup %v after the last one started, so the run stopped there: "+
-				"is setup failing? ramp_totals and its (setup) action have the errors", l.users, ready, r.SetupTimeout)
+				"is setup failing? The result's setup section has the errors", l.users, ready, r.SetupTimeout)
 			return nil, false
 		}
 	case PhaseSettling:
@@ -292,6 +294,9 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 		Requests: l.snap.Summaries(metrics.Request, l.held),
 		Actions:  l.snap.Summaries(metrics.Action, l.held),
 	}
+	if !l.settle.IsZero() {
+		out.Setup = setupOf(l.setup, int64(l.users-l.prev), l.settle.Sub(l.start))
+	}
 	if l.held > 0 {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
 	}
@@ -332,6 +337,7 @@ func (r *stepRun) finish(status string) {
 	res.Requests = r.held.Summaries(metrics.Request, win)
 	res.Actions = r.held.Summaries(metrics.Action, win)
 	res.RampTotals = r.excluded.Total(metrics.Request, scratch).Summarize("setup and settling", r.exclTime)
+	res.Setup = setupOf(r.s.all, r.s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 
 	res.Notes = nil
 	if note := r.s.generator(sumCounts(res.Actions)); note != "" {

@@ -288,8 +288,8 @@ think_time = think.constant("200ms")
 	if res.Status != result.Failed || !strings.Contains(strings.Join(res.Notes, "\n"), "the run measured nothing: no user finished setup: all ") {
 		t.Errorf("status %q, want %q: no user finished setup; notes %v", res.Status, result.Failed, res.Notes)
 	}
-	if res.RampTotals.Errors == 0 {
-		t.Errorf("the failed logins are not in ramp_totals: %+v", res.RampTotals)
+	if res.Setup == nil || res.Setup.Totals.Errors == 0 || res.Setup.Users != 0 || res.RampTotals.Count != 0 {
+		t.Errorf("the failed logins belong in the setup section and only there: setup %+v, ramp_totals %+v", res.Setup, res.RampTotals)
 	}
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,8 +57,15 @@ func (p *progress) update(x runner.Progress) {
 	if x.Requests > 0 {
 		errPct = 100 * float64(x.Errors) / float64(x.Requests)
 	}
-	line := fmt.Sprintf("%s %s/%s  users %d/%d  req/s %.0f  p50 %s  p99 %s  errors %.2f%%  timeouts %d",
-		x.Phase, clock(x.Elapsed), clock(x.Total), x.Users, x.Want, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+	phase := x.Phase
+	if phase == "setup" {
+		phase = "waiting for setup"
+	}
+	line := fmt.Sprintf("%s %s/%s  users %d/%d (%d set up)  req/s %.0f  p50 %s  p99 %s  errors %.2f%%  timeouts %d",
+		phase, clock(x.Elapsed), clock(x.Total), x.Users, x.Want, x.Ready, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+	if n := x.Last.SetupErrors; n > 0 {
+		line += fmt.Sprintf("  setup errors %d/s", n)
+	}
 	if x.Phase == "stopping" {
 		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
 	}
@@ -89,7 +97,7 @@ func ms(v float64) string {
 
 // printSummary prints the per-request and per-action tables of a result.
 func printSummary(w io.Writer, r *result.Result) {
-	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs after a %.0fs ramp\n",
+	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs once set up, after a %.0fs ramp\n",
 		r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
 	table(w, "REQUEST", append(r.Requests, r.Totals))
 	if n := r.StoppingTotals.Count; n > 0 {
@@ -97,6 +105,7 @@ func printSummary(w io.Writer, r *result.Result) {
 	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
+	printSetup(w, r.Setup)
 	g := r.Generator
 	fmt.Fprintf(w, "\ngenerator: CPU %.0f%% of one core (%d cores), peak RSS %.0f MB, %d late wake-ups\n",
 		g.CPUPercent, g.GOMAXPROCS, g.PeakRSSMB, g.LateWakeups)
@@ -109,6 +118,19 @@ func printSummary(w io.Writer, r *result.Result) {
 		for _, e := range errs {
 			fmt.Fprintf(w, "  %6d  %s\n", e.n, e.msg)
 		}
+	}
+}
+
+// printSetup prints what users' setups did, apart from every table above.
+func printSetup(w io.Writer, st *result.Setup) {
+	if st == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nsetup (in no figure above): %d of %d users set up; %d attempts, %d failed; time to set up a user p50 %s  p95 %s  p99 %s  max %s\n",
+		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts,
+		ms(st.TimeToSetUp.P50Ms), ms(st.TimeToSetUp.P95Ms), ms(st.TimeToSetUp.P99Ms), ms(st.TimeToSetUp.MaxMs))
+	if len(st.Requests) > 0 {
+		table(w, "SETUP REQUEST", append(st.Requests, st.Totals))
 	}
 }
 
@@ -133,7 +155,11 @@ type message struct {
 
 func topMessages(r *result.Result) []message {
 	var out []message
-	for _, s := range r.Actions {
+	actions := r.Actions
+	if r.Setup != nil {
+		actions = append(slices.Clip(actions), r.Setup.Attempts)
+	}
+	for _, s := range actions {
 		for m, n := range s.Messages {
 			out = append(out, message{s.Name + ": " + m, n})
 		}

@@ -22,8 +22,13 @@ Live progress goes to stderr; the per-request table goes to stdout at the
 end, and everything to --out/result.json. Ctrl-C stops the run gracefully
 and still writes the result; a second Ctrl-C quits at once.
 
-The measured window starts after the ramp and ends with --duration: the
-table covers it only. Requests that end while users stop are counted apart.
+The measured window starts once the ramp is over and every user has finished
+its setup (logins never count in it; --setup-timeout bounds the wait) and
+lasts --duration: the table covers it only. Setup is reported apart (time to
+set up a user, its requests, its failures), and so are requests that end
+during the ramp or while users stop. Users added together start within
+100 ms of each other and first act after their own part of a think time, so
+they never act in lockstep.
 
 Examples:
   headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
@@ -35,6 +40,7 @@ type runFlags struct {
 	loadFlags
 	users          int
 	ramp, duration time.Duration
+	setupTimeout   time.Duration
 }
 
 func runCmd(ctx context.Context, env Env, args []string) int {
@@ -43,7 +49,8 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	f.register(fs)
 	fs.IntVar(&f.users, "users", 10, "number of users to run after the ramp")
 	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
-	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users after the ramp: the measured window")
+	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users once they are set up: the measured window")
+	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "how long after the ramp the window waits for every user to finish setup; past it, it begins without them (with a note)")
 	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
 		return code
@@ -53,12 +60,15 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--users must be at least 1, got %d", f.users)
 	case f.ramp < 0 || f.duration <= 0:
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
+	case f.setupTimeout <= 0:
+		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
 	sc, out, code, ok := f.prepare(ctx, env, path, target, f.users, fmt.Sprintf("--users %d", f.users))
 	if !ok {
 		return code
 	}
-	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration}
+	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
+		SetupTimeout: f.setupTimeout}
 	stop, err := f.serveMetrics(env, &b.Common)
 	if err != nil {
 		out.release()

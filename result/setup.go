@@ -1,0 +1,21 @@
+package result
+
+import "github.com/headroom-dev/headroom/metrics"
+
+// Setup is what users' setups did over the whole run, kept apart from
+// every other figure: no window, level or total holds a setup request.
+// A login-cost regression shows here, not in the acting figures.
+type Setup struct {
+	// Users is how many users finished setup (removed ones included);
+	// Started how many began it.
+	Users   int64 `json:"users"`
+	Started int64 `json:"started"`
+	// TimeToSetUp is the time from a user's first setup attempt to being
+	// ready, retries included: one sample per user that got there.
+	TimeToSetUp metrics.Summary `json:"time_to_set_up"`
+	// Attempts is every call of setup(user): its failures are Errors
+	// (and Messages), its durations the latency.
+	Attempts metrics.Summary   `json:"attempts"`
+	Totals   metrics.Summary   `json:"totals"`   // every setup request
+	Requests []metrics.Summary `json:"requests"` // setup's requests by name
+}
