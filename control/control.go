@@ -14,6 +14,7 @@ import (
 type Observation struct {
 	Elapsed time.Duration // since the run started
 	Users   int           // users running now and past their setup
+	Started int           // users running now, setting up or past setup (0: as many as Users)
 	Fired   []string      // health checks that fired now (failed closed included); empty = healthy
 	// Pressure is the worst check's value relative to its threshold: 0.5
 	// is half way, 1 at the threshold. 0 when unknown.
@@ -55,6 +56,15 @@ type Controller interface {
 	Levels() []Level
 }
 
+// Holder is a Controller that takes the judgment of the hold at its
+// answer: the runner holds the supported users again to measure them,
+// judges that hold like a level, and hands it over. An unhealthy hold
+// takes the answer back (the decision moves on); a healthy one confirms
+// it (Done).
+type Holder interface {
+	Held(h Level, o Observation) Decision
+}
+
 // Level is one load level a controller held and judged.
 type Level struct {
 	Users       int            `json:"users"`
@@ -66,6 +76,18 @@ type Level struct {
 	Fired       map[string]int `json:"fired,omitempty"`
 	Pressure    float64        `json:"pressure"` // mean over the judged evaluations (see Observation)
 	Verdict     string         `json:"verdict"`  // "healthy", "unhealthy", or "" while held
+	// SetUp is the fewest users past setup in any judged evaluation (all
+	// of them, unless the level could not set them all up: see Why).
+	SetUp int `json:"set_up"`
+	// Undecided: the share of unhealthy evaluations was still not
+	// decided at the search's confidence when the judging time ran out;
+	// the verdict is the majority's, and the interval is widened past
+	// the level (see Search).
+	Undecided bool `json:"undecided,omitempty"`
+	// Hold: the level was held again to measure the answer, and judged
+	// again (a confirmation of a healthy verdict).
+	Hold bool   `json:"hold,omitempty"`
+	Why  string `json:"why,omitempty"` // a verdict not reached by the checks alone, in words
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,21 @@ type SearchConfig struct {
 	// had a check firing. FailFast ends the judging early after that many
 	// consecutive unhealthy evaluations; default 5.
 	FailFast int
+	// SetupTimeout is how long a level's users may take to finish setup
+	// after its ramp should have ended; a level whose users are not all
+	// set up by then is unhealthy for that reason (said in Level.Why).
+	// Default 1 minute.
+	SetupTimeout time.Duration
+	// A level whose judged evaluations are mixed (some unhealthy, some
+	// not) is judged on until its unhealthy share is above or below one
+	// half at Confidence (default 0.9), or until MaxJudge (default 4 ×
+	// Judge) has passed: then it is Undecided. Window is the checks'
+	// longest range window (default 10 s): evaluations within one window
+	// see the same requests, so a level judged t seconds counts as
+	// t/Window independent observations, at least one.
+	Confidence float64
+	MaxJudge   time.Duration
+	Window     time.Duration
 }
 
 func (c SearchConfig) withDefaults() SearchConfig {
@@ -47,6 +63,18 @@ func (c SearchConfig) withDefaults() SearchConfig {
 	if c.FailFast <= 0 {
 		c.FailFast = 5
 	}
+	if c.SetupTimeout <= 0 {
+		c.SetupTimeout = time.Minute
+	}
+	if c.Confidence <= 0 || c.Confidence >= 1 {
+		c.Confidence = 0.9
+	}
+	if c.MaxJudge < c.Judge {
+		c.MaxJudge = 4 * c.Judge
+	}
+	if c.Window <= 0 {
+		c.Window = 10 * time.Second
+	}
 	c.Start = min(max(c.Start, c.Min), c.Max)
 	return c
 }
@@ -55,7 +83,16 @@ func (c SearchConfig) withDefaults() SearchConfig {
 // level is healthy, then narrowing the interval between the highest healthy
 // level and the lowest unhealthy one until they are within Precision. Each
 // level is held for Settle (so the checks' windows see only that level) and
-// judged over Judge by majority, so one blip does not end the search.
+// judged over Judge by majority, so one blip does not end the search. A
+// level with mixed evaluations is judged on until its majority is decided
+// at Confidence (Wilson's interval on the unhealthy share, over one
+// observation per Window judged), at most MaxJudge; a level still
+// undecided then takes the majority's verdict, and the estimate's
+// interval is widened past it to the nearest decided levels. A level is
+// reached only when every one of its users has finished setup; one that
+// cannot set them up within SetupTimeout is unhealthy for that reason.
+// The level held to measure the answer is judged again (Held): an
+// unhealthy hold takes the verdict back and the search goes on below it.
 //
 // The checks' pressure (value over threshold) speeds it up: a level under
 // a quarter of every threshold grows by Growth squared, and the next level
@@ -83,6 +120,7 @@ type Search struct {
 	pressSum float64         // over the current level's judged evaluations
 	pressN   int
 	lastGap  int // hi-lo before the last interpolated step; 0 after a bisection
+	probes   int // levels tried next to an undecided bound, for a decided one (at most maxProbes)
 }
 
 var _ Controller = (*Search)(nil)
@@ -131,13 +169,22 @@ func (s *Search) Decide(o Observation) Decision {
 		} else {
 			s.target = float64(s.level)
 		}
-		// Reached when every user is set up; a level whose setups keep
-		// failing is taken as reached after the time its ramp should take
-		// plus a settle period, so it gets judged (unhealthy) all the same.
-		late := o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.Settle
-		if int(s.target) >= s.level && (o.Users == s.level || late) {
+		// Reached when every user is set up. A level whose users are not
+		// all set up SetupTimeout after its ramp should have ended cannot
+		// be held: it is unhealthy, and says why.
+		late := o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.SetupTimeout
+		switch {
+		case int(s.target) >= s.level && o.Users >= s.level:
 			s.reached = o.Elapsed
-			s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}}
+			s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
+		case int(s.target) >= s.level && late:
+			l := Level{Users: s.level, Start: s.movedAt.Seconds(), End: o.Elapsed.Seconds(), SetUp: o.Users, Verdict: "unhealthy",
+				Why: fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (setup timeout)", o.Users, s.level, s.cfg.SetupTimeout)}
+			s.levels = append(s.levels, l)
+			s.hi = minPos(s.hi, l.Users)
+			d := s.after(fmt.Sprintf("%d users unhealthy: %s", l.Users, l.Why), o)
+			d.Judged = true
+			return d
 		}
 		return Decision{Users: int(s.target)}
 	}
@@ -150,6 +197,7 @@ func (s *Search) Decide(o Observation) Decision {
 		s.cur.JudgeStart = o.Elapsed.Seconds()
 	}
 	s.cur.Evaluations++
+	s.cur.SetUp = min(s.cur.SetUp, o.Users)
 	if o.Pressure > 0 && !math.IsInf(o.Pressure, 0) {
 		s.pressSum += o.Pressure
 		s.pressN++
@@ -167,9 +215,45 @@ func (s *Search) Decide(o Observation) Decision {
 	if held < s.cfg.Settle+s.cfg.Judge && !failFast {
 		return Decision{Users: s.level, Judged: true}
 	}
+	mixed := s.cur.Unhealthy > 0 && s.cur.Unhealthy < s.cur.Evaluations
+	if mixed && !failFast && !s.decided(s.cur, held-s.cfg.Settle) {
+		if held < s.cfg.Settle+s.cfg.MaxJudge {
+			return Decision{Users: s.level, Judged: true}
+		}
+		s.cur.Undecided = true
+		s.cur.Why = fmt.Sprintf("%d of %d evaluations unhealthy: not decided at %s confidence after %v of judging",
+			s.cur.Unhealthy, s.cur.Evaluations, pct(s.cfg.Confidence), s.cfg.MaxJudge)
+	}
 	d := s.judge(o)
 	d.Judged = true
 	return d
+}
+
+// decided tells whether l's unhealthy share is above or below one half
+// at the configured confidence, l having been judged for judged: Wilson's
+// score interval, with one observation per Window judged.
+func (s *Search) decided(l *Level, judged time.Duration) bool {
+	n := max(1, judged.Seconds()/s.cfg.Window.Seconds())
+	p := float64(l.Unhealthy) / float64(l.Evaluations)
+	z := math.Sqrt2 * math.Erfinv(s.cfg.Confidence)
+	lo, hi := wilson(p, n, z)
+	return hi < 0.5 || lo > 0.5
+}
+
+// wilson is Wilson's score interval for a share p observed over n trials.
+func wilson(p, n, z float64) (lo, hi float64) {
+	z2 := z * z
+	mid := (p + z2/(2*n)) / (1 + z2/n)
+	half := z / (1 + z2/n) * math.Sqrt(p*(1-p)/n+z2/(4*n*n))
+	return mid - half, mid + half
+}
+
+// minPos is the smaller of a and b, ignoring a zero a (none yet).
+func minPos(a, b int) int {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }
 
 // judge closes the current level and picks the next.
@@ -187,20 +271,59 @@ func (s *Search) judge(o Observation) Decision {
 		s.lo = max(s.lo, l.Users)
 	} else {
 		l.Verdict = "unhealthy"
-		if s.hi == 0 || l.Users < s.hi {
-			s.hi = l.Users
-		}
+		s.hi = minPos(s.hi, l.Users)
 	}
 	s.levels = append(s.levels, *l)
+	if s.lo >= s.hi && s.hi > 0 { // noise: an unhealthy level under a healthy one
+		s.relo()
+	}
 	s.cur, s.run = nil, 0
 	verdict := fmt.Sprintf("%d users %s (%d of %d evaluations unhealthy)", l.Users, l.Verdict, l.Unhealthy, l.Evaluations)
+	if l.Undecided {
+		verdict += ", undecided"
+	}
+	return s.after(verdict, o)
+}
 
+// Held takes the judgment of the hold at the answer (Estimate's Value),
+// held again to measure it. A healthy hold confirms the answer; an
+// unhealthy one takes the level's healthy verdict back, and the search
+// goes on below it.
+func (s *Search) Held(h Level, o Observation) Decision {
+	h.Hold = true
+	judged := time.Duration((h.End - h.JudgeStart) * float64(time.Second))
+	if h.Unhealthy > 0 && h.Unhealthy < h.Evaluations && !s.decided(&h, judged+time.Second) {
+		h.Undecided = true
+		h.Why = fmt.Sprintf("%d of %d evaluations of the hold unhealthy: not decided at %s confidence", h.Unhealthy, h.Evaluations, pct(s.cfg.Confidence))
+	}
+	s.levels = append(s.levels, h)
+	verdict := fmt.Sprintf("the hold at %d users was %s (%d of %d evaluations unhealthy)", h.Users, h.Verdict, h.Unhealthy, h.Evaluations)
+	if h.Verdict != "unhealthy" {
+		if next, why := s.probe(); next > 0 {
+			s.done = false
+			s.probes++
+			return s.moveTo(next, o, verdict+", undecided; "+why)
+		}
+		return Decision{Users: s.level, Done: true, Reason: verdict + ": answer confirmed"}
+	}
+	s.done, s.why = false, ""
+	s.hi = minPos(s.hi, h.Users)
+	s.relo()
+	return s.after(verdict+"; the search goes on below it", o)
+}
+
+// after picks what follows a verdict: the answer, or the next level.
+func (s *Search) after(verdict string, o Observation) Decision {
 	switch {
 	case s.hi == 0 && s.lo >= s.cfg.Max:
 		return s.finish(fmt.Sprintf("never unhealthy up to --max-users %d: the ceiling is above it", s.cfg.Max), verdict)
 	case s.lo == 0 && s.hi <= s.cfg.Min:
 		return s.finish(fmt.Sprintf("unhealthy from the start: even %d users fired a check", s.hi), verdict)
 	case s.lo > 0 && s.hi > 0 && (s.hi-s.lo <= 1 || float64(s.hi-s.lo) <= s.cfg.Precision*float64(s.lo)):
+		if next, why := s.probe(); next > 0 {
+			s.probes++
+			return s.moveTo(next, o, verdict+"; "+why)
+		}
 		s.done = true
 		s.level = s.lo
 		return Decision{Users: s.lo, Done: true, Reason: fmt.Sprintf("%s; ceiling in [%d, %d), within %s", verdict, s.lo, s.hi, pct(s.cfg.Precision))}
@@ -217,6 +340,73 @@ func (s *Search) judge(o Observation) Decision {
 	default:
 		next, how := s.next()
 		return s.moveTo(next, o, verdict+fmt.Sprintf("; %s [%d, %d) at %d", how, s.lo, s.hi, next))
+	}
+}
+
+// maxProbes bounds the levels tried next to an undecided bound.
+const maxProbes = 3
+
+// probe picks a level one precision step past an undecided bound (below
+// an undecided healthy level, above an undecided unhealthy one), where a
+// decided verdict is likely, so the reported interval has decided ends;
+// 0 when both ends are decided, or close enough, or after maxProbes.
+func (s *Search) probe() (int, string) {
+	if s.probes >= maxProbes {
+		return 0, ""
+	}
+	latest := s.latest()
+	dlo, dhi := s.decided2(latest)
+	if l := latest[s.lo]; l.Undecided {
+		next := int(math.Floor(float64(s.lo) * (1 - s.cfg.Precision)))
+		next = min(next, s.lo-1)
+		if next > dlo && next >= s.cfg.Min {
+			return next, fmt.Sprintf("%d users were undecided: try %d for a decided lower bound", s.lo, next)
+		}
+	}
+	if l := latest[s.hi]; l.Undecided {
+		next := int(math.Ceil(float64(s.hi) * (1 + s.cfg.Precision)))
+		next = max(next, s.hi+1)
+		if (dhi == 0 || next < dhi) && next <= s.cfg.Max {
+			return next, fmt.Sprintf("%d users were undecided: try %d for a decided upper bound", s.hi, next)
+		}
+	}
+	return 0, ""
+}
+
+// latest is each level's last judgment.
+func (s *Search) latest() map[int]Level {
+	m := make(map[int]Level, len(s.levels))
+	for _, l := range s.levels {
+		m[l.Users] = l
+	}
+	return m
+}
+
+// decided2 is the highest decided healthy level at or below lo and the
+// lowest decided unhealthy level at or above hi; 0 for none.
+func (s *Search) decided2(latest map[int]Level) (dlo, dhi int) {
+	for users, l := range latest {
+		if l.Undecided {
+			continue
+		}
+		if l.Verdict == "healthy" && users <= s.lo {
+			dlo = max(dlo, users)
+		}
+		if l.Verdict == "unhealthy" && users >= s.hi && s.hi > 0 {
+			dhi = minPos(dhi, users)
+		}
+	}
+	return dlo, dhi
+}
+
+// relo makes lo the highest level below hi whose last verdict is
+// healthy, after a verdict that contradicts an earlier one.
+func (s *Search) relo() {
+	s.lo = 0
+	for users, l := range s.latest() {
+		if l.Verdict == "healthy" && (s.hi == 0 || users < s.hi) {
+			s.lo = max(s.lo, users)
+		}
 	}
 }
 
@@ -279,6 +469,26 @@ func (s *Search) Estimate() Estimate {
 		e.Why = "no level judged yet"
 	default:
 		e.Why = fmt.Sprintf("stopped before the interval [%d, %d) narrowed to %s", s.lo, s.hi, pct(s.cfg.Precision))
+	}
+	// An undecided bound does not bound: widen to the nearest decided
+	// level past it (none: the bound is unknown, 0).
+	latest := s.latest()
+	dlo, dhi := s.decided2(latest)
+	var widened []string
+	if l, ok := latest[s.lo]; ok && l.Undecided {
+		e.Low = float64(dlo)
+		widened = append(widened, fmt.Sprintf("%d (%s)", s.lo, l.Why))
+	}
+	if l, ok := latest[s.hi]; ok && l.Undecided {
+		e.High = float64(dhi)
+		widened = append(widened, fmt.Sprintf("%d (%s)", s.hi, l.Why))
+	}
+	if len(widened) > 0 {
+		why := fmt.Sprintf("the checks were noisy near the ceiling: level %s, so the interval is widened to the nearest decided levels", strings.Join(widened, "; level "))
+		if e.Why != "" {
+			why = e.Why + "; " + why
+		}
+		e.Why = why
 	}
 	return e
 }

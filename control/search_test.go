@@ -34,7 +34,8 @@ func simulate(t *testing.T, c Controller, ceiling int, blip float64, limit time.
 func TestSearchFindsTheCeilingWithinPrecision(t *testing.T) {
 	for _, truth := range []int{7, 95, 218, 1000, 4321} {
 		for _, blip := range []float64{0, 0.1} {
-			s := NewSearch(SearchConfig{Max: 20000, Settle: 10 * time.Second, Judge: 10 * time.Second})
+			// The simulated evaluations are independent: one a second.
+			s := NewSearch(SearchConfig{Max: 20000, Settle: 10 * time.Second, Judge: 10 * time.Second, Window: time.Second})
 			est, took := simulate(t, s, truth, blip, 4*time.Hour)
 			if !est.Found {
 				t.Errorf("truth %d blip %.1f: not found: %s", truth, blip, est.Why)
@@ -221,5 +222,121 @@ func TestSearchStopsARampThatHurts(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no decision says the ramp was stopped: %q", reasons)
+	}
+}
+
+// A level whose evaluations are mixed is judged on until its majority is
+// decided; one that stays a coin toss is undecided, and the interval is
+// widened past it instead of claiming a precision the noise does not give.
+func TestSearchJudgesNoisyLevelsLongerAndWidensTheInterval(t *testing.T) {
+	// Healthy below 100; at 100..119 a check fires on every other
+	// evaluation (the noisy zone); unhealthy from 120.
+	s := NewSearch(SearchConfig{Start: 50, Max: 1000, Settle: 2 * time.Second, Judge: 10 * time.Second, Window: 5 * time.Second})
+	users := 0
+	var el time.Duration
+	for ; el < 2*time.Hour; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if users >= 120 || (users >= 100 && (el/time.Second)%2 == 0) {
+			o.Fired = []string{"p99"}
+		}
+		d := s.Decide(o)
+		users = d.Users
+		if d.Done {
+			break
+		}
+	}
+	est := s.Estimate()
+	var noisy []Level
+	for _, l := range s.Levels() {
+		if l.Users >= 100 && l.Users < 120 {
+			noisy = append(noisy, l)
+			if !l.Undecided || !strings.Contains(l.Why, "not decided at 90.0% confidence after 40s") {
+				t.Errorf("level %d (a coin toss): undecided %v, why %q", l.Users, l.Undecided, l.Why)
+			}
+			if d := l.End - l.JudgeStart; d < 39 {
+				t.Errorf("level %d judged %.0f s, want the 40 s cap", l.Users, d)
+			}
+		} else if l.Undecided {
+			t.Errorf("level %d (clear) was undecided", l.Users)
+		}
+	}
+	if len(noisy) == 0 {
+		t.Fatalf("no level tried in the noisy zone: %+v", s.Levels())
+	}
+	if est.Low >= 100 || (est.High != 0 && est.High < 120) {
+		t.Errorf("interval [%v, %v) claims to know where in the noisy zone 100..119 the ceiling is", est.Low, est.High)
+	}
+	t.Logf("estimate %+v", est)
+	if est.Low < 90 {
+		t.Errorf("low end %v: the search should probe one precision step below the undecided level for a decided bound near it", est.Low)
+	}
+	if !strings.Contains(est.Why, "noisy near the ceiling") {
+		t.Errorf("the estimate does not say why its interval is wide: %+v", est)
+	}
+}
+
+// A clear level is not held past Judge: a unanimous verdict needs no more.
+func TestSearchDecidesClearLevelsInTheJudgeTime(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 50, Max: 1000, Settle: 2 * time.Second, Judge: 10 * time.Second, Window: 5 * time.Second})
+	simulate(t, s, 300, 0, time.Hour)
+	for _, l := range s.Levels() {
+		if d := l.End - l.JudgeStart; d > 10 || l.Undecided {
+			t.Errorf("level %d judged %.0f s (undecided %v), want within the 10 s judge", l.Users, d, l.Undecided)
+		}
+	}
+}
+
+// A level whose users cannot all finish setup is unhealthy, and says why;
+// it is never judged on the users that did.
+func TestSearchLevelThatCannotSetUpIsUnhealthy(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 80, Max: 1000, Settle: 2 * time.Second, Judge: 5 * time.Second, RampRate: 1000, SetupTimeout: 30 * time.Second})
+	users := 0
+	for el := time.Duration(0); el < time.Hour; el += time.Second {
+		ready := min(users, 69) // the server cannot log in more than 69
+		d := s.Decide(Observation{Elapsed: el, Users: ready, Started: users})
+		users = d.Users
+		if d.Done {
+			break
+		}
+	}
+	levels := s.Levels()
+	if len(levels) == 0 || levels[0].Users != 80 || levels[0].Verdict != "unhealthy" || levels[0].SetUp != 69 || levels[0].Evaluations != 0 ||
+		!strings.Contains(levels[0].Why, "only 69 of 80 users had finished setup 30s after the ramp") {
+		t.Fatalf("first level %+v", levels[0])
+	}
+	for _, l := range levels {
+		if l.Verdict == "healthy" && l.Users > 69 {
+			t.Errorf("level %d judged healthy with only 69 users able to set up", l.Users)
+		}
+		if l.Verdict == "healthy" && l.SetUp != l.Users {
+			t.Errorf("level %d judged with %d users set up", l.Users, l.SetUp)
+		}
+	}
+}
+
+// An unhealthy hold at the answer takes the verdict back: the search goes
+// on below it and finds a lower answer.
+func TestSearchHoldThatIsUnhealthyReopensTheSearch(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 100, Max: 1000, Settle: time.Second, Judge: 3 * time.Second, Window: time.Second})
+	est, _ := simulate(t, s, 150, 0, time.Hour)
+	if !est.Found {
+		t.Fatalf("%+v", est)
+	}
+	first := int(est.Value)
+	d := s.Held(Level{Users: first, Evaluations: 10, Unhealthy: 8, Verdict: "unhealthy", JudgeStart: 100, End: 109}, Observation{Elapsed: time.Hour, Users: first})
+	if d.Users >= first || !strings.Contains(d.Reason, "the search goes on below it") {
+		t.Fatalf("after an unhealthy hold: %+v", d)
+	}
+	// The hold's own level is now the lowest unhealthy one, the answer
+	// the highest healthy level below it (within precision here: done).
+	if e := s.Estimate(); e.High != float64(first) || e.Value >= float64(first) || e.Value != float64(d.Users) {
+		t.Errorf("estimate after the hold %+v, want below %d with high %d", e, first, first)
+	}
+	last := s.Levels()[len(s.Levels())-1]
+	if !last.Hold || last.Users != first {
+		t.Errorf("the hold is not in the levels: %+v", last)
+	}
+	if d := s.Held(Level{Users: 3, Evaluations: 10, Verdict: "healthy"}, Observation{}); !d.Done {
+		t.Errorf("a healthy hold must confirm: %+v", d)
 	}
 }

@@ -22,6 +22,10 @@ type Ceiling struct {
 	Checks     []CheckDef   `json:"checks"`
 	Bottleneck []Bottleneck `json:"bottleneck"`
 	Levels     []Level      `json:"levels,omitempty"`
+	// Hold is the measuring hold at the supported users (--measure),
+	// judged as a level is: an unhealthy hold means the answer did not
+	// hold up (the search took it back, or a note says so).
+	Hold *Level `json:"hold,omitempty"`
 	Decisions  []Decision   `json:"decisions"`
 	// CheckTimeline has one point per evaluation (about one a second).
 	CheckTimeline []CheckPoint `json:"check_timeline"`
@@ -69,6 +73,10 @@ type Level struct {
 	Fired       map[string]int `json:"fired,omitempty"`
 	Pressure    float64        `json:"pressure"` // worst check's value over its threshold, mean over the judged evaluations
 	Verdict     string         `json:"verdict"`
+	SetUp       int            `json:"set_up"`              // fewest users past setup while judged
+	Undecided   bool           `json:"undecided,omitempty"` // not decided at the search's confidence in its judging time
+	Hold        bool           `json:"hold,omitempty"`      // the measuring hold at the answer, judged again
+	Why         string         `json:"why,omitempty"`       // a verdict not reached by the checks alone
 }
 
 // Decision is one change the controller made, and why.

@@ -37,6 +37,8 @@ type Ceiling struct {
 	Settle time.Duration
 	// Measure, if positive, holds the supported users this long (after
 	// settling) once the search has found them, for the figures there.
+	// The hold is judged too: an unhealthy hold is said in the result, and
+	// a controller that can (control.Holder) takes its answer back.
 	Measure  time.Duration
 	Progress func(CeilingProgress)
 }
@@ -79,6 +81,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	self := labels.FromStrings("job", "headroom", "instance", "headroom")
 	target := 0
 	measuring := false // the search is done; holding the supported users for Measure
+	var hold *control.Level // the measuring hold's judgment so far
 	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
 	// The server's figures cover the measure hold when there is one, else
 	// the whole search.
@@ -137,6 +140,14 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			}
 		}
 		results := c.evaluate(ctx, now)
+		if s.all.Total(metrics.Request, s.scratch).Count == 0 {
+			// No request has ended yet: no data is no news, not a firing.
+			for i := range results {
+				if r := &results[i]; r.Fired && math.IsNaN(r.Value) {
+					r.Fired, r.Err = false, "no data yet: no request has ended"
+				}
+			}
+		}
 		var fired []string
 		pt := result.CheckPoint{T: el.Seconds(), Users: users}
 		for _, r := range results {
@@ -153,19 +164,29 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		ci.CheckTimeline = append(ci.CheckTimeline, pt)
 
 		var d control.Decision
+		obs := control.Observation{Elapsed: el, Users: users, Started: s.eng.Users(), Fired: fired, Pressure: pressure(c.Checks, results)}
 		if measuring {
 			d = control.Decision{Users: target}
-			if h := levels[target]; h != nil && h.time >= c.Measure {
-				d.Done = true
+			if h := levels[target]; h != nil && h.time > 0 && users == target && steady {
+				// Past settling: the hold is judged as a level is.
+				judgeHold(hold, obs)
+				d.Judged = true
+				if h.time >= c.Measure {
+					d = c.held(ci, hold, obs)
+					measuring = false // done, or the search goes on
+				}
 			}
 		} else {
-			d = c.Controller.Decide(control.Observation{Elapsed: el, Users: users, Fired: fired, Pressure: pressure(c.Checks, results)})
-			if est := c.Controller.Estimate(); d.Done && est.Found && c.Measure > 0 {
-				// Hold the answer long enough for a per-request table worth reading.
-				measuring, d.Done = true, false
-				d.Users = int(est.Value)
-				d.Reason += fmt.Sprintf("; hold %d users for %v to measure them", d.Users, c.Measure)
-			}
+			d = c.Controller.Decide(obs)
+		}
+		if est := c.Controller.Estimate(); d.Done && est.Found && c.Measure > 0 && !measuring && (hold == nil || hold.Users != int(est.Value)) {
+			// Hold the answer long enough for a per-request table worth
+			// reading, and judge it again meanwhile.
+			measuring, d.Done = true, false
+			d.Users = int(est.Value)
+			hold = &control.Level{Users: d.Users, Start: el.Seconds(), Fired: map[string]int{}, SetUp: d.Users}
+			delete(levels, d.Users) // its figures are the hold's
+			d.Reason += fmt.Sprintf("; hold %d users for %v to measure them (judged again)", d.Users, c.Measure)
 		}
 		if d.Judged {
 			bottleneck(ci.Bottleneck, results, el)
@@ -323,12 +344,9 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 		ci.Levels = append(ci.Levels, result.Level(l))
 	}
 
-	// Figures at the supported users: the level held there (search), or
-	// every steady count within the band (linear).
+	// Figures at the supported users: that level only, as held (after
+	// settling) during the search or the measuring hold.
 	lo, hi := int(math.Round(est.Value)), int(math.Round(est.Value))
-	if !strings.HasPrefix(est.Method, "search") {
-		lo, hi = int(est.Low), int(est.High)
-	}
 	snap := metrics.NewSnapshot()
 	var keys []int
 	var win time.Duration
@@ -362,7 +380,48 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	if !ci.Trustworthy {
 		res.Notes = append(res.Notes, "the ceiling is not trustworthy: "+ci.Untrusted)
 	}
+	if h := ci.Hold; h != nil && h.Verdict == "unhealthy" && h.Users == int(est.Value) {
+		res.Notes = append(res.Notes, fmt.Sprintf("the measuring hold at the supported %d users was unhealthy (%d of %d evaluations): the answer did not hold up; read it as an upper bound",
+			h.Users, h.Unhealthy, h.Evaluations))
+	}
+	if est.Found && est.Why != "" {
+		res.Notes = append(res.Notes, est.Why)
+	}
+	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	return snap
+}
+
+// judgeHold counts one evaluation of the measuring hold.
+func judgeHold(h *control.Level, o control.Observation) {
+	if h.Evaluations == 0 {
+		h.JudgeStart = o.Elapsed.Seconds()
+	}
+	h.Evaluations++
+	h.End = o.Elapsed.Seconds()
+	h.SetUp = min(h.SetUp, o.Users)
+	if !o.Healthy() {
+		h.Unhealthy++
+		for _, f := range o.Fired {
+			h.Fired[f]++
+		}
+	}
+}
+
+// held closes the measuring hold with its verdict (a majority, as a
+// level's): the controller takes it if it can (control.Holder); else an
+// unhealthy hold is only said in the result.
+func (c *Ceiling) held(ci *result.Ceiling, h *control.Level, o control.Observation) control.Decision {
+	h.Verdict = "healthy"
+	if 2*h.Unhealthy > h.Evaluations {
+		h.Verdict = "unhealthy"
+	}
+	ci.Hold = &result.Level{}
+	*ci.Hold = result.Level(*h)
+	if hc, ok := c.Controller.(control.Holder); ok {
+		return hc.Held(*h, o)
+	}
+	reason := fmt.Sprintf("the hold at %d users was %s (%d of %d evaluations unhealthy)", h.Users, h.Verdict, h.Unhealthy, h.Evaluations)
+	return control.Decision{Users: h.Users, Done: true, Reason: reason}
 }
 
 // held is what was recorded while one user count was held.

@@ -24,8 +24,13 @@ check stays under its threshold.
 The search controller (default) grows the load geometrically while every
 level is healthy, then bisects between the highest healthy level and the
 lowest unhealthy one until they are within --precision. Each level is held
-until the checks' windows see only that level (--settle), then judged over
---judge by majority, so one blip does not end the search. The linear
+until every user has finished setup and the checks' windows see only that
+level (--settle), then judged over --judge by majority, so one blip does not
+end the search; a level with mixed evaluations is judged until its majority
+is decided at --confidence (at most --max-judge), else it is undecided and
+the interval is widened past it. A level whose users cannot all set up
+within --setup-timeout is unhealthy. The supported level is held again for
+--measure and judged: an unhealthy hold sends the search below it. The linear
 controller is the reference coordinator's: +8 users every 2 s while healthy,
 -8 when a check fires, done when the count is flat over --linear-window.
 
@@ -60,7 +65,8 @@ type ceilingFlags struct {
 	precision                          percent
 	maxUsers, startUsers               int
 	maxDuration, window, settle, judge time.Duration
-	measure                            time.Duration
+	measure, setupTimeout, maxJudge    time.Duration
+	confidence                         float64
 	rampRate                           float64
 	lin                                control.LinearConfig
 }
@@ -78,7 +84,10 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.IntVar(&f.maxUsers, "max-users", 10000, "never run more users than this")
 	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
-	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged")
+	fs.DurationVar(&f.judge, "judge", 6*time.Second, "search: time over which a level is judged (longer when its evaluations are mixed: see --max-judge)")
+	fs.DurationVar(&f.maxJudge, "max-judge", 0, "search: a level whose evaluations are mixed is judged until its majority is decided at --confidence, at most this long (default: 4 x --judge); then it is undecided and the interval is widened past it")
+	numberVar(fs, &f.confidence, "confidence", 0.9, 0.5, 0.999, false, "a confidence between 0.5 and 0.999, e.g. 0.9", "search: confidence at which a level's majority must be decided")
+	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "search: a level whose users have not all finished setup this long after its ramp is unhealthy for that reason")
 	fs.DurationVar(&f.measure, "measure", 20*time.Second, "once found, hold the supported users this long for the per-request table (0: no)")
 	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, true, "a number of users per second above 0, e.g. 50", "search: users added per second at most (logins are costly)")
 	fs.IntVar(&f.lin.Inc, "linear-inc", 8, "linear: users added per step while healthy")
@@ -184,8 +193,13 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		f.lin.Max = f.maxUsers
 		c.Controller, c.Settle = control.NewLinear(f.lin), 0
 	} else {
+		window := time.Duration(0)
+		for _, ch := range c.Checks {
+			window = max(window, ch.Window())
+		}
 		c.Controller = control.NewSearch(control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
-			Settle: settle, Judge: f.judge, RampRate: f.rampRate})
+			Settle: settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout, Window: window,
+			Confidence: f.confidence, MaxJudge: f.maxJudge})
 	}
 
 	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
@@ -220,8 +234,10 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return errors.New("--max-users and --start-users must be at least 1")
 	case f.lin.Inc < 1 || f.lin.Dec < 1:
 		return errors.New("--linear-inc and --linear-dec must be at least 1")
-	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0:
-		return errors.New("--max-duration, --window and --judge must be positive")
+	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0 || f.setupTimeout <= 0:
+		return errors.New("--max-duration, --window, --judge and --setup-timeout must be positive")
+	case f.maxJudge != 0 && f.maxJudge < f.judge:
+		return fmt.Errorf("--max-judge %v is shorter than --judge %v: give at least --judge, or 0 for 4 x --judge", f.maxJudge, f.judge)
 	case f.prometheus != "" && f.metricsAddr == "":
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
 	}
