@@ -25,8 +25,8 @@ type Ceiling struct {
 	// Hold is the measuring hold at the supported users (--measure),
 	// judged as a level is: an unhealthy hold means the answer did not
 	// hold up (the search took it back, or a note says so).
-	Hold *Level `json:"hold,omitempty"`
-	Decisions  []Decision   `json:"decisions"`
+	Hold      *Level     `json:"hold,omitempty"`
+	Decisions []Decision `json:"decisions"`
 	// CheckTimeline has one point per evaluation (about one a second).
 	CheckTimeline []CheckPoint `json:"check_timeline"`
 	// StatsWindow says which part of the run requests and actions cover.

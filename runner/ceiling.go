@@ -80,7 +80,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	warned := map[string]bool{}
 	self := labels.FromStrings("job", "headroom", "instance", "headroom")
 	target := 0
-	measuring := false // the search is done; holding the supported users for Measure
+	measuring := false      // the search is done; holding the supported users for Measure
 	var hold *control.Level // the measuring hold's judgment so far
 	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
 	// The server's figures cover the measure hold when there is one, else
