@@ -89,20 +89,36 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 	if b, ok := ld.files[full]; ok {
 		return b, nil
 	}
+	cannot := func(err error) error {
+		return &argError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)),
+			fmt.Sprintf("data paths are relative to the scenario's directory: this one is %s", full)}
+	}
+	// A device could be endless, and opening a pipe waits for a writer:
+	// a data file is a regular file, checked before it is opened.
+	st, err := os.Stat(full)
+	if err != nil {
+		return nil, cannot(err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &argError{fmt.Sprintf("%s: %s is not a regular file", fn, path), "give the path of a file: " + full}
+	}
 	f, err := os.Open(full)
 	if err != nil {
-		return nil, &argError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)),
-			fmt.Sprintf("data paths are relative to the scenario's directory: this one is %s", full)}
+		return nil, cannot(err)
 	}
 	defer f.Close()
 	left := ld.max - ld.used
-	b, err := io.ReadAll(io.LimitReader(f, left+1)) // +1: to tell a file that fits from one that does not
+	tooBig := &argError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together (the limit; %s read before it)", fn, path, mib(ld.max), mib(ld.used)),
+		"use a smaller file, or fewer: the data is read into memory once, before traffic (scenario.Limits.MaxData)"}
+	if st.Size() > left {
+		return nil, tooBig
+	}
+	b, err := io.ReadAll(io.LimitReader(f, left+1)) // +1: a file that grew past the limit meanwhile
 	if err != nil {
-		return nil, &argError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)), "is it a regular file?"}
+		return nil, cannot(err)
 	}
 	if int64(len(b)) > left {
-		return nil, &argError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together (the limit; %s read before it)", fn, path, mib(ld.max), mib(ld.used)),
-			"use a smaller file, or fewer: the data is read into memory once, before traffic (scenario.Limits.MaxData)"}
+		return nil, tooBig
 	}
 	ld.used += int64(len(b))
 	ld.files[full] = b

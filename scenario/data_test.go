@@ -138,6 +138,8 @@ func TestDataFileMistakesAreLoadErrors(t *testing.T) {
 		want  string
 	}{
 		{"missing", nil, `data.csv("nope.csv")`, "data.csv: cannot read nope.csv: no such file or directory"},
+		{"a directory", nil, `data.json(".")`, "data.json: . is not a regular file"},
+		{"a device", nil, `data.csv("/dev/zero")`, "data.csv: /dev/zero is not a regular file"},
 		{"ragged", map[string]string{"u.csv": "a,b,c\n1,2,3\n\n4,5\n"}, `data.csv("u.csv")`, "data.csv: u.csv:4: the row has 2 fields, the header 3"},
 		{"quote", map[string]string{"u.csv": "a,b\n1,\"2\n"}, `data.csv("u.csv")`, "data.csv: u.csv:2:"},
 		{"empty", map[string]string{"u.csv": ""}, `data.csv("u.csv")`, "u.csv is empty: its first line must name the columns"},
