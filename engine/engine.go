@@ -16,6 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/transport"
+	"go.starlark.net/starlark"
 )
 
 // Config sets up an engine.
@@ -73,6 +74,8 @@ type Engine struct {
 	panic  atomic.Pointer[PanicError]
 	abort  chan struct{} // closed by Abort
 	reason string        // Abort's, under mu
+
+	shared starlark.Value // what the scenario's init returned, frozen; under mu (see Init)
 }
 
 // New returns an engine with no users.
@@ -131,6 +134,7 @@ func (e *Engine) newUser(id int) *vu {
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		Shared: e.shared,
 	})
 	return v
 }
