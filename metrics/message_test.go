@@ -105,3 +105,26 @@ func TestMessageKindsAreBoundedWithTheirCounts(t *testing.T) {
 		t.Errorf("%d kinds holding %d messages, want %d kinds holding 60", len(a.Messages), total, maxMessages+1)
 	}
 }
+
+func TestActionsWithoutRequestsAreCounted(t *testing.T) {
+	st := NewStat()
+	st.Add(&Sample{Kind: Action, Requests: 2})
+	st.Add(&Sample{Kind: Action})
+	st.Add(&Sample{Kind: Action, Outcome: Failed, Message: "x"})
+	st.Add(&Sample{Kind: Action, Outcome: Canceled}) // in nothing but canceled
+	o := NewStat()
+	o.Add(&Sample{Kind: Action, Outcome: Timeout})
+	st.Merge(o)
+	if s := st.Summarize("EditPost", time.Second); s.NoRequest != 3 || s.Count != 4 {
+		t.Errorf("no_request %d of %d, want 3 of 4", s.NoRequest, s.Count)
+	}
+	req := NewStat()
+	req.Add(&Sample{Kind: Request})
+	if req.NoRequest != 0 {
+		t.Error("a request counted as an action without requests")
+	}
+	st.Reset()
+	if st.NoRequest != 0 {
+		t.Error("Reset kept no_request")
+	}
+}

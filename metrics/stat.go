@@ -72,6 +72,10 @@ type Sample struct {
 	BytesIn  int64         // response bytes, headers and body
 	BytesOut int64         // request bytes, headers and body
 	Message  string        // why it failed, when it did
+	// Requests, of an action: how many requests it sent (a request that
+	// got no response counts; one refused before sending does not). An
+	// action that sent none timed only the scenario's own code.
+	Requests int
 }
 
 // maxMessages bounds the kinds of error messages kept per name (see
@@ -89,6 +93,9 @@ type Stat struct {
 	Status   map[int]int64  // responses by HTTP status; 0 = no response
 	BytesIn  int64          //
 	BytesOut int64          //
+	// NoRequest, of actions: how many of Count sent no request, so that
+	// their latency is the scenario's code alone, no server's.
+	NoRequest int64
 	// Messages counts error messages by kind (message.go), keyed by the
 	// kind's key: at most maxMessages kinds plus "other". MessageCounts
 	// shows them.
@@ -124,6 +131,9 @@ func (s *Stat) Add(x *Sample) {
 	s.Status[x.Status]++
 	s.BytesIn += x.BytesIn
 	s.BytesOut += x.BytesOut
+	if x.Kind == Action && x.Requests == 0 {
+		s.NoRequest++
+	}
 	if x.Message != "" {
 		var vals [maxParts]int64
 		key, n := messageKind(x.Message, &vals)
@@ -172,6 +182,7 @@ func (s *Stat) Merge(o *Stat) {
 	}
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
+	s.NoRequest += o.NoRequest
 	for key, ok := range o.Messages {
 		k := s.kind(&key)
 		if key == "other" { // its parts have no place in "other"
@@ -185,7 +196,7 @@ func (s *Stat) Merge(o *Stat) {
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {
 	s.Hist.Reset()
-	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut = 0, 0, 0, 0, 0, 0
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)
 }
@@ -209,6 +220,9 @@ type Summary struct {
 	BytesOut int64            `json:"bytes_out"`
 	Status   map[string]int64 `json:"status,omitempty"`
 	Messages map[string]int64 `json:"messages,omitempty"` // by kind (see Stat.MessageCounts)
+
+	// NoRequest, actions only: how many of Count sent no request.
+	NoRequest int64 `json:"no_request,omitempty"`
 }
 
 // Summarize reduces s over a window of the given length.
@@ -217,7 +231,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
 		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled,
-		BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
 		out.MeanMs = h.Mean() / 1000

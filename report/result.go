@@ -28,6 +28,9 @@ func ForResult(r *result.Result) *Doc {
 	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", r.Requests))
 	if len(r.Actions) > 0 {
 		add(&Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
+		if anyNoRequest(r.Actions) {
+			add(&Para{Text: NoRequestNote})
+		}
 	}
 	add(&Heading{Level: 2, Text: "Over time"})
 	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)

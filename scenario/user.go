@@ -64,6 +64,7 @@ type User struct {
 	failed, timedOut bool
 	overSteps        bool // it ran past sc.Limits.MaxSteps
 	why              string
+	sent             int // requests it sent
 }
 
 // NewUser prepares a user. Nothing runs until Setup or Run.
@@ -152,12 +153,12 @@ func (u *User) Cancel(reason string) {
 }
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
-	u.failed, u.timedOut, u.overSteps, u.why = false, false, false, ""
+	u.failed, u.timedOut, u.overSteps, u.why, u.sent = false, false, false, "", 0
 	u.thread.Steps = 0 // the step limit is per call
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
 	err := u.guardedCall(fn)
-	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
+	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start), Requests: u.sent}
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
 		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
@@ -215,8 +216,10 @@ func (u *User) guardedCall(fn starlark.Callable) (err error) {
 	return err
 }
 
-// noteRequest lets a failed request fail the action it belongs to.
+// noteRequest counts a request the action sent, and lets a failed one
+// fail the action.
 func (u *User) noteRequest(name string, s *metrics.Sample) {
+	u.sent++
 	switch s.Outcome {
 	case metrics.Failed:
 		if !u.failed {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/report"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
@@ -114,16 +115,52 @@ func printSummary(w io.Writer, r *result.Result) {
 
 func table(w io.Writer, head string, rows []metrics.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tcount\treq/s\terr%%\ttimeouts\tmean\tp50\tp90\tp95\tp99\tmax\t\n", head)
+	noReq := newNoRequestColumn(rows)
+	fmt.Fprintf(tw, "%s\tcount\treq/s\terr%%\ttimeouts\tmean\tp50\tp90\tp95\tp99\tmax\t%s\n", head, noReq.head())
 	for _, s := range rows {
 		errPct := 0.0
 		if s.Count > 0 {
 			errPct = 100 * float64(s.Errors) / float64(s.Count)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Count, s.RPS, errPct, s.Timeouts,
-			ms(s.MeanMs), ms(s.P50Ms), ms(s.P90Ms), ms(s.P95Ms), ms(s.P99Ms), ms(s.MaxMs))
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Count, s.RPS, errPct, s.Timeouts,
+			ms(s.MeanMs), ms(s.P50Ms), ms(s.P90Ms), ms(s.P95Ms), ms(s.P99Ms), ms(s.MaxMs), noReq.cell(s))
 	}
 	tw.Flush()
+	noReq.note(w)
+}
+
+// noRequestColumn is whether an action table has a "no req" column: only
+// when one of its actions sent no request at least once.
+type noRequestColumn bool
+
+func newNoRequestColumn(rows []metrics.Summary) noRequestColumn {
+	for _, s := range rows {
+		if s.NoRequest > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c noRequestColumn) head() string {
+	if !c {
+		return ""
+	}
+	return "no req\t"
+}
+
+func (c noRequestColumn) cell(s metrics.Summary) string {
+	if !c {
+		return ""
+	}
+	return fmt.Sprintf("%d\t", s.NoRequest)
+}
+
+// note explains the column under the table.
+func (c noRequestColumn) note(w io.Writer) {
+	if c {
+		fmt.Fprintln(w, strings.Replace(report.NoRequestNote, "no request:", "no req:", 1))
+	}
 }
 
 type message struct {
