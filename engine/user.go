@@ -146,3 +146,12 @@ func (v *vu) cancel(reason string) {
 	v.user.Cancel(reason)
 	v.client.Cancel()
 }
+
+// UsersByType counts the users the engine has started, removed ones
+// included, by the name of their scenario.UserType.
+func (e *Engine) UsersByType() map[string]int {
+	e.mu.Lock()
+	n := e.nextID
+	e.mu.Unlock()
+	return e.cfg.Scenario.UsersByType(n)
+}

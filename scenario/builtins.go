@@ -16,10 +16,11 @@ import (
 // Starlark's own. Built fresh per load: nothing here is shared state.
 func predeclared() starlark.StringDict {
 	return starlark.StringDict{
-		"action": starlark.NewBuiltin("action", builtinAction),
-		"check":  starlark.NewBuiltin("check", builtinCheck),
-		"fail":   starlark.NewBuiltin("fail", builtinFail),
-		"json":   jsonModule,
+		"action":    starlark.NewBuiltin("action", builtinAction),
+		"user_type": starlark.NewBuiltin("user_type", builtinUserType),
+		"check":     starlark.NewBuiltin("check", builtinCheck),
+		"fail":      starlark.NewBuiltin("fail", builtinFail),
+		"json":      jsonModule,
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),
 			"uniform":     starlark.NewBuiltin("think.uniform", thinkUniform),

@@ -50,6 +50,7 @@ const (
 // from the user's goroutine only, except Cancel.
 type User struct {
 	sc     *Scenario
+	typ    *UserType
 	env    Env
 	thread *starlark.Thread
 	value  *userValue
@@ -72,7 +73,7 @@ func NewUser(sc *Scenario, env Env) *User {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	u := &User{sc: sc, env: env}
+	u := &User{sc: sc, typ: sc.TypeOf(env.ID), env: env}
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
 	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
@@ -85,20 +86,20 @@ func NewUser(sc *Scenario, env Env) *User {
 			env.Print(env.ID, msg)
 		}
 	}
-	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}}
+	u.value = &userValue{id: env.ID, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
 	// Weights are relative: dividing by the largest keeps their sum finite
 	// (two weights of 1e308 would make it +Inf, and only one action run).
 	top := 0.0
-	for _, a := range sc.Actions {
+	for _, a := range u.typ.Actions {
 		top = max(top, a.Weight)
 	}
 	total := 0.0
-	for _, a := range sc.Actions {
+	for _, a := range u.typ.Actions {
 		total += a.Weight / top
 		u.cum = append(u.cum, total)
 	}
-	u.factor = sc.Think.Factor(u.choose)
+	u.factor = u.typ.Think.Factor(u.choose)
 	return u
 }
 
@@ -110,34 +111,37 @@ func mix(seed, id, k uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// Next picks the next action by weight.
+// Type is the user's type.
+func (u *User) Type() *UserType { return u.typ }
+
+// Next picks the next action of the user's type by weight.
 func (u *User) Next() *Action {
 	x := u.choose.Float64() * u.cum[len(u.cum)-1]
 	i := sort.SearchFloat64s(u.cum, x)
 	if i < len(u.cum) && u.cum[i] == x {
 		i++
 	}
-	return u.sc.Actions[min(i, len(u.cum)-1)]
+	return u.typ.Actions[min(i, len(u.cum)-1)]
 }
 
 // Think draws the pause before the next action.
-func (u *User) Think() time.Duration { return u.sc.Think.Next(u.choose, u.factor) }
+func (u *User) Think() time.Duration { return u.typ.Think.Next(u.choose, u.factor) }
 
 // Setup runs setup(user), if the scenario has one, and records it as the
 // action "(setup)". It returns the outcome.
 func (u *User) Setup() metrics.Outcome {
-	if u.sc.Setup == nil {
+	if u.typ.Setup == nil {
 		return metrics.OK
 	}
-	return u.call(SetupAction, u.sc.Setup)
+	return u.call(SetupAction, u.typ.Setup)
 }
 
 // Teardown runs teardown(user), if any.
 func (u *User) Teardown() metrics.Outcome {
-	if u.sc.Teardown == nil {
+	if u.typ.Teardown == nil {
 		return metrics.OK
 	}
-	return u.call(TeardownAction, u.sc.Teardown)
+	return u.call(TeardownAction, u.typ.Teardown)
 }
 
 // Run runs one action and records it.
@@ -268,6 +272,7 @@ func shortPath(p string) string {
 // userValue is the user argument scenario functions receive.
 type userValue struct {
 	id    int
+	typ   starlark.String // its type's name
 	http  *httpValue
 	state *starlark.Dict
 	rand  *randValue
@@ -280,7 +285,7 @@ func (v *userValue) Type() string          { return "user" }
 func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
-func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "state"} }
+func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "state", "type"} }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "id":
@@ -291,6 +296,8 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 		return v.state, nil
 	case "rand":
 		return v.rand, nil
+	case "type":
+		return v.typ, nil
 	}
 	return nil, nil
 }

@@ -98,6 +98,9 @@ func printSummary(w io.Writer, r *result.Result) {
 	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
+	if len(r.Config.UserTypes) > 0 {
+		fmt.Fprintf(w, "users by type: %s\n", usersByType(r))
+	}
 	g := r.Generator
 	fmt.Fprintf(w, "\ngenerator: CPU %.0f%% of one core (%d cores), peak RSS %.0f MB, %d late wake-ups\n",
 		g.CPUPercent, g.GOMAXPROCS, g.PeakRSSMB, g.LateWakeups)
@@ -111,6 +114,16 @@ func printSummary(w io.Writer, r *result.Result) {
 			fmt.Fprintf(w, "  %6d  %s\n", e.n, e.msg)
 		}
 	}
+}
+
+// usersByType is "reader 9, poster 1": the users the run started of each
+// type, in the scenario's order.
+func usersByType(r *result.Result) string {
+	var parts []string
+	for _, t := range r.Config.UserTypes {
+		parts = append(parts, fmt.Sprintf("%s %d", t.Name, r.UsersByType[t.Name]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func table(w io.Writer, head string, rows []metrics.Summary) {

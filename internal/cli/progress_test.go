@@ -36,3 +36,18 @@ func TestSummaryMarksActionsWithoutRequests(t *testing.T) {
 		t.Errorf("a column with nothing to say:\n%s", b.String())
 	}
 }
+
+func TestSummaryCountsUsersByType(t *testing.T) {
+	r := &result.Result{Kind: "run", Status: result.Completed, UsersByType: map[string]int{"reader": 90, "poster": 10}}
+	var b bytes.Buffer
+	printSummary(&b, r)
+	if strings.Contains(b.String(), "users by type") {
+		t.Errorf("a scenario of one type shows users by type:\n%s", b.String())
+	}
+	r.Config.UserTypes = []result.UserType{{Name: "reader", Weight: 9}, {Name: "poster", Weight: 1}}
+	b.Reset()
+	printSummary(&b, r)
+	if !strings.Contains(b.String(), "users by type: reader 90, poster 10\n") {
+		t.Errorf("no users by type, in the scenario's order:\n%s", b.String())
+	}
+}
