@@ -13,8 +13,9 @@ import (
 //
 //   - a duration, as Go writes one ("timeout after 10.102s", "1m2.5s"),
 //     kept as its range and shown as "timeout after 10.1s–10.4s";
-//   - a count of bytes ("response body of 70123456 bytes ..."), kept as
-//     its range;
+//   - a count of bytes or a place in bytes ("response body of 70123456
+//     bytes ...", "(at byte 12)", "at offset 12" of a body that is not
+//     JSON), kept as its range;
 //   - the local port of a connection in a network error
 //     ("read tcp 127.0.0.1:53422->10.0.0.1:80: ..."), shown as "*": it is
 //     a new one on every connection and says nothing.
@@ -38,7 +39,7 @@ type MessageKind struct {
 // part replaced by one of these, which no message holds.
 const (
 	durationPart = "\x00d"
-	bytesPart    = "\x00b"
+	bytesPart    = "\x00b" // a count or place in bytes
 )
 
 // add counts one message of this kind whose parts had the values v.
@@ -144,7 +145,9 @@ func messageKind(msg string, vals *[maxParts]int64) (key string, n int) {
 				continue
 			}
 			j := digits(msg, i)
-			if strings.HasPrefix(msg[j:], " bytes") && (j+6 == len(msg) || !isWordByte(msg[j+6])) {
+			count := strings.HasPrefix(msg[j:], " bytes") && (j+6 == len(msg) || !isWordByte(msg[j+6]))
+			place := strings.HasSuffix(msg[:i], "byte ") || strings.HasSuffix(msg[:i], "offset ")
+			if (count || place) && (j == len(msg) || !isWordByte(msg[j])) {
 				v, err := strconv.ParseInt(msg[i:j], 10, 64)
 				if err != nil {
 					i = j - 1
