@@ -53,3 +53,12 @@ user_types = [reader, poster]
 		t.Errorf("actions %v: both types should have acted", got)
 	}
 }
+
+func TestConfigOfOneUserType(t *testing.T) {
+	sc := load(t, "def a(user):\n    pass\nactions = [action('A', a, weight=2), action('B', a)]\nthink_time = think.constant('2s')\n")
+	var cfg result.Config
+	configTypes(&cfg, sc)
+	if cfg.Think != `think.constant("2s")` || len(cfg.Actions) != 2 || cfg.Actions[0] != (result.ActionWeight{Name: "A", Weight: 2}) || cfg.UserTypes != nil {
+		t.Errorf("config %+v: want the one type's think time and actions, and no user_types", cfg)
+	}
+}
