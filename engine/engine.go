@@ -125,18 +125,26 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 }
 
 func (e *Engine) newUser(id int) *vu {
+	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
+		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread,
+		fresh: func() (*scenario.User, *transport.Client) { return e.userOf(id) }}
+	v.user, v.client = v.fresh()
+	return v
+}
+
+// userOf makes user id's scenario runtime and HTTP client, both new: no
+// state, headers, cookies or connection.
+func (e *Engine) userOf(id int) (*scenario.User, *transport.Client) {
 	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody}
 	if n := len(e.cfg.SourceAddrs); n > 0 {
 		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
 	}
 	client := transport.NewClient(opt)
-	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
-		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread}
-	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
+	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 		Shared: e.shared,
 	})
-	return v
+	return user, client
 }
 
 // retire asks v to stop and cancels it if it has not within the grace period.

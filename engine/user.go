@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 //	Stopping -> TearingDown -> Done
 //	Stopping -> Done                          (cancelled, or no teardown)
 //
-// A failed setup is retried after a think-time pause; the user stays in
+// A failed setup is retried after a think-time pause, from a new
+// scenario.User and transport.Client (see vu.renew); the user stays in
 // SettingUp meanwhile.
 type State int32
 
@@ -40,7 +42,12 @@ const lateAfter = 50 * time.Millisecond
 
 // vu is one virtual user: its scenario runtime, its connections, its state.
 type vu struct {
-	id       int
+	id int
+	// fresh makes a new scenario runtime and client for this user.
+	fresh func() (*scenario.User, *transport.Client)
+	// user and client are written by the user's goroutine alone (renew)
+	// and read by cancel from others: mu guards them against it.
+	mu       sync.Mutex
 	user     *scenario.User
 	client   *transport.Client
 	state    atomic.Int32
@@ -65,8 +72,10 @@ func (v *vu) set(s State) { v.state.Store(int32(s)) }
 // closed and done closed, for the engine to recover.
 func (v *vu) run(onAction func(user int, action string)) {
 	defer close(v.done)
-	defer v.client.Close()
-	defer func() { v.user.Close() }() // the user's dataset rows, for users added later; whichever user v holds at the end
+	// Whichever user and client v holds at the end (renew replaces them):
+	// the connection, and the dataset rows for users added later.
+	defer func() { v.client.Close() }()
+	defer func() { v.user.Close() }()
 	defer func() {
 		if v.State() != Done {
 			v.set(Done) // only a panic gets here before finish
@@ -116,7 +125,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
 			break
 		}
-		if v.canceled.Load() || !pause(v.user.Think()) {
+		if v.canceled.Load() || !pause(v.user.Think()) || !v.renew() {
 			v.finish()
 			return
 		}
@@ -164,9 +173,44 @@ func (v *vu) finish() {
 	v.set(Done)
 }
 
+// renew gives the user a new scenario runtime and client before its setup
+// is tried again, so that nothing of the failed attempt (user.state, the
+// headers it set, cookies, the connection) carries over to the next. It
+// closes the old client. It returns false, keeping the failed user, when
+// the user was cancelled meanwhile.
+func (v *vu) renew() bool {
+	user, client := v.fresh()
+	v.mu.Lock()
+	if v.canceled.Load() { // cancel has the old pair, or will take it
+		v.mu.Unlock()
+		client.Close()
+		user.Close()
+		return false
+	}
+	oldUser, old := v.user, v.client
+	v.user, v.client = user, client
+	v.mu.Unlock()
+	old.Close()
+	oldUser.Close() // its dataset rows, if the failed setup took some
+	return true
+}
+
 // cancel stops the user's code and its request in flight, for reason.
+// Safe from any goroutine.
 func (v *vu) cancel(reason string) {
 	v.canceled.Store(true)
-	v.user.Cancel(reason)
-	v.client.Cancel()
+	v.mu.Lock()
+	user, client := v.user, v.client
+	v.mu.Unlock()
+	user.Cancel(reason)
+	client.Cancel()
+}
+
+// UsersByType counts the users the engine has started, removed ones
+// included, by the name of their scenario.UserType.
+func (e *Engine) UsersByType() map[string]int {
+	e.mu.Lock()
+	n := e.nextID
+	e.mu.Unlock()
+	return e.cfg.Scenario.UsersByType(n)
 }

@@ -95,8 +95,8 @@ func TestMessagesAreBounded(t *testing.T) {
 	for i := range 100 {
 		st.Add(&Sample{Outcome: Failed, Message: strings.Repeat("x", i+1)})
 	}
-	if len(st.Messages) != maxMessages+1 || st.Messages["other"] != 100-maxMessages {
-		t.Errorf("%d distinct messages, other=%d", len(st.Messages), st.Messages["other"])
+	if len(st.Messages) != maxMessages+1 || st.Messages["other"].Count != 100-maxMessages {
+		t.Errorf("%d distinct messages, other=%d", len(st.Messages), st.Messages["other"].Count)
 	}
 }
 

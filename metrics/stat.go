@@ -76,29 +76,39 @@ type Sample struct {
 	// itself): kept apart from the acting figures (Snapshot.Setup), so
 	// logins never count in a window or a level.
 	Setup bool
+	// Requests, of an action: how many requests it sent (a request that
+	// got no response counts; one refused before sending does not). An
+	// action that sent none timed only the scenario's own code.
+	Requests int
 }
 
-// maxMessages bounds the distinct error messages kept per name; the rest
-// are counted under "other".
+// maxMessages bounds the kinds of error messages kept per name (see
+// MessageKind); the rest are counted under "other".
 const maxMessages = 20
 
 // Stat accumulates samples of one name. It is not safe for concurrent use;
 // shards guard theirs with a lock.
 type Stat struct {
-	Hist     *hdr.Histogram   // latency in microseconds, all outcomes but Canceled
-	Count    int64            // samples, all outcomes but Canceled
-	Errors   int64            // Failed samples (Timeout is counted apart)
-	Timeouts int64            // Timeout samples
-	Canceled int64            // Canceled samples, kept out of everything else
-	Status   map[int]int64    // responses by HTTP status; 0 = no response
-	BytesIn  int64            //
-	BytesOut int64            //
-	Messages map[string]int64 // error messages, at most maxMessages distinct plus "other"
+	Hist     *hdr.Histogram // latency in microseconds, all outcomes but Canceled
+	Count    int64          // samples, all outcomes but Canceled
+	Errors   int64          // Failed samples (Timeout is counted apart)
+	Timeouts int64          // Timeout samples
+	Canceled int64          // Canceled samples, kept out of everything else
+	Status   map[int]int64  // responses by HTTP status; 0 = no response
+	BytesIn  int64          //
+	BytesOut int64          //
+	// NoRequest, of actions: how many of Count sent no request, so that
+	// their latency is the scenario's code alone, no server's.
+	NoRequest int64
+	// Messages counts error messages by kind (message.go), keyed by the
+	// kind's key: at most maxMessages kinds plus "other". MessageCounts
+	// shows them.
+	Messages map[string]MessageKind
 }
 
 // NewStat returns an empty Stat.
 func NewStat() *Stat {
-	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]int64{}}
+	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]MessageKind{}}
 }
 
 // Add records one sample.
@@ -125,16 +135,43 @@ func (s *Stat) Add(x *Sample) {
 	s.Status[x.Status]++
 	s.BytesIn += x.BytesIn
 	s.BytesOut += x.BytesOut
+	if x.Kind == Action && x.Requests == 0 {
+		s.NoRequest++
+	}
 	if x.Message != "" {
-		s.addMessage(x.Message, 1)
+		var vals [maxParts]int64
+		key, n := messageKind(x.Message, &vals)
+		k := s.kind(&key)
+		if key == "other" {
+			n = 0
+		}
+		k.add(1, vals[:n])
+		s.Messages[key] = k
 	}
 }
 
-func (s *Stat) addMessage(m string, n int64) {
-	if _, ok := s.Messages[m]; !ok && len(s.Messages) >= maxMessages {
-		m = "other"
+// kind returns the kind stored under *key, which it first changes to
+// "other" when s holds maxMessages kinds and not this one.
+func (s *Stat) kind(key *string) MessageKind {
+	k, ok := s.Messages[*key]
+	if !ok && len(s.Messages) >= maxMessages {
+		*key = "other"
+		return s.Messages["other"]
 	}
-	s.Messages[m] += n
+	return k
+}
+
+// MessageCounts returns the error messages of s as people read them, one
+// per kind ("timeout after 10.1s–10.4s"), with their counts.
+func (s *Stat) MessageCounts() map[string]int64 {
+	if len(s.Messages) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(s.Messages))
+	for key, k := range s.Messages {
+		out[k.Text(key)] += k.Count
+	}
+	return out
 }
 
 // Merge adds o into s exactly.
@@ -149,15 +186,21 @@ func (s *Stat) Merge(o *Stat) {
 	}
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
-	for k, v := range o.Messages {
-		s.addMessage(k, v)
+	s.NoRequest += o.NoRequest
+	for key, ok := range o.Messages {
+		k := s.kind(&key)
+		if key == "other" { // its parts have no place in "other"
+			ok = MessageKind{Count: ok.Count}
+		}
+		k.merge(ok)
+		s.Messages[key] = k
 	}
 }
 
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {
 	s.Hist.Reset()
-	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut = 0, 0, 0, 0, 0, 0
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)
 }
@@ -180,7 +223,10 @@ type Summary struct {
 	BytesIn  int64            `json:"bytes_in"`
 	BytesOut int64            `json:"bytes_out"`
 	Status   map[string]int64 `json:"status,omitempty"`
-	Messages map[string]int64 `json:"messages,omitempty"`
+	Messages map[string]int64 `json:"messages,omitempty"` // by kind (see Stat.MessageCounts)
+
+	// NoRequest, actions only: how many of Count sent no request.
+	NoRequest int64 `json:"no_request,omitempty"`
 }
 
 // Summarize reduces s over a window of the given length.
@@ -189,7 +235,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
 		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled,
-		BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
 		out.MeanMs = h.Mean() / 1000
@@ -208,18 +254,8 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 			out.Status[statusLabel(k)] = v
 		}
 	}
-	if len(s.Messages) > 0 {
-		out.Messages = maps(s.Messages)
-	}
+	out.Messages = s.MessageCounts()
 	return out
-}
-
-func maps(m map[string]int64) map[string]int64 {
-	c := make(map[string]int64, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // statusLabel is how a status is written in results and labels: "200",

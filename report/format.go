@@ -79,11 +79,34 @@ func summaryTable(first string, ss []metrics.Summary) *Table {
 		Header: []string{first, "count", "req/s", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "max (ms)", "errors", "timeouts"},
 		Right:  []int{1, 2, 3, 4, 5, 6, 7, 8, 9},
 	}
+	noReq := anyNoRequest(ss)
+	if noReq {
+		t.Header = append(t.Header, "no request")
+		t.Right = append(t.Right, len(t.Header)-1)
+	}
 	for _, s := range ss {
-		t.Rows = append(t.Rows, []string{s.Name, count(s.Count), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms),
-			num(s.P99Ms), num(s.MaxMs), errPct(s), count(s.Timeouts)})
+		row := []string{s.Name, count(s.Count), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms),
+			num(s.P99Ms), num(s.MaxMs), errPct(s), count(s.Timeouts)}
+		if noReq {
+			row = append(row, count(s.NoRequest))
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// NoRequestNote explains the "no request" column of an action table.
+const NoRequestNote = "no request: how many of the action's runs sent no request (nothing to do yet, as editing a post " +
+	"when the user has none): their latency is the scenario's own code, not a server's."
+
+// anyNoRequest reports whether an action of ss sent no request at least once.
+func anyNoRequest(ss []metrics.Summary) bool {
+	for _, s := range ss {
+		if s.NoRequest > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // series builds a chart line from a timeline.

@@ -16,6 +16,9 @@ func ForResult(r *result.Result) *Doc {
 	add := func(b ...Block) { d.Blocks = append(d.Blocks, b...) }
 	add(&Para{Text: headline(r)})
 	add(&Heading{Level: 2, Text: "Setup"}, setupTable(r), &Para{Text: "Command: " + strings.Join(r.Config.Command, " ")})
+	if len(r.Config.UserTypes) > 0 {
+		add(&Heading{Level: 3, Text: "User types"}, typesTable(r))
+	}
 	if len(r.Notes) > 0 {
 		add(&Heading{Level: 2, Text: "Notes"}, &List{Items: r.Notes})
 	}
@@ -28,6 +31,9 @@ func ForResult(r *result.Result) *Doc {
 	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", r.Requests))
 	if len(r.Actions) > 0 {
 		add(&Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
+		if anyNoRequest(r.Actions) {
+			add(&Para{Text: NoRequestNote})
+		}
 	}
 	add(&Heading{Level: 2, Text: "Over time"})
 	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
@@ -112,18 +118,40 @@ func setupTable(r *result.Result) *Table {
 		row("users", fmt.Sprint(c.Users))
 		row("ramp / duration", fmt.Sprintf("%s / %s", seconds(c.RampS), seconds(c.DurationS)))
 	}
-	var mix []string
-	for _, a := range c.Actions {
-		mix = append(mix, fmt.Sprintf("%s %.3g", a.Name, a.Weight))
+	if len(c.UserTypes) == 0 {
+		row("actions (weight)", actionMix(c.Actions))
+		row("think time", c.Think)
+	} else {
+		row("user types", fmt.Sprintf("%d, below", len(c.UserTypes)))
 	}
-	row("actions (weight)", strings.Join(mix, ", "))
-	row("think time", c.Think)
 	row("seed", fmt.Sprint(c.Seed))
 	row("started", r.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
 	row("took", seconds(r.EndedAt.Sub(r.StartedAt).Seconds()))
 	g := r.Generator
 	row("generator", fmt.Sprintf("%s, %d cores, CPU %s%% of a core, peak RSS %s MB, %d late wake-ups", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups))
 	row("headroom", r.Headroom)
+	return t
+}
+
+func actionMix(as []result.ActionWeight) string {
+	var mix []string
+	for _, a := range as {
+		mix = append(mix, fmt.Sprintf("%s %.3g", a.Name, a.Weight))
+	}
+	return strings.Join(mix, ", ")
+}
+
+// typesTable lists a scenario's user types: weight, users started,
+// actions and think time.
+func typesTable(r *result.Result) *Table {
+	t := &Table{Header: []string{"user type", "weight", "users", "actions (weight)", "think time"}, Right: []int{1, 2}}
+	for _, ut := range r.Config.UserTypes {
+		users := "-"
+		if n, ok := r.UsersByType[ut.Name]; ok {
+			users = count(int64(n))
+		}
+		t.Rows = append(t.Rows, []string{ut.Name, fmt.Sprintf("%.3g", ut.Weight), users, actionMix(ut.Actions), ut.Think})
+	}
 	return t
 }
 

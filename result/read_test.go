@@ -77,6 +77,9 @@ func TestReadRefusesCorruptResults(t *testing.T) {
 		{"more errors than requests", func(t *testing.T, dir string) {
 			edit(t, dir, func(m map[string]any) { request0(m)["errors"] = 101 })
 		}, "101 errors and 0 timeouts out of 100 requests"},
+		{"more actions without a request than actions", func(t *testing.T, dir string) {
+			edit(t, dir, func(m map[string]any) { request0(m)["no_request"] = 101 })
+		}, "101 actions sent no request out of 100"},
 		{"negative latency", func(t *testing.T, dir string) {
 			edit(t, dir, func(m map[string]any) { request0(m)["p99_ms"] = -1 })
 		}, "p99_ms is -1, below zero"},

@@ -57,6 +57,10 @@ type Result struct {
 	// has a setup.
 	Setup *Setup `json:"setup,omitempty"`
 
+	// UsersByType, for a scenario of several user types: how many users
+	// of each the run started (Config.UserTypes lists the types).
+	UsersByType map[string]int `json:"users_by_type,omitempty"`
+
 	Timeline  []metrics.Point `json:"timeline"`
 	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
 	Step      *Step           `json:"step,omitempty"`    // step runs only
@@ -89,12 +93,23 @@ type Config struct {
 	Seed         uint64         `json:"seed"`
 	TimeoutS     float64        `json:"timeout_s"`
 	GraceS       float64        `json:"grace_s"`
-	Think        string         `json:"think"`
-	Actions      []ActionWeight `json:"actions"`
+	Think        string         `json:"think"`   // the one user type's; "" with UserTypes
+	Actions      []ActionWeight `json:"actions"` // the one user type's; empty with UserTypes
 	Connections  string         `json:"connections"`
+	// UserTypes, for a scenario of several user types: each with its
+	// weight, think time and actions.
+	UserTypes []UserType `json:"user_types,omitempty"`
 	// Label is the user's description of what ran (--label), e.g. the
 	// build or the target's architecture; reports show it.
 	Label string `json:"label,omitempty"`
+}
+
+// UserType is one type of user of a scenario (scenario.UserType).
+type UserType struct {
+	Name    string         `json:"name"`
+	Weight  float64        `json:"weight"` // relative to the other types
+	Think   string         `json:"think"`
+	Actions []ActionWeight `json:"actions"` // weights relative within the type
 }
 
 // ActionWeight is one action of the scenario and its weight.

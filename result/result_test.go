@@ -18,7 +18,8 @@ func TestRoundTripIsExact(t *testing.T) {
 	}
 	snap.Add(&metrics.Sample{Kind: metrics.Action, Name: "Browse", Latency: time.Millisecond})
 	dir := filepath.Join(t.TempDir(), "r")
-	in := &Result{Kind: "run", Status: Completed, Requests: snap.Summaries(metrics.Request, time.Second)}
+	in := &Result{Kind: "run", Status: Completed, Requests: snap.Summaries(metrics.Request, time.Second),
+		Actions: snap.Summaries(metrics.Action, time.Second)}
 	if err := Write(dir, in, snap); err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +29,9 @@ func TestRoundTripIsExact(t *testing.T) {
 	}
 	if out.Format != Format || out.Requests[0].P99Ms != in.Requests[0].P99Ms {
 		t.Errorf("read back %+v", out.Requests)
+	}
+	if len(out.Actions) != 1 || out.Actions[0].NoRequest != 1 {
+		t.Errorf("read back actions %+v, want Browse with its one run that sent no request", out.Actions)
 	}
 	back, err := ReadHistograms(dir)
 	if err != nil {

@@ -64,7 +64,7 @@ func succeeded(st *metrics.Stat) int64 { return st.Count - st.Errors - st.Timeou
 // error message of st, or "".
 func commonest(st *metrics.Stat) string {
 	msg, n := "", int64(0)
-	for m, c := range st.Messages {
+	for m, c := range st.MessageCounts() {
 		if c > n || (c == n && m < msg) {
 			msg, n = m, c
 		}

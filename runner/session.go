@@ -190,16 +190,34 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		Kind: kind, Headroom: c.Version, StartedAt: s.start,
 		Config: result.Config{
 			Command: RedactAll(c.Command), Scenario: c.Scenario.Path, ScenarioHash: c.Scenario.Hash, Target: c.Target.Redacted(),
-			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(), Think: c.Scenario.ThinkSrc,
+			Seed: c.Seed, TimeoutS: c.Timeout.Seconds(), GraceS: c.Grace.Seconds(),
 			Connections: "per-user keep-alive", Label: c.Label,
 		},
 		Generator: result.Generator{Host: host, GOMAXPROCS: runtime.GOMAXPROCS(0)},
 	}
-	for _, a := range c.Scenario.Actions {
-		s.res.Config.Actions = append(s.res.Config.Actions, result.ActionWeight{Name: a.Name, Weight: a.Weight})
-	}
+	configTypes(&s.res.Config, c.Scenario)
 	s.unwatch = s.watchMemory()
 	return s, nil
+}
+
+// configTypes records what the users of sc do: the actions and think
+// time of its one user type, or each of its types.
+func configTypes(cfg *result.Config, sc *scenario.Scenario) {
+	weights := func(as []*scenario.Action) []result.ActionWeight {
+		out := []result.ActionWeight{}
+		for _, a := range as {
+			out = append(out, result.ActionWeight{Name: a.Name, Weight: a.Weight})
+		}
+		return out
+	}
+	if len(sc.Types) == 1 {
+		cfg.Think, cfg.Actions = sc.Types[0].ThinkSrc, weights(sc.Types[0].Actions)
+		return
+	}
+	cfg.Actions = []result.ActionWeight{}
+	for _, t := range sc.Types {
+		cfg.UserTypes = append(cfg.UserTypes, result.UserType{Name: t.Name, Weight: t.Weight, Think: t.ThinkSrc, Actions: weights(t.Actions)})
+	}
 }
 
 // addBatch is how many users setUsers adds between two looks at the
@@ -283,6 +301,9 @@ func (s *session) stop() {
 	defer s.cancel(context.Canceled)
 	s.setUsers(0)
 	s.eng.Stop()
+	if len(s.c.Scenario.Types) > 1 {
+		s.res.UsersByType = s.eng.UsersByType()
+	}
 	s.collect()
 	s.scraping.Wait()
 	if s.scraper != nil { // the state at the end of the window

@@ -168,7 +168,7 @@ func TestThinkTimesNeverWrapAround(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := sc.Think.(Exponential); e.Max != maxDuration {
+	if e := sc.Types[0].Think.(Exponential); e.Max != maxDuration {
 		t.Errorf("max %v, want %v", e.Max, maxDuration)
 	}
 	// Shares too are relative: two of 1e308 both get users.

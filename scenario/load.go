@@ -10,6 +10,10 @@
 //	actions = [action("Name", fn, weight=6.5), ...]   # required, at least one
 //	think_time = think.uniform("1s", "3s")    # optional, default think.constant("1s")
 //
+// or, for several types of users, each with its own of those:
+//
+//	user_types = [user_type("reader", weight=9, setup=login, actions=[...], think_time=...), ...]
+//
 // Loading runs the file once, checks everything it can before any traffic
 // (syntax, undefined names, types, weights) and freezes the globals, so
 // one Scenario is shared by every user.
@@ -31,16 +35,19 @@ import (
 // Scenario is a loaded, validated scenario. Safe for concurrent use: its
 // Starlark values are frozen.
 type Scenario struct {
-	Path     string
-	Hash     string            // "sha256:<hex>" of the source and its data files (see loader.hash)
-	Init     starlark.Callable // once per run, before any user: see (*User).Init; nil if none
-	Setup    starlark.Callable
-	Teardown starlark.Callable
-	Actions  []*Action
-	Think    Think
-	ThinkSrc string      // the think_time as written, for results
-	Checks   []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
-	Limits   Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
+	Path string
+	Hash string            // "sha256:<hex>" of the source and its data files (see loader.hash)
+	Init starlark.Callable // once per run, before any user: see (*User).Init; nil if none
+	// Types are the kinds of users, in the order user_types lists them;
+	// one, named DefaultType, when the scenario defines setup, actions and
+	// think_time at top level. TypeOf gives a user's.
+	Types []*UserType
+	// Actions are every type's actions, each name once (the first type's
+	// when two types share a name).
+	Actions []*Action
+	Checks  []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
+	Limits  Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
+	mix     *typeMix
 
 	datasets []*Dataset // what data.csv returned, in order
 }
@@ -111,11 +118,48 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 		return nil, err
 	}
 	sc.Hash, sc.datasets = ld.hash(src), ld.datasets
+	if v, ok := globals["init"]; ok && v != starlark.None {
+		if sc.Init, err = userFunc(v); err != nil {
+			return nil, fail(globalPos(lines, "init"), "init "+err.Error(), "define it as: def init(user): ... (once per run, before any user; return what every user reads as user.shared)")
+		}
+	}
 
+	if tv, ok := globals["user_types"]; ok && tv != starlark.None {
+		sc.Types, err = typesOf(tv, globals, lines, fail)
+	} else {
+		var t *UserType
+		t, err = implicitType(globals, lines, fail)
+		sc.Types = []*UserType{t}
+	}
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, t := range sc.Types {
+		for _, a := range t.Actions {
+			if !seen[a.Name] {
+				seen[a.Name] = true
+				sc.Actions = append(sc.Actions, a)
+			}
+		}
+	}
+	sc.mix = newTypeMix(sc.Types)
+
+	if sc.Checks, err = checksOf(globals, lines, fail, "give at least one check(...), or remove checks to use the defaults"); err != nil {
+		return nil, err
+	}
+
+	return sc, nil
+}
+
+// implicitType is the one user type of a scenario without user_types:
+// the top-level setup, teardown, actions and think_time.
+func implicitType(globals starlark.StringDict, lines []string, fail failFunc) (*UserType, error) {
+	t := &UserType{Name: DefaultType, Weight: 1}
 	var errAt = func(name, msg, hint string) error {
 		return fail(globalPos(lines, name), msg, hint)
 	}
-	for _, name := range []string{"init", "setup", "teardown"} {
+	for _, name := range []string{"setup", "teardown"} {
 		v, ok := globals[name]
 		if !ok || v == starlark.None {
 			continue
@@ -124,20 +168,17 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 		if err != nil {
 			return nil, errAt(name, fmt.Sprintf("%s %s", name, err), "define it as: def "+name+"(user): ...")
 		}
-		switch name {
-		case "init":
-			sc.Init = fn
-		case "setup":
-			sc.Setup = fn
-		default:
-			sc.Teardown = fn
+		if name == "setup" {
+			t.Setup = fn
+		} else {
+			t.Teardown = fn
 		}
 	}
 
 	av, ok := globals["actions"]
 	if !ok {
 		return nil, fail(syntax.Position{}, "no actions: the scenario must define a list named actions",
-			`add e.g. actions = [action("Browse", browse, weight=1)] where def browse(user): ...`)
+			`add e.g. actions = [action("Browse", browse, weight=1)] where def browse(user): ...; or, for several types of users, user_types = [user_type("reader", actions=[...]), ...]`)
 	}
 	list, ok := av.(*starlark.List)
 	if !ok {
@@ -159,23 +200,19 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 			return nil, fail(a.pos, fmt.Sprintf("action %q is defined twice", a.Name), "give each action its own name")
 		}
 		seen[a.Name] = true
-		sc.Actions = append(sc.Actions, &a.Action)
+		t.Actions = append(t.Actions, &a.Action)
 	}
 
-	if sc.Checks, err = checksOf(globals, lines, fail, "give at least one check(...), or remove checks to use the defaults"); err != nil {
-		return nil, err
-	}
-
-	sc.Think, sc.ThinkSrc = Constant(1e9), `think.constant("1s") (default)`
+	t.Think, t.ThinkSrc = defaultThink()
 	if tv, ok := globals["think_time"]; ok && tv != starlark.None {
-		t, ok := tv.(*thinkValue)
+		th, ok := tv.(*thinkValue)
 		if !ok {
 			return nil, errAt("think_time", fmt.Sprintf("think_time is a %s, want think.constant/uniform/exponential/reference(...)", tv.Type()),
 				`e.g. think_time = think.uniform("1s", "3s")`)
 		}
-		sc.Think, sc.ThinkSrc = t.Think, t.src
+		t.Think, t.ThinkSrc = th.Think, th.src
 	}
-	return sc, nil
+	return t, nil
 }
 
 // userFunc checks that v can be called with one argument, the user.

@@ -77,21 +77,25 @@ think_time = think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Setup == nil || sc.Teardown == nil || len(sc.Actions) != 2 {
-		t.Fatalf("setup %v teardown %v actions %d", sc.Setup, sc.Teardown, len(sc.Actions))
+	if len(sc.Types) != 1 || sc.Types[0].Name != DefaultType {
+		t.Fatalf("types %v, want the one default type", sc.Types)
+	}
+	typ := sc.Types[0]
+	if typ.Setup == nil || typ.Teardown == nil || len(typ.Actions) != 2 || len(sc.Actions) != 2 {
+		t.Fatalf("setup %v teardown %v actions %d (scenario's %d)", typ.Setup, typ.Teardown, len(typ.Actions), len(sc.Actions))
 	}
 	if sc.Actions[0].Weight != 6.5219 || sc.Actions[1].Weight != 1 {
 		t.Errorf("weights %v %v", sc.Actions[0].Weight, sc.Actions[1].Weight)
 	}
-	ref, ok := sc.Think.(Reference)
+	ref, ok := typ.Think.(Reference)
 	if !ok || ref.Min != time.Second || ref.Avg != 5*time.Second || ref.Rates[0].Rate != 5.4 {
-		t.Errorf("think = %#v", sc.Think)
+		t.Errorf("think = %#v", typ.Think)
 	}
 	if !strings.HasPrefix(sc.Hash, "sha256:") || len(sc.Hash) != 7+64 {
 		t.Errorf("hash %q", sc.Hash)
 	}
-	if sc.ThinkSrc != `think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])` {
-		t.Errorf("think source %q", sc.ThinkSrc)
+	if typ.ThinkSrc != `think.reference(min="1s", avg="5s", rates=[(5.4, 1.0)])` {
+		t.Errorf("think source %q", typ.ThinkSrc)
 	}
 }
 

@@ -57,6 +57,7 @@ const (
 // from the user's goroutine only, except Cancel.
 type User struct {
 	sc     *Scenario
+	typ    *UserType
 	env    Env
 	thread *starlark.Thread
 	value  *userValue
@@ -75,6 +76,7 @@ type User struct {
 	overSteps        bool // it ran past sc.Limits.MaxSteps
 	why              string
 	slept            time.Duration // in sleep(): left out of the action's latency
+	sent             int           // requests it sent
 }
 
 // NewUser prepares a user. Nothing runs until Setup or Run.
@@ -82,7 +84,7 @@ func NewUser(sc *Scenario, env Env) *User {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	u := &User{sc: sc, env: env, cancelCh: make(chan struct{})}
+	u := &User{sc: sc, typ: sc.TypeOf(env.ID), env: env, cancelCh: make(chan struct{})}
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
 	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
@@ -96,7 +98,7 @@ func NewUser(sc *Scenario, env Env) *User {
 			env.Print(env.ID, msg)
 		}
 	}
-	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
+	u.value = &userValue{id: env.ID, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
 	if u.value.shared == nil {
 		u.value.shared = starlark.None
 	}
@@ -104,15 +106,15 @@ func NewUser(sc *Scenario, env Env) *User {
 	// Weights are relative: dividing by the largest keeps their sum finite
 	// (two weights of 1e308 would make it +Inf, and only one action run).
 	top := 0.0
-	for _, a := range sc.Actions {
+	for _, a := range u.typ.Actions {
 		top = max(top, a.Weight)
 	}
 	total := 0.0
-	for _, a := range sc.Actions {
+	for _, a := range u.typ.Actions {
 		total += a.Weight / top
 		u.cum = append(u.cum, total)
 	}
-	u.factor = sc.Think.Factor(u.choose)
+	u.factor = u.typ.Think.Factor(u.choose)
 	return u
 }
 
@@ -132,36 +134,39 @@ func (u *User) Spread(k uint64) float64 {
 	return float64(mix(u.env.Seed, uint64(u.env.ID), 100+k)>>11) / (1 << 53)
 }
 
-// Next picks the next action by weight.
+// Type is the user's type.
+func (u *User) Type() *UserType { return u.typ }
+
+// Next picks the next action of the user's type by weight.
 func (u *User) Next() *Action {
 	x := u.choose.Float64() * u.cum[len(u.cum)-1]
 	i := sort.SearchFloat64s(u.cum, x)
 	if i < len(u.cum) && u.cum[i] == x {
 		i++
 	}
-	return u.sc.Actions[min(i, len(u.cum)-1)]
+	return u.typ.Actions[min(i, len(u.cum)-1)]
 }
 
 // Think draws the pause before the next action.
-func (u *User) Think() time.Duration { return u.sc.Think.Next(u.choose, u.factor) }
+func (u *User) Think() time.Duration { return u.typ.Think.Next(u.choose, u.factor) }
 
 // Setup runs setup(user), if the scenario has one, and records it as the
 // action "(setup)". It returns the outcome.
 func (u *User) Setup() metrics.Outcome {
-	if u.sc.Setup == nil {
+	if u.typ.Setup == nil {
 		return metrics.OK
 	}
 	u.setup = true
 	defer func() { u.setup = false }()
-	return u.call(SetupAction, u.sc.Setup)
+	return u.call(SetupAction, u.typ.Setup)
 }
 
 // Teardown runs teardown(user), if any.
 func (u *User) Teardown() metrics.Outcome {
-	if u.sc.Teardown == nil {
+	if u.typ.Teardown == nil {
 		return metrics.OK
 	}
-	return u.call(TeardownAction, u.sc.Teardown)
+	return u.call(TeardownAction, u.typ.Teardown)
 }
 
 // Run runs one action and records it.
@@ -188,12 +193,12 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 // the call, not yet recorded. The sample's latency leaves out the time
 // the call slept.
 func (u *User) invoke(name string, fn starlark.Callable) (starlark.Value, metrics.Sample) {
-	u.failed, u.timedOut, u.overSteps, u.why, u.slept = false, false, false, "", 0
+	u.failed, u.timedOut, u.overSteps, u.why, u.slept, u.sent = false, false, false, "", 0, 0
 	u.thread.Steps = 0 // the step limit is per call
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
 	v, err := u.guardedCall(fn)
-	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: max(u.env.Now().Sub(start)-u.slept, 0), Setup: u.setup}
+	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: max(u.env.Now().Sub(start)-u.slept, 0), Setup: u.setup, Requests: u.sent}
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
 		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
@@ -249,8 +254,10 @@ func (u *User) guardedCall(fn starlark.Callable) (v starlark.Value, err error) {
 	return starlark.Call(u.thread, fn, u.args, nil)
 }
 
-// noteRequest lets a failed request fail the action it belongs to.
+// noteRequest counts a request the action sent, and lets a failed one
+// fail the action.
 func (u *User) noteRequest(name string, s *metrics.Sample) {
+	u.sent++
 	switch s.Outcome {
 	case metrics.Failed:
 		if !u.failed {
@@ -299,6 +306,7 @@ func shortPath(p string) string {
 // userValue is the user argument scenario functions receive.
 type userValue struct {
 	id     int
+	typ    starlark.String // its type's name
 	http   *httpValue
 	state  *starlark.Dict
 	rand   *randValue
@@ -312,7 +320,9 @@ func (v *userValue) Type() string          { return "user" }
 func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
-func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "shared", "state"} }
+func (v *userValue) AttrNames() []string {
+	return []string{"http", "id", "rand", "shared", "state", "type"}
+}
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "id":
@@ -325,6 +335,8 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 		return v.rand, nil
 	case "shared":
 		return v.shared, nil
+	case "type":
+		return v.typ, nil
 	}
 	return nil, nil
 }

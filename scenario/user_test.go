@@ -152,3 +152,24 @@ def act(user):
 		t.Errorf("reading an 8 MiB body allocated %d MiB", got>>20)
 	}
 }
+
+func TestActionSamplesCountTheirRequests(t *testing.T) {
+	// An action's sample says how many requests it sent: EditPost with no
+	// post yet sends none, and a request refused before sending (a CR in a
+	// header) is not one.
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"two", "    user.http.get('/a')\n    user.http.post('/b', expect=201)\n", 2}, // the second fails: still sent
+		{"none", "    if 'post' in user.state:\n        user.http.put('/posts/1')\n", 0},
+		{"refused", "    user.http.get('/a', headers={'X': 'a\\r\\nb'})\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, _ := runAction(t, "def act(user):\n"+tc.body, &fakeDoer{status: 200})
+			if got := (*rec)[len(*rec)-1]; got.Kind != metrics.Action || got.Requests != tc.want {
+				t.Errorf("action sample %+v, want %d requests", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/report"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
@@ -106,6 +107,9 @@ func printSummary(w io.Writer, r *result.Result) {
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
 	printSetup(w, r.Setup)
+	if len(r.Config.UserTypes) > 0 {
+		fmt.Fprintf(w, "users by type: %s\n", usersByType(r))
+	}
 	g := r.Generator
 	fmt.Fprintf(w, "\ngenerator: CPU %.0f%% of one core (%d cores), peak RSS %.0f MB, %d late wake-ups\n",
 		g.CPUPercent, g.GOMAXPROCS, g.PeakRSSMB, g.LateWakeups)
@@ -134,18 +138,64 @@ func printSetup(w io.Writer, st *result.Setup) {
 	}
 }
 
+// usersByType is "reader 9, poster 1": the users the run started of each
+// type, in the scenario's order.
+func usersByType(r *result.Result) string {
+	var parts []string
+	for _, t := range r.Config.UserTypes {
+		parts = append(parts, fmt.Sprintf("%s %d", t.Name, r.UsersByType[t.Name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func table(w io.Writer, head string, rows []metrics.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tcount\treq/s\terr%%\ttimeouts\tmean\tp50\tp90\tp95\tp99\tmax\t\n", head)
+	noReq := newNoRequestColumn(rows)
+	fmt.Fprintf(tw, "%s\tcount\treq/s\terr%%\ttimeouts\tmean\tp50\tp90\tp95\tp99\tmax\t%s\n", head, noReq.head())
 	for _, s := range rows {
 		errPct := 0.0
 		if s.Count > 0 {
 			errPct = 100 * float64(s.Errors) / float64(s.Count)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, s.Count, s.RPS, errPct, s.Timeouts,
-			ms(s.MeanMs), ms(s.P50Ms), ms(s.P90Ms), ms(s.P95Ms), ms(s.P99Ms), ms(s.MaxMs))
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Count, s.RPS, errPct, s.Timeouts,
+			ms(s.MeanMs), ms(s.P50Ms), ms(s.P90Ms), ms(s.P95Ms), ms(s.P99Ms), ms(s.MaxMs), noReq.cell(s))
 	}
 	tw.Flush()
+	noReq.note(w)
+}
+
+// noRequestColumn is whether an action table has a "no req" column: only
+// when one of its actions sent no request at least once.
+type noRequestColumn bool
+
+func newNoRequestColumn(rows []metrics.Summary) noRequestColumn {
+	for _, s := range rows {
+		if s.NoRequest > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c noRequestColumn) head() string {
+	if !c {
+		return ""
+	}
+	return "no req\t"
+}
+
+func (c noRequestColumn) cell(s metrics.Summary) string {
+	if !c {
+		return ""
+	}
+	return fmt.Sprintf("%d\t", s.NoRequest)
+}
+
+// note explains the column under the table.
+func (c noRequestColumn) note(w io.Writer) {
+	if c {
+		fmt.Fprintln(w, strings.Replace(report.NoRequestNote, "no request:", "no req:", 1))
+	}
 }
 
 type message struct {

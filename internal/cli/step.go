@@ -203,12 +203,14 @@ func printStep(w io.Writer, r *result.Result) {
 
 func stepTable(w io.Writer, head string, rows []metrics.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tcount\treq/s\terrors\terr%%\ttimeouts\tmean\tp50\tp95\tp99\t\n", head)
+	noReq := newNoRequestColumn(rows)
+	fmt.Fprintf(tw, "%s\tcount\treq/s\terrors\terr%%\ttimeouts\tmean\tp50\tp95\tp99\t%s\n", head, noReq.head())
 	for _, s := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t\n", s.Name, s.Count, s.RPS, s.Errors, failedPct(s), s.Timeouts,
-			ms(s.MeanMs), ms(s.P50Ms), ms(s.P95Ms), ms(s.P99Ms))
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Count, s.RPS, s.Errors, failedPct(s), s.Timeouts,
+			ms(s.MeanMs), ms(s.P50Ms), ms(s.P95Ms), ms(s.P99Ms), noReq.cell(s))
 	}
 	tw.Flush()
+	noReq.note(w)
 }
 
 // levelTable has a row per level; with --scrape, a column of server CPU

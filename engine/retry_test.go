@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// seenRequest is what the target saw of one request.
+type seenRequest struct {
+	path, cookie, auth, state, remote string
+}
+
+// registerTarget is a target on loopback whose /register fails the first
+// `fail` times; /login sets a cookie. It keeps every request it saw.
+func registerTarget(t *testing.T, fail int64) (*url.URL, func() []seenRequest) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []seenRequest
+	var registers atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, seenRequest{r.URL.Path, r.Header.Get("Cookie"), r.Header.Get("Authorization"), r.Header.Get("X-State"), r.RemoteAddr})
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/login":
+			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s1"})
+		case "/register":
+			if registers.Add(1) <= fail {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u, func() []seenRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]seenRequest(nil), seen...)
+	}
+}
+
+// A setup that logs in (a cookie), sets a header and state, then fails to
+// register.
+const registerScenario = `
+def setup(user):
+    user.http.post("/login", headers={"X-State": str(sorted(user.state.keys()))})
+    user.state["token"] = "t1"
+    user.http.headers["Authorization"] = "Bearer t1"
+    user.http.post("/register")
+def a(user):
+    user.http.get("/act")
+actions = [action("A", a)]
+think_time = think.constant("%s")
+`
+
+func retryEngine(t *testing.T, target *url.URL, think string) (*Engine, *metrics.Recorder) {
+	t.Helper()
+	sc, err := scenario.Load(context.Background(), "e.star", []byte(fmt.Sprintf(registerScenario, think)), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := metrics.NewRecorder(1, nil, time.Now)
+	return New(Config{Scenario: sc, Target: target, Seed: 1, Grace: time.Second, Recorder: rec}), rec
+}
+
+func TestRetriedSetupStartsFromACleanUser(t *testing.T) {
+	target, seen := registerTarget(t, 1)
+	e, rec := retryEngine(t, target, "10ms")
+	e.SetUsers(1)
+	waitFor(t, "the user past its second setup", func() bool { return e.SetUp() == 1 })
+	e.Stop()
+
+	var logins []seenRequest
+	for _, r := range seen() {
+		if r.path == "/login" {
+			logins = append(logins, r)
+		}
+	}
+	if len(logins) != 2 {
+		t.Fatalf("the target saw %d logins, want 2 (one failed setup, one retry): %+v", len(logins), seen())
+	}
+	first, retry := logins[0], logins[1]
+	if retry.cookie != "" || retry.auth != "" || retry.state != "[]" {
+		t.Errorf("the retried setup's login carried cookie %q, Authorization %q, state keys %s: want none of the failed attempt's",
+			retry.cookie, retry.auth, retry.state)
+	}
+	if retry.remote == first.remote {
+		t.Errorf("the retry used the failed attempt's connection (%s), want a new one", first.remote)
+	}
+	// What the attempt itself set is still sent within it.
+	for _, r := range seen() {
+		if r.path == "/register" && (r.cookie != "session=s1" || r.auth != "Bearer t1") {
+			t.Errorf("register carried cookie %q and Authorization %q, want the attempt's own session=s1 and Bearer t1", r.cookie, r.auth)
+		}
+	}
+	snap := metrics.NewSnapshot()
+	rec.Drain(snap)
+	if st := snap.Setup.Actions[scenario.SetupAction]; st == nil || st.Count != 2 || st.Errors != 1 {
+		t.Errorf("setup: %+v, want 2 attempts, 1 failed", st)
+	}
+}
+
+// A user cancelled while its setup keeps failing and being retried, each
+// time from a new runtime and client, stops at once (run with -race: cancel
+// reads what the retries replace).
+func TestCancelWhileSetupRetries(t *testing.T) {
+	target, seen := registerTarget(t, 1<<40)
+	e, _ := retryEngine(t, target, "0s")
+	e.SetUsers(2)
+	waitFor(t, "a few retries", func() bool { return len(seen()) >= 20 })
+	start := time.Now()
+	e.Abort("test")
+	e.Stop()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("stopping users in their setup retries took %v", el)
+	}
+	if e.Users() != 0 || e.SetUp() != 0 {
+		t.Errorf("after Stop: %d users, %d ever set up; want 0 and 0", e.Users(), e.SetUp())
+	}
+}
