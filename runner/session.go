@@ -37,6 +37,9 @@ type Common struct {
 	// Scrape lists Prometheus endpoints of the system under test, scraped
 	// every tick for the result's server figures.
 	Scrape []string
+	// ServerLatency names latency families to read besides server.Known
+	// (--server-latency).
+	ServerLatency []server.Family
 	Label  string // the user's description of the run, kept in the result
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
@@ -167,7 +170,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		OnPanic: func(p *engine.PanicError) { s.abort(p) },
 	})
 	if len(c.Scrape) > 0 {
-		s.watch = server.New(c.Scrape, s.start)
+		s.watch = server.New(c.Scrape, s.start, c.ServerLatency...)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)
 		if err != nil {
 			s.cancel(err)

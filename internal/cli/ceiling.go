@@ -195,8 +195,8 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 			op = "<"
 		}
 		when := ""
-		if ch.Requires != "" {
-			when = " (once a target exposes " + ch.Requires + ")"
+		if len(ch.Requires) > 0 {
+			when = " (once a target exposes " + strings.Join(ch.Requires, " or ") + ")"
 		}
 		fmt.Fprintf(env.Stderr, "  %-28s fires when %s %g%s\n", ch.Name, op, ch.Threshold, when)
 	}
