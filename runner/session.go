@@ -37,10 +37,10 @@ type Common struct {
 	// Scrape lists Prometheus endpoints of the system under test, scraped
 	// every tick for the result's server figures.
 	Scrape []string
-	// ServerLatency names latency families to read besides server.Known
-	// (--server-latency).
-	ServerLatency []server.Family
 	Label  string // the user's description of the run, kept in the result
+	// ServerLatency names latency families of the Scrape endpoints to read
+	// besides server.Known (--server-latency).
+	ServerLatency []server.Family
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes

@@ -94,4 +94,3 @@ func find(t *testing.T, gs []result.TimingGroup, metric, name string) result.Tim
 	t.Fatalf("no %s{%s} in %+v", metric, name, gs)
 	return result.Timing{}
 }
-
