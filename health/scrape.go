@@ -229,26 +229,11 @@ func samples(mf *dto.MetricFamily) int {
 
 // Check scrapes each target once, without storing anything, and returns an
 // error naming the first target (in the order given) that is unreachable or
-// does not serve the text format. Use it to warn before a run starts.
+// does not serve the text format. Use it to warn before a run starts
+// (Exposed does the same and says what the targets expose).
 func (sc *Scraper) Check(ctx context.Context) error {
-	errs := make([]error, len(sc.targets))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxConcurrentScrapes)
-	for i, tg := range sc.targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			_, errs[i] = sc.fetch(ctx, tg)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := sc.Exposed(ctx)
+	return err
 }
 
 // Exposed scrapes each target once, storing nothing, and returns every
