@@ -93,14 +93,16 @@ func server5xx(families []server.Family, has func(string) bool, q func(string) s
 			continue
 		}
 		requires = append(requires, e.Series)
-		errs = append(errs, fmt.Sprintf(`(sum(rate(%s{%s=~"5.."}[W])) or vector(0))`, e.Series, e.Label))
+		for _, l := range e.Labels {
+			errs = append(errs, fmt.Sprintf(`(sum(rate(%s{%s=~"5.."}[W])) or vector(0))`, e.Series, l))
+		}
 		all = append(all, fmt.Sprintf(`sum(rate(%s[W]))`, e.Series))
 	}
 	if len(requires) == 0 {
 		return Check{}, false
 	}
 	query := errs[0] + " / " + all[0] + " * 100" // one family: the reference's query
-	if len(all) > 1 {
+	if len(errs) > 1 {
 		for i := range all {
 			all[i] = "(" + all[i] + " or vector(0))"
 		}

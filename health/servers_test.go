@@ -46,6 +46,10 @@ http_server_requests_seconds_sum{error="none",exception="none",method="GET",outc
 django_http_responses_total_by_status_view_method_total{method="POST",status="500",view="polls:vote"} %[1]d.0
 django_http_responses_total_by_status_view_method_total{method="GET",status="200",view="polls:index"} %[2]d.0
 `,
+	"Go promhttp": `# TYPE http_requests_total counter
+http_requests_total{code="503",method="get"} %[1]d
+http_requests_total{code="200",method="get"} %[2]d
+`,
 	"prometheus-fastapi-instrumentator": `# TYPE http_requests_total counter
 http_requests_total{handler="/items/{item_id}",method="GET",status="5xx"} %[1]d.0
 http_requests_total{handler="/items/{item_id}",method="GET",status="2xx"} %[2]d.0

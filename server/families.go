@@ -24,10 +24,10 @@ type Family struct {
 }
 
 // StatusCount is a counter of responses (or a histogram's _count) whose
-// HTTP status is the value of one label.
+// HTTP status is the value of a label.
 type StatusCount struct {
-	Series string // the sample name, e.g. "mattermost_api_time_count"
-	Label  string // the label holding the status, e.g. "status_code"
+	Series string   // the sample name, e.g. "mattermost_api_time_count"
+	Labels []string // the labels that may hold the status, e.g. "status_code"; a series has one of them
 }
 
 // Known returns the families headroom reads without being told, each
@@ -41,32 +41,34 @@ func Known() []Family {
 		// (mattermost_db_store_time, labels method, success). The testbed
 		// exposes the same two.
 		{Metric: "mattermost_api_time", Label: "handler", Title: "API time by handler",
-			Errors: &StatusCount{Series: "mattermost_api_time_count", Label: "status_code"}},
+			Errors: &StatusCount{Series: "mattermost_api_time_count", Labels: []string{"status_code"}}},
 		{Metric: "mattermost_db_store_time", Label: "method", Title: "Store time by method"},
 		// prometheus-fastapi-instrumentator, metrics.py default():
 		// http_request_duration_seconds (labels method, handler) and, for the
 		// status, http_requests_total (labels method, status, handler; status
-		// "5xx" when grouped, else "503").
+		// "5xx" when grouped, else "503"). Go's promhttp
+		// (InstrumentHandlerCounter) documents the same counter name with
+		// the status in code: both are read.
 		{Metric: "http_request_duration_seconds", Label: "handler", Title: "HTTP request time by handler",
-			Errors: &StatusCount{Series: "http_requests_total", Label: "status"}},
+			Errors: &StatusCount{Series: "http_requests_total", Labels: []string{"status", "code"}}},
 		// Synapse, synapse/http/request_metrics.py: response_timer is the
 		// histogram synapse_http_server_response_time_seconds with labels
 		// method, servlet, tag, code, server_name (checked in 1.163.2).
 		{Metric: "synapse_http_server_response_time_seconds", Label: "servlet", Title: "Response time by servlet",
-			Errors: &StatusCount{Series: "synapse_http_server_response_time_seconds_count", Label: "code"}},
+			Errors: &StatusCount{Series: "synapse_http_server_response_time_seconds_count", Labels: []string{"code"}}},
 		// Spring Boot through Micrometer: the observation http.server.requests
 		// (spring-web ServerHttpObservationDocumentation: method, status, uri,
 		// exception, outcome) becomes http_server_requests_seconds, a summary
 		// (count and sum) unless percentile histograms are on.
 		{Metric: "http_server_requests_seconds", Label: "uri", Title: "HTTP server requests by URI",
-			Errors: &StatusCount{Series: "http_server_requests_seconds_count", Label: "status"}},
+			Errors: &StatusCount{Series: "http_server_requests_seconds_count", Labels: []string{"status"}}},
 		// django-prometheus, django_prometheus/middleware.py:
 		// django_http_requests_latency_seconds_by_view_method (labels view,
 		// method) and the counter
 		// django_http_responses_total_by_status_view_method (labels status,
 		// view, method), exposed with _total.
 		{Metric: "django_http_requests_latency_seconds_by_view_method", Label: "view", Title: "Request latency by view",
-			Errors: &StatusCount{Series: "django_http_responses_total_by_status_view_method_total", Label: "status"}},
+			Errors: &StatusCount{Series: "django_http_responses_total_by_status_view_method_total", Labels: []string{"status"}}},
 	}
 }
 
