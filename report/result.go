@@ -87,7 +87,7 @@ func interval(su result.Supported) string {
 func firstBottleneck(c *result.Ceiling) string {
 	for _, b := range c.Bottleneck {
 		if b.First {
-			return fmt.Sprintf("%s (fired in %d of %d judged evaluations)", b.Check, b.Fired, b.Evaluations)
+			return fmt.Sprintf("%s (fired in %d of %d judged evaluations)", b.Check, b.Fired, b.Evaluations-b.Inactive)
 		}
 	}
 	return ""
