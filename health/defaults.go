@@ -32,26 +32,26 @@ import (
 // window is rounded to whole milliseconds; it should be at least twice the
 // scrape interval (irate and rate need two samples in it).
 func Defaults(window time.Duration, has func(metric string) bool) []Check {
-	q := func(s string) string { return ExpandWindow(strings.ReplaceAll(s, "[W]", "[$window]"), window) }
+	q := func(s string) string { return ExpandWindow(s, window) }
 	checks := []Check{
 		{
 			Name:      "client mean latency (s)",
-			Query:     q(`sum(rate(loadtest_http_request_time_sum[W])) / sum(rate(loadtest_http_request_time_count[W]))`),
+			Query:     q(`sum(rate(loadtest_http_request_time_sum[$window])) / sum(rate(loadtest_http_request_time_count[$window]))`),
 			Threshold: 0.1,
 		},
 		{
 			Name:      "client p99 latency (s)",
-			Query:     q(`histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[W])) by (le))`),
+			Query:     q(`histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[$window])) by (le))`),
 			Threshold: 2,
 		},
 		{
 			Name:      "client 5xx errors (%)",
-			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[W])) or vector(0)) / sum(rate(loadtest_http_request_time_count[W])) * 100`),
+			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[$window])) or vector(0)) / sum(rate(loadtest_http_request_time_count[$window])) * 100`),
 			Threshold: 0.025,
 		},
 		{
 			Name:      "client timeouts (%)",
-			Query:     q(`(sum(rate(loadtest_http_timeouts_total[W])) or vector(0)) / sum(rate(loadtest_http_request_time_count[W])) * 100`),
+			Query:     q(`(sum(rate(loadtest_http_timeouts_total[$window])) or vector(0)) / sum(rate(loadtest_http_request_time_count[$window])) * 100`),
 			Threshold: 0.025,
 		},
 	}
@@ -64,7 +64,7 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 	if has("node_cpu_seconds_total") {
 		checks = append(checks, Check{
 			Name:      "CPU utilisation (%)",
-			Query:     q(`100 - 100 * avg(irate(node_cpu_seconds_total{mode="idle"}[W]))`),
+			Query:     q(`100 - 100 * avg(irate(node_cpu_seconds_total{mode="idle"}[$window]))`),
 			Threshold: 85,
 			Requires:  []string{"node_cpu_seconds_total"},
 		})
@@ -94,9 +94,9 @@ func server5xx(families []server.Family, has func(string) bool, q func(string) s
 		}
 		requires = append(requires, e.Series)
 		for _, l := range e.Labels {
-			errs = append(errs, fmt.Sprintf(`(sum(rate(%s{%s=~"5.."}[W])) or vector(0))`, e.Series, l))
+			errs = append(errs, fmt.Sprintf(`(sum(rate(%s{%s=~"5.."}[$window])) or vector(0))`, e.Series, l))
 		}
-		all = append(all, fmt.Sprintf(`sum(rate(%s[W]))`, e.Series))
+		all = append(all, fmt.Sprintf(`sum(rate(%s[$window]))`, e.Series))
 	}
 	if len(requires) == 0 {
 		return Check{}, false
