@@ -40,9 +40,10 @@ func (c Check) Metrics() []string {
 
 // Nearest returns up to n of names nearest to name, nearest first: those
 // within a third of name's length in edits (insert, delete or replace one
-// character; at least 2 allowed), ties in alphabetical order. A typo
-// (respones for response) or a missing or wrong suffix (_bucket, _count)
-// finds its metric; an unrelated name finds none.
+// character; at least 2 allowed) and within 3 edits of the nearest, ties
+// in alphabetical order. A typo (respones for response) finds its metric
+// alone; a family named without its suffix finds its _sum, _count and
+// _bucket; an unrelated name finds none.
 func Nearest(name string, names []string, n int) []string {
 	limit := max(2, len(name)/3)
 	type cand struct {
@@ -63,6 +64,9 @@ func Nearest(name string, names []string, n int) []string {
 	})
 	var out []string
 	for _, c := range cs[:min(n, len(cs))] {
+		if c.d > cs[0].d+3 {
+			break
+		}
 		out = append(out, c.name)
 	}
 	return out
