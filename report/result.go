@@ -35,6 +35,12 @@ func ForResult(r *result.Result) *Doc {
 			add(&Para{Text: NoRequestNote})
 		}
 	}
+	if st := r.Setup; st != nil {
+		add(&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: setupText(st)})
+		if len(st.Requests) > 0 {
+			add(summaryTable("setup request", append(st.Requests, st.Totals)))
+		}
+	}
 	add(&Heading{Level: 2, Text: "Over time"})
 	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
 	if r.Server != nil {
@@ -97,6 +103,13 @@ func firstBottleneck(c *result.Ceiling) string {
 		}
 	}
 	return ""
+}
+
+// setupText sums up users' setups, which no other figure holds.
+func setupText(st *result.Setup) string {
+	t := st.TimeToSetUp
+	return fmt.Sprintf("In no figure above: %d of %d users finished setup, in %d attempts (%d failed). Time to set up a user, from its first attempt: p50 %s ms, p95 %s ms, p99 %s ms, max %s ms.",
+		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, num(t.P50Ms), num(t.P95Ms), num(t.P99Ms), num(t.MaxMs))
 }
 
 func setupTable(r *result.Result) *Table {
@@ -212,9 +225,23 @@ func ceilingBlocks(r *result.Result) []Block {
 		out = append(out, &Para{Text: "Inactive, never evaluated (no scraped target exposed what they need): " + strings.Join(inactive, "; ") + "."})
 	}
 	if len(ci.Levels) > 0 {
-		lt := &Table{Header: []string{"users", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3}}
+		lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
 		for _, l := range ci.Levels {
-			lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), l.Verdict})
+			verdict := l.Verdict
+			switch {
+			case l.Hold:
+				verdict += " (hold at the answer)"
+			case l.Undecided:
+				verdict += " (undecided)"
+			}
+			if l.Why != "" {
+				verdict += ": " + l.Why
+			}
+			setUp := fmt.Sprint(l.SetUp)
+			if l.SetUp == 0 && l.Evaluations > 0 { // a result from before set-up counts
+				setUp = "–"
+			}
+			lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), setUp, fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), verdict})
 		}
 		out = append(out, &Heading{Level: 3, Text: "Levels the search held"}, lt)
 	}

@@ -46,7 +46,8 @@ type Ceiling struct {
 // CeilingProgress is what a ceiling run reports every tick.
 type CeilingProgress struct {
 	Elapsed  time.Duration
-	Users    int
+	Users    int // past setup
+	Started  int // running, setting up or past setup
 	Target   int
 	Results  []health.Result
 	Decision string // non-empty when the controller changed course
@@ -211,7 +212,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 
 		if c.Progress != nil {
-			c.Progress(CeilingProgress{Elapsed: el, Users: users, Target: target, Results: results, Decision: d.Reason,
+			c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: target, Results: results, Decision: d.Reason,
 				Last: p, Estimate: c.Controller.Estimate(), Warning: warning})
 		}
 		if c.Scraper == nil {

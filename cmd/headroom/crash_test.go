@@ -68,7 +68,7 @@ func TestFileSizeLimitExits1WithTheTables(t *testing.T) {
 	if code != 1 || sig != 0 {
 		t.Fatalf("exit %d (signal %v), want 1\n%s\n%s", code, sig, stdout, stderr)
 	}
-	for _, w := range []string{"all requests", "(setup)"} {
+	for _, w := range []string{"all requests", "ACTION", "SETUP REQUEST"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("no table (%q) on stdout:\n%s", w, stdout)
 		}

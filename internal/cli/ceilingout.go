@@ -31,7 +31,11 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 		fmt.Fprintf(p.w, "%s %s\n", clock(x.Elapsed), x.Decision)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s users %d→%d  req/s %.0f", clock(x.Elapsed), x.Users, x.Target, x.Last.RPS)
+	fmt.Fprintf(&b, "%s users %d→%d", clock(x.Elapsed), x.Users, x.Target)
+	if x.Started > x.Users { // some still setting up: not yet load
+		fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Users)
+	}
+	fmt.Fprintf(&b, "  req/s %.0f", x.Last.RPS)
 	for _, r := range x.Results {
 		if r.Inactive {
 			continue
@@ -130,9 +134,19 @@ func printCeiling(w io.Writer, r *result.Result) {
 			if l.Verdict == "unhealthy" {
 				mark = "X"
 			}
+			switch {
+			case l.Hold:
+				mark += " (hold)"
+			case l.Undecided:
+				mark += "?"
+			}
+			if l.Evaluations == 0 && l.Why != "" {
+				mark += " (setup)"
+			}
 			parts = append(parts, fmt.Sprintf("%d %s", l.Users, mark))
 		}
 		fmt.Fprintf(w, "levels: %s\n", strings.Join(parts, ", "))
+		fmt.Fprintln(w, "        (X unhealthy, ? undecided at the confidence asked: the interval is widened past it; (setup) could not set its users up)")
 	}
 	fmt.Fprintf(w, "\nat the supported users (%s):\n", c.StatsWindow)
 	table(w, "REQUEST", append(r.Requests, r.Totals))

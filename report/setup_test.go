@@ -1,0 +1,45 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// Setup is reported apart, and a ceiling's levels say how many users were
+// set up and why a verdict was not the checks' alone.
+func TestSetupAndLevelsAreShown(t *testing.T) {
+	r := fixture(t, "base-1")
+	md := string(Markdown(ForResult(r)))
+	if strings.Contains(md, "Users' setup") {
+		t.Errorf("a result without setup figures shows a setup section")
+	}
+	r.Setup = &result.Setup{Users: 40, Started: 42, TimeToSetUp: metrics.Summary{Name: "(time to set up)", Count: 40, P50Ms: 41.5, P95Ms: 60, P99Ms: 75.25, MaxMs: 80},
+		Attempts: metrics.Summary{Name: "(setup)", Count: 45, Errors: 5},
+		Totals:   metrics.Summary{Name: "setup requests", Count: 90},
+		Requests: []metrics.Summary{{Name: "POST /login", Count: 45}, {Name: "POST /register", Count: 45}}}
+	md = string(Markdown(ForResult(r)))
+	mustContain(t, md, "## Users' setup")
+	mustContain(t, md, "40 of 42 users finished setup, in 45 attempts (5 failed)")
+	mustContain(t, md, "p99 75.2 ms")
+	if rows := rowsByFirstCell(md); rows["POST /register"] == nil || rows["setup requests"] == nil {
+		t.Errorf("no setup request table:\n%s", md)
+	}
+
+	c := fixture(t, "ceil-1")
+	c.Ceiling.Levels = []result.Level{
+		result.Level(control.Level{Users: 80, SetUp: 69, Verdict: "unhealthy", Why: "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)"}),
+		result.Level(control.Level{Users: 60, SetUp: 60, Evaluations: 17, Unhealthy: 6, Verdict: "healthy", Undecided: true, Why: "6 of 17 evaluations unhealthy"}),
+		result.Level(control.Level{Users: 60, SetUp: 60, Evaluations: 10, Unhealthy: 1, Verdict: "healthy", Hold: true}),
+	}
+	rows := rowsByFirstCell(string(Markdown(ForResult(c))))
+	if got := strings.Join(rows["80"], "|"); got != "80|69|0|0|0|unhealthy: only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)" {
+		t.Errorf("level 80: %s", got)
+	}
+	if got := strings.Join(rows["60"], "|"); !strings.HasSuffix(got, "healthy (hold at the answer)") {
+		t.Errorf("the hold: %s", got)
+	}
+}
