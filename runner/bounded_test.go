@@ -321,7 +321,7 @@ func TestWindowEndsWithTheDuration(t *testing.T) {
 	target := httpbinServer(t)
 	sc := load(t, "def a(user):\n    user.http.get('/delay/0.6', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
 	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Grace: 3 * time.Second}, Users: 3, Duration: 2 * time.Second})
-	if res.Window.Seconds < 1.9 || res.Window.Seconds > 2.3 || res.Window.End > 2.3 {
+	if res.Window.Seconds < 1.9 || res.Window.Seconds > 2.3 || res.Window.End-res.Window.Start > 2.3 || res.Window.Start > 0.5 {
 		t.Errorf("window %+v for a 2 s duration with no ramp", res.Window)
 	}
 	if res.StoppingTotals.Count == 0 {
