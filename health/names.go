@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/headroom-dev/headroom/internal/textdist"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -52,7 +53,7 @@ func Nearest(name string, names []string, n int) []string {
 	}
 	var cs []cand
 	for _, m := range names {
-		if d := distance(name, m, limit); d <= limit {
+		if d := textdist.Levenshtein(name, m, limit); d <= limit {
 			cs = append(cs, cand{m, d})
 		}
 	}
@@ -70,31 +71,6 @@ func Nearest(name string, names []string, n int) []string {
 		out = append(out, c.name)
 	}
 	return out
-}
-
-// distance is the Levenshtein distance of a and b, or more than limit
-// once it must be (the lengths alone differ by more).
-func distance(a, b string, limit int) int {
-	if d := len(a) - len(b); d > limit || -d > limit {
-		return limit + 1
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Synthetic reports whether headroom itself makes a metric rather than a

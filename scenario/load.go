@@ -27,6 +27,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/headroom-dev/headroom/internal/textdist"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -405,31 +406,11 @@ func nearest(name string) string {
 		names = append(names, k)
 	}
 	for _, k := range names {
-		if d := editDistance(name, k); d < bestD || (d == bestD && k < best) {
+		if d := textdist.Levenshtein(name, k, -1); d < bestD || (d == bestD && k < best) {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // checksOf reads the optional global checks = [check(...), ...].
