@@ -17,6 +17,8 @@
 #   METRICS_PORT (9008)   Prometheus metrics: http://127.0.0.1:METRICS_PORT/_synapse/metrics
 #   SHARED_SECRET         registration_shared_secret (default the one examples/matrix.star uses)
 #   START_TIMEOUT (90)    seconds `start` waits for the client API to answer
+#   BCRYPT_ROUNDS (12)    the password hash's cost, Synapse's default 12 (~0.25 s of CPU per
+#                         register or login); the test lowers it to 4 to set users up quickly
 #   HEADROOM_CACHE        where the venv lives ($HOME/.cache/headroom by default)
 #   PYTHON (python3)      the Python that makes the venv (3.10 or later)
 #
@@ -95,7 +97,7 @@ configure() {
 			--report-stats=no >"$dir/generate.log" 2>&1) ||
 			die "start: --generate-config failed: $(tail -5 "$dir/generate.log")"
 	fi
-	PORT=$PORT METRICS_PORT=$METRICS_PORT SHARED_SECRET=$SHARED_SECRET "$PY" - "$dir" <<'PY'
+	PORT=$PORT METRICS_PORT=$METRICS_PORT SHARED_SECRET=$SHARED_SECRET BCRYPT_ROUNDS=$BCRYPT_ROUNDS "$PY" - "$dir" <<'PY'
 import os, sys, yaml
 
 d = sys.argv[1]
@@ -119,6 +121,7 @@ c.update({
     "enable_registration": True,
     "enable_registration_without_verification": True,
     "registration_shared_secret": os.environ["SHARED_SECRET"],
+    "bcrypt_rounds": int(os.environ["BCRYPT_ROUNDS"]),
     "report_stats": False,
     # No federation: no key servers to ask, nothing leaves 127.0.0.1.
     "trusted_key_servers": [],
@@ -229,6 +232,9 @@ PORT=${PORT:-8008}
 METRICS_PORT=${METRICS_PORT:-9008}
 SHARED_SECRET=${SHARED_SECRET:-headroom-matrix-example}
 START_TIMEOUT=${START_TIMEOUT:-90}
+BCRYPT_ROUNDS=${BCRYPT_ROUNDS:-12}
+[[ $BCRYPT_ROUNDS =~ ^[0-9]+$ && $BCRYPT_ROUNDS -ge 4 && $BCRYPT_ROUNDS -le 31 ]] ||
+	die "BCRYPT_ROUNDS=$BCRYPT_ROUNDS: want a number from 4 to 31 (bcrypt's range)"
 
 case "${1:-}" in
 install) install ;;
