@@ -16,6 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/transport"
+	"go.starlark.net/starlark"
 )
 
 // Config sets up an engine.
@@ -65,6 +66,8 @@ type Engine struct {
 	panic  atomic.Pointer[PanicError]
 	abort  chan struct{} // closed by Abort
 	reason string        // Abort's, under mu
+
+	shared starlark.Value // what the scenario's init returned, frozen; under mu (see Init)
 }
 
 // New returns an engine with no users.
@@ -119,6 +122,7 @@ func (e *Engine) newUser(id int) *vu {
 	v := &vu{id: id, client: client, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp}
 	v.user = scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		Shared: e.shared,
 	})
 	return v
 }

@@ -63,6 +63,7 @@ func (v *vu) set(s State) { v.state.Store(int32(s)) }
 func (v *vu) run(onAction func(user int, action string)) {
 	defer close(v.done)
 	defer v.client.Close()
+	defer func() { v.user.Close() }() // the user's dataset rows, for users added later; whichever user v holds at the end
 	defer func() {
 		if v.State() != Done {
 			v.set(Done) // only a panic gets here before finish

@@ -166,6 +166,12 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) },
 	})
+	// init runs once, before any user and before the scrape's baseline: its
+	// work on the server is setup, not the run's.
+	if err := s.eng.Init(ctx); err != nil {
+		s.cancel(err)
+		return nil, fmt.Errorf("init failed: %w", err)
+	}
 	if len(c.Scrape) > 0 {
 		s.watch = server.New(c.Scrape, s.start)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)

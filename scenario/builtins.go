@@ -20,6 +20,13 @@ func predeclared() starlark.StringDict {
 		"check":  starlark.NewBuiltin("check", builtinCheck),
 		"fail":   starlark.NewBuiltin("fail", builtinFail),
 		"json":   jsonModule,
+		"sleep":  starlark.NewBuiltin("sleep", builtinSleep),
+		"uuid":   starlark.NewBuiltin("uuid", builtinUUID),
+		"url":    urlModule,
+		"crypto": cryptoModule,
+		"base64": base64Module,
+		"clock":  clockModule,
+		"data":   dataModule,
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),
 			"uniform":     starlark.NewBuiltin("think.uniform", thinkUniform),

@@ -34,6 +34,10 @@ type Limits struct {
 	// min(LoadTimeout, 1 s) later and leaves the builtin to finish on its
 	// own goroutine.
 	LoadTimeout time.Duration
+	// MaxData bounds the bytes of a scenario's data files (data.csv,
+	// data.json), together: they are read into memory at load. 0 means
+	// DefaultMaxData.
+	MaxData int64
 }
 
 const (
@@ -43,6 +47,8 @@ const (
 	DefaultMaxSteps = 100_000_000
 	// DefaultLoadTimeout is the default bound on the top level's run at load.
 	DefaultLoadTimeout = 10 * time.Second
+	// DefaultMaxData is the default bound on a scenario's data files.
+	DefaultMaxData = 256 << 20
 	// maxNesting bounds how deeply the syntax tree of a scenario nests
 	// (a chain of `1 + 1 + ...` nests one level per operator): Starlark's
 	// resolver and compiler recurse on it with some 300 bytes of stack per
@@ -64,6 +70,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.LoadTimeout <= 0 {
 		l.LoadTimeout = DefaultLoadTimeout
+	}
+	if l.MaxData <= 0 {
+		l.MaxData = DefaultMaxData
 	}
 	return l
 }

@@ -4,6 +4,7 @@
 //
 // A scenario is a Starlark file that defines:
 //
+//	def init(user): ...                       # optional, once per run before any user starts
 //	def setup(user): ...                      # optional, once per user when it starts
 //	def teardown(user): ...                   # optional, once per user when it stops
 //	actions = [action("Name", fn, weight=6.5), ...]   # required, at least one
@@ -16,8 +17,6 @@ package scenario
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -33,7 +32,8 @@ import (
 // Starlark values are frozen.
 type Scenario struct {
 	Path     string
-	Hash     string // "sha256:<hex>" of the source
+	Hash     string            // "sha256:<hex>" of the source and its data files (see loader.hash)
+	Init     starlark.Callable // once per run, before any user: see (*User).Init; nil if none
 	Setup    starlark.Callable
 	Teardown starlark.Callable
 	Actions  []*Action
@@ -41,6 +41,8 @@ type Scenario struct {
 	ThinkSrc string      // the think_time as written, for results
 	Checks   []CheckSpec // health checks, if the scenario defines checks = [...]; nil means the defaults
 	Limits   Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
+
+	datasets []*Dataset // what data.csv returned, in order
 }
 
 // Action is one weighted thing a user does.
@@ -98,21 +100,22 @@ func LoadFile(ctx context.Context, path string, lim Limits) (*Scenario, error) {
 // cancelling ctx stops it, and Load then returns an error that wraps
 // ctx's. The limits are kept in the Scenario for its users' calls.
 func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, error) {
-	sum := sha256.Sum256(src)
 	lim = lim.withDefaults()
-	sc := &Scenario{Path: path, Hash: "sha256:" + hex.EncodeToString(sum[:]), Limits: lim}
+	sc := &Scenario{Path: path, Limits: lim}
 	lines := strings.Split(string(src), "\n")
 	fail := failer(path, lines)
 
-	globals, err := execTop(ctx, path, src, lim, fail)
+	ld := newLoader(path, lim.MaxData)
+	globals, err := execTop(ctx, path, src, lim, fail, ld)
 	if err != nil {
 		return nil, err
 	}
+	sc.Hash, sc.datasets = ld.hash(src), ld.datasets
 
 	var errAt = func(name, msg, hint string) error {
 		return fail(globalPos(lines, name), msg, hint)
 	}
-	for _, name := range []string{"setup", "teardown"} {
+	for _, name := range []string{"init", "setup", "teardown"} {
 		v, ok := globals[name]
 		if !ok || v == starlark.None {
 			continue
@@ -121,9 +124,12 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 		if err != nil {
 			return nil, errAt(name, fmt.Sprintf("%s %s", name, err), "define it as: def "+name+"(user): ...")
 		}
-		if name == "setup" {
+		switch name {
+		case "init":
+			sc.Init = fn
+		case "setup":
 			sc.Setup = fn
-		} else {
+		default:
 			sc.Teardown = fn
 		}
 	}
@@ -207,8 +213,9 @@ type failFunc = func(pos syntax.Position, msg, hint string) error
 
 // execTop parses a file, checks it, and runs its top level under lim (with
 // its defaults), returning the frozen globals. Every mistake is a
-// LoadError; an interrupted load wraps ctx's error.
-func execTop(ctx context.Context, path string, src []byte, lim Limits, fail failFunc) (starlark.StringDict, error) {
+// LoadError; an interrupted load wraps ctx's error. ld, if not nil, reads
+// the data files the top level asks for (data.csv, data.json).
+func execTop(ctx context.Context, path string, src []byte, lim Limits, fail failFunc, ld *loader) (starlark.StringDict, error) {
 	f, err := execOptions().Parse(path, src, 0)
 	if err != nil {
 		return nil, loadError(err, path, src, fail)
@@ -224,6 +231,9 @@ func execTop(ctx context.Context, path string, src []byte, lim Limits, fail fail
 		return nil, loadError(err, path, src, fail)
 	}
 	th := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
+	if ld != nil {
+		th.SetLocal(loaderKey, ld)
+	}
 	globals, why, err := runTop(ctx, th, lim, func() (starlark.StringDict, error) {
 		g, err := prog.Init(th, pre)
 		g.Freeze()
@@ -285,12 +295,12 @@ func loadError(err error, path string, src []byte, fail failFunc) error {
 	var rl resolve.ErrorList
 	if errors.As(err, &rl) {
 		e := rl[0]
-		hint := "builtins are action, think, fail, and user.http/user.rand/user.state inside functions"
+		hint := "builtins are action, think, fail, json, sleep, url, uuid, crypto, base64, clock, data, and user.http/user.rand/user.state/user.shared inside functions"
 		if name, ok := strings.CutPrefix(e.Msg, "undefined: "); ok {
 			if near := nearest(name); near != "" && !strings.Contains(e.Msg, "did you mean") {
 				e.Msg += " (did you mean " + near + "?)"
 			}
-			hint = "only these names exist at top level: action, think, fail, plus Starlark's own (len, str, ...); " +
+			hint = "only these names exist at top level: action, think, fail, json, sleep, url, uuid, crypto, base64, clock, data, plus Starlark's own (len, str, ...); " +
 				"HTTP and random helpers are on the user: user.http.get(...), user.rand.int(...)"
 		}
 		return fail(e.Pos, e.Msg, hint)
@@ -445,7 +455,7 @@ func LoadChecksFile(ctx context.Context, path string, lim Limits) ([]CheckSpec, 
 	}
 	lines := strings.Split(string(src), "\n")
 	fail := failer(path, lines)
-	globals, err := execTop(ctx, path, src, lim.withDefaults(), fail)
+	globals, err := execTop(ctx, path, src, lim.withDefaults(), fail, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type Env struct {
 	Record Recorder
 	Print  func(user int, msg string) // where print() goes; nil drops it
 	Now    func() time.Time
+	// Shared is what the scenario's init returned (see (*User).Init),
+	// frozen; users read it as user.shared. nil reads as None.
+	Shared starlark.Value
 }
 
 // Names of the pseudo-actions recorded for setup and teardown.
@@ -59,11 +62,14 @@ type User struct {
 	cum    []float64
 
 	canceled atomic.Pointer[string] // the reason given to Cancel, once it was called
+	cancelCh chan struct{}          // closed by the first Cancel: wakes a sleep
+	picks    []pick                 // the dataset rows this user holds (see data.go); Close gives them back
 
 	// the action running now
 	failed, timedOut bool
 	overSteps        bool // it ran past sc.Limits.MaxSteps
 	why              string
+	slept            time.Duration // in sleep(): left out of the action's latency
 }
 
 // NewUser prepares a user. Nothing runs until Setup or Run.
@@ -71,10 +77,11 @@ func NewUser(sc *Scenario, env Env) *User {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	u := &User{sc: sc, env: env}
+	u := &User{sc: sc, env: env, cancelCh: make(chan struct{})}
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
 	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
+	u.thread.SetLocal(userKey, u)
 	u.thread.OnMaxSteps = stopAtLine(func(*starlark.Thread) bool { return true }, func(th *starlark.Thread) {
 		u.overSteps = true
 		th.Cancel("step limit")
@@ -84,7 +91,10 @@ func NewUser(sc *Scenario, env Env) *User {
 			env.Print(env.ID, msg)
 		}
 	}
-	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}}
+	u.value = &userValue{id: env.ID, state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
+	if u.value.shared == nil {
+		u.value.shared = starlark.None
+	}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
 	// Weights are relative: dividing by the largest keeps their sum finite
 	// (two weights of 1e308 would make it +Inf, and only one action run).
@@ -142,22 +152,33 @@ func (u *User) Teardown() metrics.Outcome {
 // Run runs one action and records it.
 func (u *User) Run(a *Action) metrics.Outcome { return u.call(a.Name, a.Fn) }
 
-// Cancel stops the Starlark code at its next step. Safe from any goroutine.
-// The engine pairs it with cancelling the user's HTTP client. The action
-// running then, and any later call, ends as metrics.Canceled with the
-// message "cancelled: " + reason.
+// Cancel stops the Starlark code at its next step, and a sleep at once.
+// Safe from any goroutine. The engine pairs it with cancelling the user's
+// HTTP client. The action running then, and any later call, ends as
+// metrics.Canceled with the message "cancelled: " + reason.
 func (u *User) Cancel(reason string) {
-	u.canceled.CompareAndSwap(nil, &reason) // before the thread's, which call reads after it
+	if u.canceled.CompareAndSwap(nil, &reason) { // before the thread's, which call reads after it
+		close(u.cancelCh)
+	}
 	u.thread.Cancel(reason)
 }
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
-	u.failed, u.timedOut, u.overSteps, u.why = false, false, false, ""
+	_, s := u.invoke(name, fn)
+	u.env.Record.Record(s)
+	return s.Outcome
+}
+
+// invoke calls fn(user) and returns what it returned with the sample of
+// the call, not yet recorded. The sample's latency leaves out the time
+// the call slept.
+func (u *User) invoke(name string, fn starlark.Callable) (starlark.Value, metrics.Sample) {
+	u.failed, u.timedOut, u.overSteps, u.why, u.slept = false, false, false, "", 0
 	u.thread.Steps = 0 // the step limit is per call
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
-	err := u.guardedCall(fn)
-	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: u.env.Now().Sub(start)}
+	v, err := u.guardedCall(fn)
+	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: max(u.env.Now().Sub(start)-u.slept, 0)}
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
 		s.Outcome, s.Message = metrics.Canceled, "cancelled: "+*reason
@@ -181,8 +202,7 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	case u.timedOut:
 		s.Outcome, s.Message = metrics.Timeout, u.why
 	}
-	u.env.Record.Record(s)
-	return s.Outcome
+	return v, s
 }
 
 // internal returns the *InternalError in err, or nil. A function of its
@@ -202,17 +222,16 @@ func internal(err error) *InternalError {
 // guardedCall calls fn(user), turning a panic (in a builtin, in the Doer)
 // into an *InternalError, so that it fails this action and not the process.
 // Starlark pops its frames as the panic passes, so the thread stays usable.
-func (u *User) guardedCall(fn starlark.Callable) (err error) {
+func (u *User) guardedCall(fn starlark.Callable) (v starlark.Value, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = newInternalError(p)
+			v, err = nil, newInternalError(p)
 		}
 	}()
 	if u.args == nil {
 		u.args = starlark.Tuple{u.value}
 	}
-	_, err = starlark.Call(u.thread, fn, u.args, nil)
-	return err
+	return starlark.Call(u.thread, fn, u.args, nil)
 }
 
 // noteRequest lets a failed request fail the action it belongs to.
@@ -264,10 +283,11 @@ func shortPath(p string) string {
 
 // userValue is the user argument scenario functions receive.
 type userValue struct {
-	id    int
-	http  *httpValue
-	state *starlark.Dict
-	rand  *randValue
+	id     int
+	http   *httpValue
+	state  *starlark.Dict
+	rand   *randValue
+	shared starlark.Value // init's value, frozen; None without init
 }
 
 var _ starlark.HasAttrs = (*userValue)(nil)
@@ -277,7 +297,7 @@ func (v *userValue) Type() string          { return "user" }
 func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
-func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "state"} }
+func (v *userValue) AttrNames() []string   { return []string{"http", "id", "rand", "shared", "state"} }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "id":
@@ -288,6 +308,8 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 		return v.state, nil
 	case "rand":
 		return v.rand, nil
+	case "shared":
+		return v.shared, nil
 	}
 	return nil, nil
 }

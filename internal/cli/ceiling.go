@@ -104,6 +104,9 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return code
 	}
+	if !maxSet {
+		f.maxUsers = maxUsersForData(env, sc, f.maxUsers)
+	}
 	return f.run(ctx, env, args, sc, target, out)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -116,8 +117,9 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 
 // prepare does what every run does before any traffic, in order: checks
 // that users users (what names them in messages; 0: no check) can run
-// from this process, loads the scenario, and reserves --out. It returns
-// an exit code when one of them fails.
+// from this process, loads the scenario, checks that its data files hold
+// a row for each of them, and reserves --out. It returns an exit code
+// when one of them fails.
 func (f *loadFlags) prepare(ctx context.Context, env Env, path string, target *url.URL, users int, what string) (*scenario.Scenario, *outDir, int, bool) {
 	if users > 0 {
 		if code, ok := f.checkUsers(env, users, target, what); !ok {
@@ -126,6 +128,9 @@ func (f *loadFlags) prepare(ctx context.Context, env Env, path string, target *u
 	}
 	sc, code, ok := f.load(ctx, env, path)
 	if !ok {
+		return nil, nil, code, false
+	}
+	if code, ok := checkData(env, sc, users, what); !ok {
 		return nil, nil, code, false
 	}
 	out, code, ok := f.reserve(env)
@@ -144,6 +149,32 @@ func (f *loadFlags) checkUsers(env Env, users int, target *url.URL, what string)
 	}
 	checkPorts(env, users, len(f.sources.addrs), target, what)
 	return 0, true
+}
+
+// checkData refuses, before any traffic, a run of more users than a
+// dataset of the scenario that holds a row per running user
+// (pick="unique") has rows: the rest could never set up.
+func checkData(env Env, sc *scenario.Scenario, users int, what string) (int, bool) {
+	for _, d := range sc.Unique() {
+		if users > d.Rows() {
+			return fail(env, ExitUsage, "%s: data file %s (pick=\"unique\", %s:%d) has %d rows, one per running user\n"+
+				"  fix: add rows to %s, or run at most %d users", what, d.Path, filepath.Base(sc.Path), d.Line, d.Rows(), d.Path, d.Rows()), false
+		}
+	}
+	return 0, true
+}
+
+// maxUsersForData lowers a default --max-users to the rows of the
+// scenario's smallest dataset that holds a row per running user, saying
+// so; it returns max unchanged when they are enough.
+func maxUsersForData(env Env, sc *scenario.Scenario, max int) int {
+	for _, d := range sc.Unique() {
+		if d.Rows() < max {
+			fmt.Fprintf(env.Stderr, "note: --max-users lowered from %d to %d: data file %s (pick=\"unique\") has a row for that many users\n", max, d.Rows(), d.Path)
+			max = d.Rows()
+		}
+	}
+	return max
 }
 
 // serveMetrics serves headroom's Prometheus metrics at --metrics-listen,
