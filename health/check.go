@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,10 +27,25 @@ type Check struct {
 	Query     string // PromQL; must evaluate to a scalar or a single-sample vector
 	Threshold float64
 	Below     bool // false (default): fires when value > Threshold; true: fires when value < Threshold
-	// Requires names a metric the check needs (a server's or a node's).
-	// Until some target exposes it the check is inactive: not evaluated,
-	// never firing. Empty means always active.
-	Requires string
+	// Requires names metrics the check needs (a server's or a node's),
+	// any one of which will do. Until some target exposes one of them the
+	// check is inactive: not evaluated, never firing. Empty means always
+	// active.
+	Requires []string
+}
+
+// Active reports whether the check can be evaluated: it requires nothing,
+// has is nil, or has reports one of the metrics it requires.
+func (c Check) Active(has func(metric string) bool) bool {
+	if len(c.Requires) == 0 || has == nil {
+		return true
+	}
+	for _, m := range c.Requires {
+		if has(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // promql is the parser every check is validated with: the same options as the
@@ -96,6 +112,10 @@ type Result struct {
 	Threshold float64 `json:"threshold"`
 	Fired     bool    `json:"fired"`           // crossed the threshold, or could not be evaluated (fail closed)
 	Err       string  `json:"error,omitempty"` // why it could not be evaluated: "no data", "query error: ...", "3 series, want 1"
+	// Inactive: the check was not evaluated, as no target exposes a metric
+	// it requires (Check.Requires); it does not fire, Value is NaN and Err
+	// says what it waits for.
+	Inactive bool `json:"inactive,omitempty"`
 }
 
 // resultJSON is Result with a nullable value: JSON has no NaN.
@@ -105,11 +125,12 @@ type resultJSON struct {
 	Threshold float64  `json:"threshold"`
 	Fired     bool     `json:"fired"`
 	Err       string   `json:"error,omitempty"`
+	Inactive  bool     `json:"inactive,omitempty"`
 }
 
 // MarshalJSON writes a NaN or infinite value as null, so the JSON stays valid.
 func (r Result) MarshalJSON() ([]byte, error) {
-	j := resultJSON{Name: r.Name, Threshold: r.Threshold, Fired: r.Fired, Err: r.Err}
+	j := resultJSON{Name: r.Name, Threshold: r.Threshold, Fired: r.Fired, Err: r.Err, Inactive: r.Inactive}
 	if !math.IsNaN(r.Value) && !math.IsInf(r.Value, 0) {
 		j.Value = &r.Value
 	}
@@ -122,7 +143,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*r = Result{Name: j.Name, Value: math.NaN(), Threshold: j.Threshold, Fired: j.Fired, Err: j.Err}
+	*r = Result{Name: j.Name, Value: math.NaN(), Threshold: j.Threshold, Fired: j.Fired, Err: j.Err, Inactive: j.Inactive}
 	if j.Value != nil {
 		r.Value = *j.Value
 	}
@@ -162,6 +183,32 @@ func Evaluate(ctx context.Context, ev Evaluator, checks []Check, t time.Time) []
 	}
 	wg.Wait()
 	return results
+}
+
+// EvaluateActive is Evaluate for the checks that are Active under has;
+// the others get an inactive result (not fired, Value NaN, Err naming what
+// they wait for), so the results still line up with checks.
+func EvaluateActive(ctx context.Context, ev Evaluator, checks []Check, has func(metric string) bool, t time.Time) []Result {
+	active := make([]Check, 0, len(checks))
+	is := make([]bool, len(checks)) // asked once: has may ask a Prometheus server
+	for i, c := range checks {
+		if is[i] = c.Active(has); is[i] {
+			active = append(active, c)
+		}
+	}
+	got := Evaluate(ctx, ev, active, t)
+	out := make([]Result, len(checks))
+	j := 0
+	for i, c := range checks {
+		if is[i] {
+			out[i] = got[j]
+			j++
+			continue
+		}
+		out[i] = Result{Name: c.Name, Value: math.NaN(), Threshold: c.Threshold, Inactive: true,
+			Err: "inactive: no target exposes " + strings.Join(c.Requires, " or ")}
+	}
+	return out
 }
 
 func evaluate(ctx context.Context, ev Evaluator, c Check, t time.Time) Result {

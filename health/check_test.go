@@ -118,13 +118,49 @@ func TestDefaultsWithoutHasCarryRequires(t *testing.T) {
 		t.Fatalf("%d checks, want the 4 client and 3 server ones", len(all))
 	}
 	for _, c := range all[:4] {
-		if c.Requires != "" {
+		if len(c.Requires) != 0 {
 			t.Errorf("client check %q requires %q", c.Name, c.Requires)
 		}
 	}
 	for _, c := range all[4:] {
-		if c.Requires == "" || !strings.Contains(c.Query, c.Requires) {
-			t.Errorf("server check %q requires %q", c.Name, c.Requires)
+		if len(c.Requires) == 0 {
+			t.Errorf("server check %q requires nothing", c.Name)
+		}
+		for _, m := range c.Requires {
+			if !strings.Contains(c.Query, m) {
+				t.Errorf("server check %q requires %q, not in its query %s", c.Name, m, c.Query)
+			}
+		}
+	}
+	// The server 5xx check waits for any known family with a status.
+	for _, m := range []string{"mattermost_api_time_count", "synapse_http_server_response_time_seconds_count",
+		"http_server_requests_seconds_count", "django_http_responses_total_by_status_view_method_total", "http_requests_total"} {
+		if !all[4].Active(func(x string) bool { return x == m }) {
+			t.Errorf("the server 5xx check stays inactive on a target exposing %s", m)
+		}
+	}
+	if all[4].Active(noServer) {
+		t.Error("the server 5xx check is active with nothing scraped")
+	}
+}
+
+func TestExpandWindow(t *testing.T) {
+	for _, c := range []struct {
+		query  string
+		window time.Duration
+		want   string
+	}{
+		{"rate(x[$window])", 10 * time.Second, "rate(x[10s])"},
+		{"rate(x[${window}]) / rate(y[$window])", 90 * time.Second, "rate(x[1m30s]) / rate(y[1m30s])"},
+		{"rate(x[1m])", 10 * time.Second, "rate(x[1m])"},
+		{"max_over_time(rate(x[$window])[5m:])", 2500 * time.Millisecond, "max_over_time(rate(x[2s500ms])[5m:])"},
+	} {
+		got := ExpandWindow(c.query, c.window)
+		if got != c.want {
+			t.Errorf("ExpandWindow(%q, %v) = %q, want %q", c.query, c.window, got, c.want)
+		}
+		if err := (Check{Name: "x", Query: got, Threshold: 1}).Validate(); err != nil {
+			t.Error(err)
 		}
 	}
 }

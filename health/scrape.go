@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,15 @@ func (sc *Scraper) scrapeOne(ctx context.Context, tg target, t time.Time) error 
 
 // fetch gets and parses one target's metrics. Its errors name the URL.
 func (sc *Scraper) fetch(ctx context.Context, tg target) ([]*dto.MetricFamily, error) {
+	body, err := sc.get(ctx, tg)
+	if err != nil {
+		return nil, err
+	}
+	return parse(tg, body)
+}
+
+// get gets one target's page in the text format. Its errors name the URL.
+func (sc *Scraper) get(ctx context.Context, tg target) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, ScrapeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.url, nil)
@@ -177,6 +187,12 @@ func (sc *Scraper) fetch(ctx context.Context, tg target) ([]*dto.MetricFamily, e
 	if f := expfmt.ResponseFormat(resp.Header); f.FormatType() != expfmt.TypeTextPlain && f.FormatType() != expfmt.TypeUnknown {
 		return nil, fmt.Errorf("scrape %s: content type %q, want the Prometheus text format (text/plain; version=0.0.4)", tg.url, resp.Header.Get("Content-Type"))
 	}
+	return body, nil
+}
+
+// parse reads a page in the text format within MaxScrapeSamples. Its
+// errors name the URL.
+func parse(tg target, body []byte) ([]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	byName, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
@@ -213,8 +229,23 @@ func samples(mf *dto.MetricFamily) int {
 
 // Check scrapes each target once, without storing anything, and returns an
 // error naming the first target (in the order given) that is unreachable or
-// does not serve the text format. Use it to warn before a run starts.
+// does not serve the text format. Use it to warn before a run starts
+// (Exposed does the same and says what the targets expose).
 func (sc *Scraper) Check(ctx context.Context) error {
+	_, err := sc.Exposed(ctx)
+	return err
+}
+
+// Exposed scrapes each target once, storing nothing, and returns every
+// metric name some target exposes, as a query names it: a counter's or
+// gauge's name, a histogram's x_bucket, x_sum and x_count, a summary's x,
+// x_sum and x_count; with the names a # TYPE line declares before it has
+// any sample (Python's client declares a labelled family from the start;
+// Go's shows it only with its first sample). The error names the first
+// target, in the order given, that could not be scraped; the names are
+// then those of the others.
+func (sc *Scraper) Exposed(ctx context.Context) (map[string]bool, error) {
+	pages := make([]map[string]bool, len(sc.targets))
 	errs := make([]error, len(sc.targets))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxConcurrentScrapes)
@@ -223,14 +254,66 @@ func (sc *Scraper) Check(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_, errs[i] = sc.fetch(ctx, tg)
+			body, err := sc.get(ctx, tg)
+			if err == nil {
+				var mfs []*dto.MetricFamily
+				if mfs, err = parse(tg, body); err == nil {
+					pages[i] = names(mfs, body)
+				}
+			}
+			errs[i] = err
 		}()
 	}
 	wg.Wait()
+	all := map[string]bool{}
+	for _, p := range pages {
+		for n := range p {
+			all[n] = true
+		}
+	}
+	return all, firstErr(errs)
+}
+
+func firstErr(errs []error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// names are the sample names of a page's families, and of the families
+// its # TYPE lines declare.
+func names(mfs []*dto.MetricFamily, body []byte) map[string]bool {
+	out := map[string]bool{}
+	add := func(name string, typ dto.MetricType) {
+		switch typ {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			out[name+"_bucket"], out[name+"_sum"], out[name+"_count"] = true, true, true
+		case dto.MetricType_SUMMARY:
+			out[name], out[name+"_sum"], out[name+"_count"] = true, true, true
+		default:
+			out[name] = true
+		}
+	}
+	for _, mf := range mfs {
+		add(mf.GetName(), mf.GetType())
+	}
+	for line := range bytes.Lines(body) {
+		rest, ok := bytes.CutPrefix(line, []byte("# TYPE "))
+		if !ok {
+			continue
+		}
+		f := strings.Fields(string(rest))
+		if len(f) != 2 {
+			continue
+		}
+		typ, ok := dto.MetricType_value[strings.ToUpper(f[1])]
+		if !ok {
+			typ = int32(dto.MetricType_UNTYPED)
+		}
+		add(f[0], dto.MetricType(typ))
+	}
+	return out
 }

@@ -85,7 +85,33 @@ func TestBoundedReportGolden(t *testing.T) {
 
 func TestCeilingReportGolden(t *testing.T) {
 	md := golden(t, "ceiling", ForResult(fixture(t, "ceil-1")))
-	mustContain(t, md, `Supported users: 16 (in \[16, 17)`, "Bottleneck: client mean latency (s)", "## Health checks", "Levels the search held", "(check1.png)")
+	mustContain(t, md, `Supported users: 16 (in \[16, 17)`, "Bottleneck: client mean latency (s)", "## Health checks", "Levels the search held", "(check1.png)",
+		"| CPU utilisation (%)     |        85 | inactive |", "Inactive, never evaluated")
+	if strings.Contains(md, "check6.png") {
+		t.Error("a chart of a check that was never evaluated")
+	}
+}
+
+// A check inactive for part of the run counts its firings over the
+// evaluations it had; one inactive throughout says what it waited for;
+// a summary family has no p99; the memory says what it measures.
+func TestInactiveChecksAndServerFigures(t *testing.T) {
+	r := fixture(t, "ceil-1")
+	ci := r.Ceiling
+	ci.Checks[4].Requires = []string{"mattermost_api_time_count", "synapse_http_server_response_time_seconds_count"}
+	ci.Bottleneck[4].Inactive = ci.Bottleneck[4].Evaluations
+	ci.Bottleneck[0].Inactive = 2
+	tg := &r.Server.Targets[0]
+	tg.Memory = "process_resident_memory_bytes"
+	tg.Window.Timings = append(tg.Window.Timings, result.TimingGroup{Metric: "http_server_requests_seconds", Label: "uri", Title: "HTTP server requests by URI",
+		Type: "summary", Items: []result.Timing{{Name: "/owners", Count: 10, RPS: 5, MeanMs: 20}}})
+	md := string(Markdown(ForResult(r)))
+	mustContain(t, md, "| 11 of 20 (inactive in 2 more) |", "| server 5xx errors (%)   |     0.025 |                      inactive |",
+		"server 5xx errors (%) (mattermost_api_time_count or synapse_http_server_response_time_seconds_count)",
+		"6.99 max (process_resident_memory_bytes)", "HTTP server requests by URI (http_server_requests_seconds, a summary: no p99):", "| /owners |    10 |     5 |        20 |                 – |")
+	if strings.Contains(md, "check5.png") {
+		t.Error("a chart of a check that was never evaluated")
+	}
 }
 
 func TestStepReportGolden(t *testing.T) {

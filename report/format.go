@@ -241,10 +241,18 @@ func timingTables(w result.ServerWindow) []Block {
 	var out []Block
 	for _, g := range w.Timings {
 		t := &Table{Header: []string{g.Label, "count", "per s", "mean (ms)", "p99 (ms, buckets)"}, Right: []int{1, 2, 3, 4}}
-		for _, it := range g.Items {
-			t.Rows = append(t.Rows, []string{it.Name, count(int64(math.Round(it.Count))), num(it.RPS), num(it.MeanMs), num(it.P99Ms)})
+		what := g.Metric
+		if g.Type == "summary" {
+			what += ", a summary: no p99"
 		}
-		out = append(out, &Para{Text: g.Title + " (" + g.Metric + "):"}, t)
+		for _, it := range g.Items {
+			p99 := num(it.P99Ms)
+			if g.Type == "summary" {
+				p99 = "–"
+			}
+			t.Rows = append(t.Rows, []string{it.Name, count(int64(math.Round(it.Count))), num(it.RPS), num(it.MeanMs), p99})
+		}
+		out = append(out, &Para{Text: g.Title + " (" + what + "):"}, t)
 	}
 	return out
 }

@@ -37,6 +37,9 @@ func ForResult(r *result.Result) *Doc {
 			w := tg.Window
 			txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
 				tg.URL, tg.Kind, num(w.CPUCoresMean), num(w.CPUCoresMax), num(w.MemoryMBMean), num(w.MemoryMBMax))
+			if tg.Memory != "" {
+				txt += " (" + tg.Memory + ")"
+			}
 			if has(tg.Has, "goroutines") {
 				txt += fmt.Sprintf("; goroutines %s mean, %s max", num(w.GoroutinesMean), num(w.GoroutinesMax))
 			}
@@ -84,7 +87,7 @@ func interval(su result.Supported) string {
 func firstBottleneck(c *result.Ceiling) string {
 	for _, b := range c.Bottleneck {
 		if b.First {
-			return fmt.Sprintf("%s (fired in %d of %d judged evaluations)", b.Check, b.Fired, b.Evaluations)
+			return fmt.Sprintf("%s (fired in %d of %d judged evaluations)", b.Check, b.Fired, b.Evaluations-b.Inactive)
 		}
 	}
 	return ""
@@ -149,6 +152,7 @@ func ceilingBlocks(r *result.Result) []Block {
 	ci := r.Ceiling
 	out := []Block{&Heading{Level: 2, Text: "Health checks"}}
 	t := &Table{Header: []string{"check", "threshold", "fired", "first", "query"}, Right: []int{1, 2}}
+	var inactive []string
 	for i, b := range ci.Bottleneck {
 		first := ""
 		if b.First {
@@ -165,9 +169,20 @@ func ceilingBlocks(r *result.Result) []Block {
 		if i < len(ci.Checks) {
 			q = ci.Checks[i].Query
 		}
-		t.Rows = append(t.Rows, []string{b.Check, thr, fmt.Sprintf("%d of %d", b.Fired, b.Evaluations), first, q})
+		fired := fmt.Sprintf("%d of %d", b.Fired, b.Evaluations-b.Inactive)
+		switch {
+		case ci.NoSource(i):
+			fired = "inactive"
+			inactive = append(inactive, b.Check+needs(ci, i))
+		case b.Inactive > 0:
+			fired += fmt.Sprintf(" (inactive in %d more)", b.Inactive)
+		}
+		t.Rows = append(t.Rows, []string{b.Check, thr, fired, first, q})
 	}
 	out = append(out, t)
+	if len(inactive) > 0 {
+		out = append(out, &Para{Text: "Inactive, never evaluated (no scraped target exposed what they need): " + strings.Join(inactive, "; ") + "."})
+	}
 	if len(ci.Levels) > 0 {
 		lt := &Table{Header: []string{"users", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3}}
 		for _, l := range ci.Levels {
@@ -176,6 +191,9 @@ func ceilingBlocks(r *result.Result) []Block {
 		out = append(out, &Heading{Level: 3, Text: "Levels the search held"}, lt)
 	}
 	for i, ch := range ci.Checks {
+		if ci.NoSource(i) {
+			continue // no value to draw
+		}
 		c := &Chart{Name: fmt.Sprintf("check%d", i+1), Title: "Check: " + ch.Name, XLabel: "time since start (s)", YLabel: "value"}
 		v, thr := Series{Name: "value"}, Series{Name: "threshold", Dashed: true}
 		for _, p := range ci.CheckTimeline {
@@ -190,6 +208,15 @@ func ceilingBlocks(r *result.Result) []Block {
 		out = append(out, c)
 	}
 	return out
+}
+
+// needs is what check i waited for, as " (a or b)"; "" when the result
+// does not say.
+func needs(ci *result.Ceiling, i int) string {
+	if i >= len(ci.Checks) || len(ci.Checks[i].Requires) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(ci.Checks[i].Requires, " or ") + ")"
 }
 
 func stepBlocks(r *result.Result) []Block {

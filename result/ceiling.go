@@ -45,6 +45,9 @@ type CheckDef struct {
 	Query     string  `json:"query"`
 	Threshold float64 `json:"threshold"`
 	Below     bool    `json:"below,omitempty"`
+	// Requires lists metrics the check waits for, any one of which will
+	// do: until a scraped target exposes one, it is inactive.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Bottleneck tells how often a check fired.
@@ -55,7 +58,31 @@ type Bottleneck struct {
 	FirstAt     float64 `json:"first_at_s"`       // seconds since start of its first firing; -1 never
 	First       bool    `json:"first"`            // it fired first (ties: all of them)
 	Failed      int     `json:"failed,omitempty"` // of Fired, how often it could not be evaluated (fail closed)
-	LastError   string  `json:"last_error,omitempty"`
+	// Inactive counts the evaluations in which it was not evaluated, no
+	// target exposing a metric it requires (CheckDef.Requires): equal to
+	// Evaluations, it had no data source the whole run.
+	Inactive  int    `json:"inactive,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// NoSource reports whether check i had no data source the whole run: no
+// scraped target ever exposed a metric it requires, so it was never
+// evaluated. Results written before Bottleneck.Inactive was counted say
+// so in their timeline: an inactive evaluation is the only kind with
+// neither a value nor a firing.
+func (c *Ceiling) NoSource(i int) bool {
+	if i < len(c.Bottleneck) && c.Bottleneck[i].Inactive > 0 {
+		return c.Bottleneck[i].Inactive == c.Bottleneck[i].Evaluations
+	}
+	if len(c.CheckTimeline) == 0 {
+		return false
+	}
+	for _, p := range c.CheckTimeline {
+		if i >= len(p.Values) || i >= len(p.Fired) || p.Values[i] != nil || p.Fired[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Level is one load level a search held.

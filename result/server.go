@@ -7,14 +7,16 @@ type Server struct {
 }
 
 // ServerTarget is one scraped endpoint. Kind says what its CPU and memory
-// figures are: "process" (process_cpu_seconds_total and the Go heap of the
+// figures are: "process" (process_cpu_seconds_total and the memory of the
 // process serving /metrics, such as an application server) or "node" (the
-// machine's CPU and used memory, from node_exporter).
+// machine's CPU and used memory, from node_exporter); Memory names the
+// metric the memory figures come from.
 type ServerTarget struct {
 	URL      string        `json:"url"`
 	Instance string        `json:"instance"`
 	Kind     string        `json:"kind"`
-	Has      []string      `json:"has"` // which of "cpu", "memory", "goroutines" it exposed
+	Memory   string        `json:"memory,omitempty"` // e.g. "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes"
+	Has      []string      `json:"has"`              // which of "cpu", "memory", "goroutines" it exposed
 	Timeline []ServerPoint `json:"timeline"`
 	// Window covers the run's measured window, as result.Window does.
 	Window    ServerWindow `json:"window"`
@@ -25,7 +27,7 @@ type ServerTarget struct {
 
 // ServerPoint is one scrape; T is seconds since the run started. CPU is
 // in cores (1 = one core busy), memory in MiB (the Go heap in use for a
-// process, used memory for a node).
+// Go process, else its resident memory; used memory for a node).
 type ServerPoint struct {
 	T          float64 `json:"t"`
 	CPUCores   float64 `json:"cpu_cores"`
@@ -49,19 +51,23 @@ type ServerWindow struct {
 	Timings        []TimingGroup `json:"timings,omitempty"`
 }
 
-// TimingGroup is one server-side latency histogram family split by one
-// label, such as mattermost_api_time by handler or mattermost_db_store_time
-// by method.
+// TimingGroup is one server-side latency family split by one label, such
+// as mattermost_api_time by handler or
+// synapse_http_server_response_time_seconds by servlet. Type is
+// "histogram", or "summary" (count and sum only: no p99); empty in results
+// written before summaries were read.
 type TimingGroup struct {
 	Metric string   `json:"metric"`
 	Label  string   `json:"label"`
 	Title  string   `json:"title"`
+	Type   string   `json:"type,omitempty"`
 	Items  []Timing `json:"items"`
 }
 
 // Timing is one label value's figures over the window. P99Ms is
 // interpolated within the histogram's buckets, as PromQL's
-// histogram_quantile does, so it is only as fine as the buckets.
+// histogram_quantile does, so it is only as fine as the buckets; 0 for a
+// summary.
 type Timing struct {
 	Name   string  `json:"name"`
 	Count  float64 `json:"count"`

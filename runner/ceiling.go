@@ -69,7 +69,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	ci := &result.Ceiling{Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
 	res.Ceiling = ci
 	for _, ch := range c.Checks {
-		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below})
+		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
 	levels := map[int]*held{} // requests per steady user count, after Settle
@@ -228,24 +228,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 // evaluate evaluates the active checks; a check whose required metric no
 // target exposes yet is inactive: not firing, with the reason.
 func (c *Ceiling) evaluate(ctx context.Context, now time.Time) []health.Result {
-	active := make([]health.Check, 0, len(c.Checks))
-	for _, ch := range c.Checks {
-		if ch.Requires == "" || c.Has == nil || c.Has(ch.Requires) {
-			active = append(active, ch)
-		}
-	}
-	got := health.Evaluate(ctx, c.Evaluator, active, now)
-	out := make([]health.Result, len(c.Checks))
-	j := 0
-	for i, ch := range c.Checks {
-		if j < len(active) && active[j].Name == ch.Name {
-			out[i] = got[j]
-			j++
-			continue
-		}
-		out[i] = health.Result{Name: ch.Name, Value: math.NaN(), Threshold: ch.Threshold, Err: "inactive: no target exposes " + ch.Requires}
-	}
-	return out
+	return health.EvaluateActive(ctx, c.Evaluator, c.Checks, c.Has, now)
 }
 
 // pressure is the worst check's value relative to its threshold (1 = at
@@ -280,6 +263,9 @@ func bottleneck(bs []result.Bottleneck, results []health.Result, el time.Duratio
 	for i, r := range results {
 		b := &bs[i]
 		b.Evaluations++
+		if r.Inactive {
+			b.Inactive++
+		}
 		if !r.Fired {
 			continue
 		}

@@ -38,6 +38,9 @@ type Common struct {
 	// every tick for the result's server figures.
 	Scrape []string
 	Label  string // the user's description of the run, kept in the result
+	// ServerLatency names latency families of the Scrape endpoints to read
+	// besides server.Known (--server-latency).
+	ServerLatency []server.Family
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes
@@ -173,7 +176,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		return nil, fmt.Errorf("init failed: %w", err)
 	}
 	if len(c.Scrape) > 0 {
-		s.watch = server.New(c.Scrape, s.start)
+		s.watch = server.New(c.Scrape, s.start, c.ServerLatency...)
 		sc, err := health.NewScraper(nil, c.Scrape, nil)
 		if err != nil {
 			s.cancel(err)

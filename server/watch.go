@@ -1,7 +1,8 @@
 // Package server keeps what the system under test exposes on its /metrics
 // endpoints during a run — CPU, memory, goroutines over time and its own
-// latency histograms (API time by handler, store time by method) — and
-// sums them up over the spans a result reports on.
+// latency histograms or summaries (time by handler, servlet, URI or view:
+// the families of [Known], and any named with [New]) — and sums them up
+// over the spans a result reports on.
 //
 // It is fed by health.Scraper (its Gathered hook), so a ceiling run scrapes
 // each endpoint once a tick for both its checks and its result.
@@ -20,34 +21,23 @@ import (
 	"github.com/headroom-dev/headroom/result"
 )
 
-// Family is a server-side latency histogram kept per value of one label.
-type Family struct {
-	Metric, Label, Title string
-}
-
-// Families are the histograms a Watch keeps: the reference's (Mattermost)
-// API and store times, and the common HTTP server histogram.
-var Families = []Family{
-	{"mattermost_api_time", "handler", "API time by handler"},
-	{"mattermost_db_store_time", "method", "Store time by method"},
-	{"http_request_duration_seconds", "handler", "HTTP request time by handler"},
-}
-
 // maxItems bounds the label values kept per family and endpoint.
 const maxItems = 500
 
 // Watch collects scrapes of some endpoints. Safe for concurrent use.
 type Watch struct {
-	start   time.Time
-	mu      sync.Mutex
-	targets []*target
-	pending []*Mark // marks waiting for a scrape of some endpoint
+	start    time.Time
+	families []Family
+	mu       sync.Mutex
+	targets  []*target
+	pending  []*Mark // marks waiting for a scrape of some endpoint
 }
 
 type target struct {
 	url      string
 	lastT    time.Time // when the latest successful scrape was taken
 	kind     string
+	memory   string // the metric memory figures come from
 	has      map[string]bool
 	timeline []result.ServerPoint
 	cpu      float64 // the last cumulative CPU seconds, at cpuT
@@ -60,7 +50,8 @@ type target struct {
 
 type key struct{ family, name string }
 
-// cum is a cumulative histogram as exposed: counts per upper bound.
+// cum is a cumulative histogram as exposed: counts per upper bound; a
+// summary's has no bounds (count and sum only).
 type cum struct {
 	count, sum float64
 	bounds     []float64
@@ -68,9 +59,10 @@ type cum struct {
 }
 
 // New returns a Watch of the endpoints at urls; times in its figures are
-// seconds since start.
-func New(urls []string, start time.Time) *Watch {
-	w := &Watch{start: start}
+// seconds since start. It keeps the latency families of Known and extra
+// (see WithFamilies).
+func New(urls []string, start time.Time, extra ...Family) *Watch {
+	w := &Watch{start: start, families: WithFamilies(extra)}
 	for _, u := range urls {
 		w.targets = append(w.targets, &target{url: u, has: map[string]bool{}, hists: map[key]*cum{}})
 	}
@@ -113,8 +105,11 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	defer w.resolve(tg, t)
 	tg.scrapes++
 	p := result.ServerPoint{T: t.Sub(w.start).Seconds()}
-	cpu, mem, gor, kind := resources(byName)
+	cpu, mem, gor, kind, memory := resources(byName)
 	tg.kind = kind
+	if !math.IsNaN(mem) {
+		tg.memory = memory
+	}
 	if !math.IsNaN(cpu) {
 		if !tg.cpuT.IsZero() && t.After(tg.cpuT) {
 			p.CPUCores = math.Max(0, (cpu-tg.cpu)/t.Sub(tg.cpuT).Seconds())
@@ -131,16 +126,16 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 		tg.has["goroutines"] = true
 	}
 	first := tg.scrapes == 1
-	for _, f := range Families {
+	for _, f := range w.families {
 		mf := byName[f.Metric]
-		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
+		if mf == nil || (mf.GetType() != dto.MetricType_HISTOGRAM && mf.GetType() != dto.MetricType_SUMMARY) {
 			continue
 		}
 		// The family's mean since the previous scrape, over all its items.
 		var dn, ds float64
 		for k, c := range histograms(f, mf) {
 			prev := tg.hists[k]
-			if prev == nil && len(tg.hists) >= maxItems*len(Families) {
+			if prev == nil && len(tg.hists) >= maxItems*len(w.families) {
 				continue // past the cap: not kept, not counted
 			}
 			if prev != nil && c.count >= prev.count {
@@ -162,9 +157,13 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	}
 }
 
-// resources reads CPU seconds, memory bytes and goroutines; NaN where the
-// endpoint has no such metric.
-func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind string) {
+// resources reads CPU seconds, memory bytes and goroutines, NaN where the
+// endpoint has no such metric, and says where memory comes from. A node
+// is a node_exporter; a process is anything with the standard process_*
+// metrics (every official Prometheus client library exposes
+// process_cpu_seconds_total and process_resident_memory_bytes: Go, Python
+// (Synapse, Django), Java's simpleclient), or a Go runtime's go_*.
+func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind, memory string) {
 	cpu, mem, gor = math.NaN(), math.NaN(), math.NaN()
 	if mf := m["node_cpu_seconds_total"]; mf != nil {
 		cpu = 0
@@ -177,7 +176,7 @@ func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind stri
 		if total != nil && avail != nil && len(total.GetMetric()) > 0 && len(avail.GetMetric()) > 0 {
 			mem = value(total.GetMetric()[0]) - value(avail.GetMetric()[0])
 		}
-		return cpu, mem, gor, "node"
+		return cpu, mem, gor, "node", "node_memory_MemTotal_bytes - node_memory_MemAvailable_bytes"
 	}
 	first := func(name string) float64 {
 		if mf := m[name]; mf != nil && len(mf.GetMetric()) > 0 {
@@ -186,10 +185,12 @@ func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind stri
 		return math.NaN()
 	}
 	cpu, gor = first("process_cpu_seconds_total"), first("go_goroutines")
-	if mem = first("go_memstats_heap_inuse_bytes"); math.IsNaN(mem) {
-		mem = first("process_resident_memory_bytes")
+	memory = "go_memstats_heap_inuse_bytes"
+	if mem = first(memory); math.IsNaN(mem) {
+		memory = "process_resident_memory_bytes"
+		mem = first(memory)
 	}
-	return cpu, mem, gor, "process"
+	return cpu, mem, gor, "process", memory
 }
 
 func value(s *dto.Metric) float64 {
@@ -214,10 +215,22 @@ func label(s *dto.Metric, name string) string {
 }
 
 // histograms sums a family's series per value of its label (other labels,
-// such as instance or status, are added together).
+// such as instance or status, are added together). A summary gives its
+// count and sum: its quantiles cannot be added up.
 func histograms(f Family, mf *dto.MetricFamily) map[key]*cum {
 	out := map[key]*cum{}
 	for _, s := range mf.GetMetric() {
+		if q := s.GetSummary(); q != nil {
+			k := key{f.Metric, label(s, f.Label)}
+			c := out[k]
+			if c == nil {
+				c = &cum{}
+				out[k] = c
+			}
+			c.count += float64(q.GetSampleCount())
+			c.sum += q.GetSampleSum()
+			continue
+		}
 		h := s.GetHistogram()
 		if h == nil {
 			continue
@@ -327,7 +340,7 @@ func (w *Watch) Windows(from, to *Mark) []result.ServerWindow {
 		tt = to.t
 	}
 	for i, tg := range w.targets {
-		out[i] = tg.window(ft, tt, w.state(from, i), w.state(to, i))
+		out[i] = tg.window(w.families, ft, tt, w.state(from, i), w.state(to, i))
 	}
 	return out
 }
@@ -341,7 +354,7 @@ func (w *Watch) Result(from, to *Mark) *result.Server {
 	s := &result.Server{}
 	for i, tg := range w.targets {
 		st := result.ServerTarget{
-			URL: tg.url, Instance: instance(tg.url), Kind: tg.kind, Timeline: tg.timeline, Window: wins[i],
+			URL: tg.url, Instance: instance(tg.url), Kind: tg.kind, Memory: tg.memory, Timeline: tg.timeline, Window: wins[i],
 			Scrapes: tg.scrapes, Failed: max(0, tg.attempts-tg.scrapes), LastError: tg.lastErr,
 		}
 		for _, h := range []string{"cpu", "memory", "goroutines"} {
@@ -362,7 +375,7 @@ func instance(url string) string {
 	return s
 }
 
-func (tg *target) window(fromT, toT float64, from, to map[key]cum) result.ServerWindow {
+func (tg *target) window(families []Family, fromT, toT float64, from, to map[key]cum) result.ServerWindow {
 	w := result.ServerWindow{Seconds: toT - fromT}
 	n := 0.0
 	for _, p := range tg.timeline {
@@ -382,11 +395,14 @@ func (tg *target) window(fromT, toT float64, from, to map[key]cum) result.Server
 		w.MemoryMBMean /= n
 		w.GoroutinesMean /= n
 	}
-	for _, f := range Families {
-		g := result.TimingGroup{Metric: f.Metric, Label: f.Label, Title: f.Title}
+	for _, f := range families {
+		g := result.TimingGroup{Metric: f.Metric, Label: f.Label, Title: f.Title, Type: "histogram"}
 		for k, end := range to {
 			if k.family != f.Metric {
 				continue
+			}
+			if end.bounds == nil {
+				g.Type = "summary"
 			}
 			if t, ok := timing(k.name, from[k], end, w.Seconds); ok {
 				g.Items = append(g.Items, t)
@@ -403,7 +419,7 @@ func (tg *target) window(fromT, toT float64, from, to map[key]cum) result.Server
 
 // timing is what a histogram gained between begin (zero if it did not
 // exist yet) and end. A counter reset (the server restarted) counts from
-// zero, as Prometheus's increase() does.
+// zero, as Prometheus's increase() does. A summary (no buckets) has no p99.
 func timing(name string, begin, end cum, seconds float64) (result.Timing, bool) {
 	if end.count < begin.count || len(begin.counts) != len(end.counts) {
 		begin = cum{counts: make([]float64, len(end.counts))}
@@ -420,7 +436,9 @@ func timing(name string, begin, end cum, seconds float64) (result.Timing, bool) 
 	for j := range counts {
 		counts[j] = end.counts[j] - begin.counts[j]
 	}
-	t.P99Ms = 1000 * quantile(0.99, end.bounds, counts, n)
+	if len(end.bounds) > 0 {
+		t.P99Ms = 1000 * quantile(0.99, end.bounds, counts, n)
+	}
 	return t, true
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/server"
 )
 
 var ceilingHelp = `
@@ -29,22 +30,27 @@ until the checks' windows see only that level (--settle), then judged over
 controller is the reference coordinator's: +8 users every 2 s while healthy,
 -8 when a check fires, done when the count is flat over --linear-window.
 
-Health checks are PromQL. Without --checks or checks = [...] in the scenario
-they are the reference's: client mean latency > 0.1 s, p99 > 2 s, 5xx > 0.025%,
-timeouts > 0.025%, plus the server 5xx rate, CPU and memory when a --scrape
-target exposes mattermost_api_time or node_exporter metrics. A check whose
-query fails or returns nothing counts as firing.
+Health checks are PromQL. The defaults are the reference's: client mean
+latency > 0.1 s, p99 > 2 s, 5xx > 0.025%, timeouts > 0.025%, plus the server
+5xx rate, CPU and memory once a --scrape target exposes a latency family with
+a status (Mattermost, Synapse, Spring Boot, Django, FastAPI) or node_exporter
+metrics. checks = [...] in the scenario replaces them; --checks FILE adds to
+them (a check named as a default replaces it); --only-checks FILE uses the
+file's alone. $window in a query is --window. A check whose query fails or
+returns nothing counts as firing; with --scrape, one naming a metric no
+endpoint exposes is refused before any traffic.
 
 They run on an embedded Prometheus engine fed by headroom's own metrics and
 by the --scrape endpoints every second, or on a real server with
 --prometheus (which must scrape headroom's --metrics-listen address and your
 targets itself; docs/HEALTH.md has the scrape config; --scrape endpoints then
-only feed the result's server figures: CPU, heap, API and store times).
+only feed the result's server figures: CPU, memory, time by handler).
 
 Examples:
   headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
+  headroom ceiling examples/matrix.star --target http://127.0.0.1:8008 --scrape http://127.0.0.1:9008/_synapse/metrics --checks checks.star
 
 ` + exitCodes("ceiling", `, or no ceiling
      found within --max-users and --max-duration`)
@@ -56,7 +62,8 @@ func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
 
 type ceilingFlags struct {
 	loadFlags
-	checks, prometheus, controller     string
+	checks, onlyChecks, prometheus     string
+	controller                         string
 	precision                          percent
 	maxUsers, startUsers               int
 	maxDuration, window, settle, judge time.Duration
@@ -70,8 +77,9 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs := newFlags(env, "ceiling", "SCENARIO.star --target URL [flags]", ceilingHelp)
 	f.register(fs)
 	fs.StringVar(&f.prometheus, "prometheus", "", "evaluate the checks on this Prometheus server instead of the embedded engine, e.g. http://127.0.0.1:9090")
-	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...]; overrides the scenario's and the defaults")
-	fs.DurationVar(&f.window, "window", 10*time.Second, "range window of the default checks (the reference uses 1m)")
+	fs.StringVar(&f.checks, "checks", "", "a Starlark file with checks = [check(name, query, threshold), ...] to add to the defaults (or to the scenario's checks); one named as a default replaces it")
+	fs.StringVar(&f.onlyChecks, "only-checks", "", "like --checks, but the file's checks are the only ones: no defaults, not the scenario's")
+	fs.DurationVar(&f.window, "window", 10*time.Second, "range window of the default checks, and what $window stands for in yours (the reference uses 1m)")
 	fs.StringVar(&f.controller, "controller", "search", "search (fast, default) or linear (the reference coordinator)")
 	fs.Var(&f.precision, "precision", "search: stop when the interval is this narrow, relative to its low end")
 	fs.IntVar(&f.startUsers, "start-users", 10, "search: the first level")
@@ -131,6 +139,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 
 	// Where the checks run, and what they can see.
 	var has func(string) bool
+	var exposed map[string]bool // scraped before traffic, for the embedded engine
 	if f.prometheus != "" {
 		remote, err := health.NewRemote(f.prometheus)
 		if err != nil {
@@ -154,9 +163,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 			if err != nil {
 				return fail(env, ExitUsage, "--scrape: %v", err)
 			}
-			if err := c.Scraper.Check(ctx); err != nil {
-				fmt.Fprintf(env.Stderr, "warning: %s\n  checks on its metrics will fail closed until it answers\n", runner.Redact(err.Error()))
-			}
+			exposed = exposedBeforeTraffic(ctx, env, c.Scraper)
 			c.Scraper.Scrape(ctx, time.Now())
 		}
 		has = c.Store.Has
@@ -170,11 +177,15 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		defaultsHas = has
 	}
 	c.Has = has
-	c.Checks, err = checksFor(*f, sc, defaultsHas)
+	set, err := checksFor(*f, sc, defaultsHas)
+	if err == nil && exposed != nil {
+		err = set.checkMetrics(exposed, server.WithFamilies(f.serverLatency), f.scrape)
+	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage
 	}
+	c.Checks = set.checks
 	settle := f.settle
 	if settle == 0 {
 		for _, ch := range c.Checks {
@@ -192,17 +203,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 
 	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
-	for _, ch := range c.Checks {
-		op := ">"
-		if ch.Below {
-			op = "<"
-		}
-		when := ""
-		if ch.Requires != "" {
-			when = " (once a target exposes " + ch.Requires + ")"
-		}
-		fmt.Fprintf(env.Stderr, "  %-28s fires when %s %g%s\n", ch.Name, op, ch.Threshold, when)
-	}
+	printChecks(env.Stderr, c.Checks)
 	if !f.quiet {
 		c.Progress = newCeilingProgress(env).update
 	}
@@ -223,37 +224,12 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return errors.New("--max-users and --start-users must be at least 1")
 	case f.lin.Inc < 1 || f.lin.Dec < 1:
 		return errors.New("--linear-inc and --linear-dec must be at least 1")
+	case f.checks != "" && f.onlyChecks != "":
+		return errors.New("--checks adds to the defaults and --only-checks replaces them: give one of them (put every check in the --only-checks file)")
 	case f.maxDuration <= 0 || f.window <= 0 || f.judge <= 0:
 		return errors.New("--max-duration, --window and --judge must be positive")
 	case f.prometheus != "" && f.metricsAddr == "":
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s", health.ScrapeConfig("127.0.0.1:9465"))
 	}
 	return nil
-}
-
-// checksFor picks the checks: --checks, else the scenario's, else the
-// defaults; and validates their PromQL, naming the file and line.
-func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) ([]health.Check, error) {
-	specs := sc.Checks
-	if f.checks != "" {
-		var err error
-		if specs, err = scenario.LoadChecksFile(context.Background(), f.checks, scenario.Limits{}); err != nil {
-			return nil, err
-		}
-	}
-	if specs == nil {
-		return health.Defaults(f.window, has), nil
-	}
-	var out []health.Check
-	for _, s := range specs {
-		if !finite(s.Threshold) {
-			return nil, fmt.Errorf("%s:%d: check %q: threshold %g is not a number\n  hint: give a number such as 0.5", s.Path, s.Line, s.Name, s.Threshold)
-		}
-		c := health.Check{Name: s.Name, Query: s.Query, Threshold: s.Threshold, Below: s.Below}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v\n  hint: test the query in Prometheus's expression browser, or see docs/HEALTH.md", s.Path, s.Line, err)
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }

@@ -60,7 +60,7 @@ func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	checks := write(t, dir, "checks.star", `checks = [check("app cpu (%)", 'sum(rate(process_cpu_seconds_total{job="scrape"}[5s])) * 100', threshold=85)]`+"\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--scrape", "http://127.0.0.1:1/metrics", "--checks", checks,
+	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--scrape", "http://127.0.0.1:1/metrics", "--only-checks", checks,
 		"--start-users", "1", "--max-users", "4", "--settle", "1s", "--judge", "3s", "--max-duration", "30s", "--out", out, "--quiet")
 	if code != ExitError {
 		t.Errorf("exit %d, want %d (no ceiling: unhealthy from the start)", code, ExitError)

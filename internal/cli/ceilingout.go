@@ -33,7 +33,7 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s users %d→%d  req/s %.0f", clock(x.Elapsed), x.Users, x.Target, x.Last.RPS)
 	for _, r := range x.Results {
-		if strings.HasPrefix(r.Err, "inactive") {
+		if r.Inactive {
 			continue
 		}
 		mark := "ok"
@@ -104,11 +104,24 @@ func printCeiling(w io.Writer, r *result.Result) {
 		if b.Failed > 0 {
 			failed = fmt.Sprintf(" (%d could not be evaluated: %s)", b.Failed, b.LastError)
 		}
-		fmt.Fprintf(w, "  %-28s fired in %d of %d evaluations%s, first at %s%s\n", b.Check, b.Fired, b.Evaluations, first,
+		if b.Inactive > 0 {
+			failed += fmt.Sprintf(" (inactive in %d more)", b.Inactive)
+		}
+		fmt.Fprintf(w, "  %-28s fired in %d of %d evaluations%s, first at %s%s\n", b.Check, b.Fired, b.Evaluations-b.Inactive, first,
 			clock(time.Duration(b.FirstAt*float64(time.Second))), failed)
 	}
 	if !any {
 		fmt.Fprintln(w, "  no check fired")
+	}
+	for i, b := range c.Bottleneck {
+		if !c.NoSource(i) {
+			continue
+		}
+		needs := ""
+		if i < len(c.Checks) && len(c.Checks[i].Requires) > 0 {
+			needs = ": no scraped target exposed " + strings.Join(c.Checks[i].Requires, " or ")
+		}
+		fmt.Fprintf(w, "  %-28s inactive, never evaluated%s\n", b.Check, needs)
 	}
 	if len(c.Levels) > 0 {
 		var parts []string

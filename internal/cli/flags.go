@@ -15,6 +15,7 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/server"
 )
 
 // loadFlags are the flags of every command that runs users.
@@ -25,6 +26,7 @@ type loadFlags struct {
 	insecure, quiet, noReport       bool
 	force                           bool
 	scrape                          multi
+	serverLatency                   families
 	memory                          memory
 	maxBody                         size
 	sources                         sourceAddrs
@@ -51,7 +53,32 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.sources, "source-addrs", "local addresses to connect from, users spread over them, e.g. 127.0.0.1-127.0.0.4 (any 127.x.y.z for a loopback target): one address holds only about half the ephemeral port range of connections to one target")
 	fs.Uint64Var(&f.maxSteps, "max-steps", scenario.DefaultMaxSteps, "Starlark steps one call of setup, an action or teardown may take (about 1-3 s of CPU at the default) before it fails, so a runaway loop cannot take a user over")
 	fs.DurationVar(&f.loadTimeout, "load-timeout", scenario.DefaultLoadTimeout, "time the scenario's top level may take to load before it is refused")
-	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, heap, goroutines, API and store times go into the result (and, for ceiling, into the embedded engine)")
+	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, memory, goroutines and the server's time by handler go into the result (and, for ceiling, into the embedded engine)")
+	fs.Var(&f.serverLatency, "server-latency", "a latency histogram or summary of a --scrape endpoint to report by one label, as FAMILY:LABEL (repeatable), e.g. myapp_rpc_duration_seconds:method; Mattermost, Synapse, Spring Boot, Django and FastAPI's are read without it")
+}
+
+// families is --server-latency: latency families of the target to read
+// besides the ones headroom knows.
+type families []server.Family
+
+func (fs *families) String() string {
+	if fs == nil {
+		return ""
+	}
+	var parts []string
+	for _, f := range *fs {
+		parts = append(parts, f.Metric+":"+f.Label)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (fs *families) Set(s string) error {
+	f, err := server.ParseFamily(s)
+	if err != nil {
+		return err
+	}
+	*fs = append(*fs, f)
+	return nil
 }
 
 // start parses the command line of cmd: one scenario file and the flags.
@@ -76,6 +103,9 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	}
 	if err := f.sources.check(target); err != nil {
 		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
+	if len(f.serverLatency) > 0 && len(f.scrape) == 0 {
+		return "", nil, fail(env, ExitUsage, "--server-latency reads a --scrape endpoint: give the target's metrics endpoint with --scrape"), false
 	}
 	return pos[0], target, 0, true
 }
@@ -107,7 +137,7 @@ func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.S
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
-		Command: append([]string{"headroom", cmd}, args...), Version: Version,
+		ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		OnAction:  testHook(env),
 		MaxMemory: f.maxMemory(env),

@@ -34,6 +34,8 @@ func TestBadNumbersAndArgumentsAreUsageErrors(t *testing.T) {
 		{[]string{"step", sc, "--levels", "1", "--hold", "9000h"}, "--hold 9000h0m0s is longer"},
 		{[]string{"ceiling", sc, "--max-duration", "-5m"}, "--max-duration must be 0 or more"},
 		{[]string{"run", sc, "--users", "0"}, "--users must be at least 1"},
+		{[]string{"run", sc, "--server-latency", "myapp_rpc_seconds:rpc"}, "--server-latency reads a --scrape endpoint"},
+		{[]string{"step", sc, "--levels", "1", "--server-latency", "myapp_rpc_seconds"}, `invalid value "myapp_rpc_seconds" for flag -server-latency: "myapp_rpc_seconds": want FAMILY:LABEL`},
 		{[]string{"run", sc, "--max-memory", "NaN%"}, `invalid value "NaN%" for flag -max-memory: want a size such as 512MiB`},
 		{[]string{"run", sc, "--max-memory", "150%"}, `invalid value "150%" for flag -max-memory`},
 		{[]string{"step", sc, "--levels", "1", "--max-memory", "10MB"}, "10MB is too little for headroom itself; want at least 64MiB"},

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// exposition serves a Prometheus text page, as a target's /metrics would.
+func exposition(t *testing.T, page string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Write([]byte(page))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics"
+}
+
+// synapsePage is what Synapse 1.163.2 exposes before any request reached
+// it: the response-time histogram declared, no sample yet; process_*.
+const synapsePage = `# HELP process_resident_memory_bytes Resident memory size in bytes.
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 7.0627328e+07
+# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 0.55
+# HELP synapse_http_server_responses_total
+# TYPE synapse_http_server_responses_total counter
+# HELP synapse_http_server_response_time_seconds sec
+# TYPE synapse_http_server_response_time_seconds histogram
+`
+
+// A ceiling whose --max-duration ends it at once, to read the checks it
+// ran from its result.
+func checksOfRun(t *testing.T, args ...string) ([]result.CheckDef, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	out := filepath.Join(dir, "out")
+	code, _, stderr := headroom(t, append([]string{"ceiling", sc, "--target", tb.URL, "--start-users", "1", "--max-users", "2",
+		"--max-duration", "1s", "--out", out, "--quiet", "--no-report"}, args...)...)
+	if code != ExitError && code != ExitNothing { // no ceiling found in 1 s, maybe nothing measured
+		t.Fatalf("exit %d, want %d or %d; stderr:\n%s", code, ExitError, ExitNothing, stderr)
+	}
+	res, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Ceiling.Checks, stderr
+}
+
+func names(cs []result.CheckDef) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+// --checks adds to the defaults, a check named as a default replacing it
+// in its place; --only-checks uses the file alone; $window is --window,
+// and a range written out stays as written.
+func TestChecksAddReplaceAndWindow(t *testing.T) {
+	dir := t.TempDir()
+	file := write(t, dir, "checks.star", `checks = [
+    check("client p99 latency (s)", 'histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[$window])) by (le))', threshold=5),
+    check("requests (/s)", 'sum(rate(loadtest_http_request_time_count[1m]))', threshold=0.001, below=True),
+]
+`)
+	t.Run("--checks adds", func(t *testing.T) {
+		got, stderr := checksOfRun(t, "--checks", file, "--window", "4s")
+		want := "client mean latency (s), client p99 latency (s), client 5xx errors (%), client timeouts (%), requests (/s)"
+		if names(got) != want {
+			t.Fatalf("checks %s, want %s", names(got), want)
+		}
+		if got[1].Threshold != 5 || got[1].Query != "histogram_quantile(0.99, sum(rate(loadtest_http_request_time_bucket[4s])) by (le))" {
+			t.Errorf("the file's p99 check: %+v, want threshold 5 and the window 4s", got[1])
+		}
+		if !strings.Contains(got[0].Query, "[4s]") || got[4].Query != "sum(rate(loadtest_http_request_time_count[1m]))" {
+			t.Errorf("a default's window %q (want 4s); a written-out range %q (want [1m] kept)", got[0].Query, got[4].Query)
+		}
+		if !strings.Contains(stderr, "5 checks") {
+			t.Errorf("stderr does not announce 5 checks:\n%s", stderr)
+		}
+	})
+	t.Run("--only-checks replaces", func(t *testing.T) {
+		got, _ := checksOfRun(t, "--only-checks", file)
+		if names(got) != "client p99 latency (s), requests (/s)" || !strings.Contains(got[0].Query, "[10s]") {
+			t.Errorf("checks %s (%q), want the file's two, at the default window of 10s", names(got), got[0].Query)
+		}
+	})
+	t.Run("not both", func(t *testing.T) {
+		code, _, stderr := headroom(t, "ceiling", file, "--target", "http://127.0.0.1:1", "--checks", file, "--only-checks", file)
+		if code != ExitUsage || !strings.Contains(stderr, "give one of them") {
+			t.Errorf("exit %d, want %d, saying to give one; stderr:\n%s", code, ExitUsage, stderr)
+		}
+	})
+}
+
+// With --scrape, a check naming a metric the endpoint does not expose is
+// refused before any request reaches the target, with the name it most
+// likely meant.
+func TestMisspelledMetricFailsBeforeTraffic(t *testing.T) {
+	dir := t.TempDir()
+	var requests atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { requests.Add(1) }))
+	defer target.Close()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
+	checks := write(t, dir, "checks.star", `checks = [
+    check("synapse p99 (s)", 'histogram_quantile(0.99, sum(rate(synapse_http_server_respones_time_seconds_bucket[$window])) by (le))', threshold=2),
+]
+`)
+	out := filepath.Join(dir, "out")
+	code, _, stderr := headroom(t, "ceiling", sc, "--target", target.URL, "--scrape", exposition(t, synapsePage), "--checks", checks, "--out", out)
+	if code != ExitUsage {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, ExitUsage, stderr)
+	}
+	for _, w := range []string{"checks.star:2: check \"synapse p99 (s)\": no scraped endpoint exposes synapse_http_server_respones_time_seconds_bucket",
+		"did you mean synapse_http_server_response_time_seconds_bucket?\n"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the target got %d requests, want none", n)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s was written for a run that never started", out)
+	}
+}
+
+// Which names a user's check may use before traffic: what an endpoint
+// exposes or declares, headroom's own, and the samples of a latency family
+// headroom reads (it may appear only with the target's first request).
+// The defaults are never refused: one whose metric is missing is inactive.
+func TestCheckMetricsBeforeTraffic(t *testing.T) {
+	spec := func(name, query string, line int32) scenario.CheckSpec {
+		return scenario.CheckSpec{Name: name, Query: query, Path: "c.star", Line: line}
+	}
+	specs := []scenario.CheckSpec{
+		spec("exposed", "sum(rate(process_cpu_seconds_total[10s]))", 1),
+		spec("own", "sum(rate(loadtest_http_request_time_count[10s])) + min(up) + sum(scrape_duration_seconds)", 2),
+		spec("late", `sum(rate(mattermost_api_time_count{status_code="500"}[10s])) + sum(rate(myapp_rpc_seconds_bucket[10s]))`, 3),
+		spec("typo", "sum(rate(proces_cpu_seconds_total[10s]))", 4),
+		spec("unrelated", "sum(nginx_connections_active)", 5),
+	}
+	set := checkSet{checks: health.Defaults(0, nil), from: map[string]scenario.CheckSpec{}}
+	for _, s := range specs {
+		set.checks = append(set.checks, health.Check{Name: s.Name, Query: s.Query, Threshold: 1})
+		set.from[s.Name] = s
+	}
+	rpc, _ := server.ParseFamily("myapp_rpc_seconds:rpc")
+	err := set.checkMetrics(map[string]bool{"process_cpu_seconds_total": true, "process_resident_memory_bytes": true},
+		server.WithFamilies([]server.Family{rpc}), []string{"http://user:secret@127.0.0.1:9/metrics"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, w := range []string{"c.star:4: check \"typo\": no scraped endpoint exposes proces_cpu_seconds_total\n  did you mean process_cpu_seconds_total?",
+		"c.star:5: check \"unrelated\": no scraped endpoint exposes nginx_connections_active\n  no metric they expose has a name close to it (2 names",
+		"xxxxx@127.0.0.1:9"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error lacks %q:\n%s", w, msg)
+		}
+	}
+	for _, no := range []string{`"exposed"`, `"own"`, `"late"`, "node_cpu", "secret"} {
+		if strings.Contains(msg, no) {
+			t.Errorf("error names %s:\n%s", no, msg)
+		}
+	}
+}
+
+// A check with no data source — its metric exposed by no scraped
+// endpoint — is reported inactive, in the summary, result.json and the
+// report, not as a check that never fired.
+func TestCheckWithoutSourceIsInactive(t *testing.T) {
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	fires := write(t, dir, "fires.star", `checks = [check("always", 'vector(1)', threshold=0)]`+"\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--scrape", exposition(t, synapsePage), "--checks", fires,
+		"--start-users", "1", "--max-users", "4", "--settle", "1s", "--judge", "3s", "--max-duration", "30s", "--out", out, "--quiet")
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d (unhealthy from the start); stderr:\n%s", code, ExitError, stderr)
+	}
+	res, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Ceiling
+	i := 4
+	if c.Checks[i].Name != "server 5xx errors (%)" || len(c.Checks[i].Requires) < 2 {
+		t.Fatalf("check %d: %+v, want the server 5xx check, waiting for any known family", i, c.Checks[i])
+	}
+	if b := c.Bottleneck[i]; !c.NoSource(i) || b.Evaluations == 0 || b.Inactive != b.Evaluations || b.Fired != 0 {
+		t.Errorf("bottleneck %+v: want inactive in every one of its evaluations", b)
+	}
+	if c.NoSource(0) || c.NoSource(len(c.Checks)-1) {
+		t.Error("a client check or the firing one reported inactive")
+	}
+	if !strings.Contains(stdout, "  server 5xx errors (%)        inactive, never evaluated: no scraped target exposed mattermost_api_time_count or ") {
+		t.Errorf("the summary does not say the server 5xx check was inactive:\n%s", stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| inactive |") || !strings.Contains(string(md), "Inactive, never evaluated") {
+		t.Errorf("report.md does not show the inactive checks:\n%s", md)
+	}
+}

@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// TestWatchTestbed scrapes a real testbed before and after some sign-ups
+// and checks the window holds exactly those requests, at the modelled
+// service time.
+func TestWatchTestbed(t *testing.T) {
+	srv := testbed.New(testbed.Config{Workers: 4, Scale: 1})
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	start := time.Now()
+	w := server.New([]string{ts.URL + "/metrics"}, start)
+	sc, err := health.NewScraper(nil, []string{ts.URL + "/metrics"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Gathered = w.Gathered
+	scrape := func() { w.Attempted(sc.Scrape(context.Background(), time.Now())) }
+
+	scrape()
+	from := w.Mark(time.Now())
+	const n = 20
+	for i := range n {
+		body := fmt.Sprintf(`{"username":"u%d","email":"u%d@example.com","password":"pw-%d-long"}`, i, i, i)
+		resp, err := http.Post(ts.URL+"/api/v4/users", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create user: %s", resp.Status)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	scrape()
+	to := w.Mark(time.Now())
+	res := w.Result(from, to)
+
+	if len(res.Targets) != 1 {
+		t.Fatalf("%d targets, want 1", len(res.Targets))
+	}
+	tg := res.Targets[0]
+	if tg.Kind != "process" || tg.Memory != "go_memstats_heap_inuse_bytes" || tg.Scrapes != 2 || tg.Failed != 0 {
+		t.Errorf("kind %q, memory %q, scrapes %d, failed %d: want process, its Go heap, 2, 0", tg.Kind, tg.Memory, tg.Scrapes, tg.Failed)
+	}
+	if strings.Join(tg.Has, ",") != "cpu,memory,goroutines" {
+		t.Errorf("has %v, want cpu, memory and goroutines", tg.Has)
+	}
+	if tg.Timeline[1].MemoryMB <= 0 || tg.Timeline[1].Goroutines <= 0 {
+		t.Errorf("point %+v: want heap and goroutines", tg.Timeline[1])
+	}
+	api := find(t, tg.Window.Timings, "mattermost_api_time", "CreateUser")
+	if api.Count != n {
+		t.Errorf("API CreateUser count %v, want %d (only the window's requests)", api.Count, n)
+	}
+	// One request at a time: no queue, so the model's service time.
+	model := float64(srv.ServiceTime("CreateUser")) / 1e6
+	if api.MeanMs < model || api.MeanMs > 1.3*model {
+		t.Errorf("API CreateUser mean %.2f ms, want the modelled %.1f", api.MeanMs, model)
+	}
+	if api.P99Ms < api.MeanMs {
+		t.Errorf("p99 %.2f ms below the mean %.2f", api.P99Ms, api.MeanMs)
+	}
+	st := find(t, tg.Window.Timings, "mattermost_db_store_time", "UserStore.Save")
+	if st.Count != n || math.Abs(st.MeanMs-4) > 0.5 {
+		t.Errorf("UserStore.Save: %v calls, mean %.2f ms; want %d at the modelled 4 ms", st.Count, st.MeanMs, n)
+	}
+}
+
+func find(t *testing.T, gs []result.TimingGroup, metric, name string) result.Timing {
+	t.Helper()
+	for _, g := range gs {
+		for _, it := range g.Items {
+			if g.Metric == metric && it.Name == name {
+				return it
+			}
+		}
+	}
+	t.Fatalf("no %s{%s} in %+v", metric, name, gs)
+	return result.Timing{}
+}
