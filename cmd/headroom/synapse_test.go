@@ -81,8 +81,8 @@ var requestName = regexp.MustCompile(`^(GET|POST|PUT) (v1 )?/[A-Za-z0-9_./{}-]+(
 // homeserver) and checks what a user of headroom would: the run completes,
 // the reference's commonest actions and their Matrix requests are there
 // under template names, Synapse answered them (no 429s: the rate limits
-// are raised; no 5xx), and Synapse's own CPU and memory, scraped from its
-// metrics listener, are in the result.
+// are raised; no 5xx), and Synapse's own CPU, memory and time by servlet,
+// scraped from its metrics listener, are in the result.
 func TestSynapse(t *testing.T) {
 	s := startSynapse(t)
 	scenario := abs(t, "../../examples/matrix.star")
@@ -158,6 +158,39 @@ func TestSynapse(t *testing.T) {
 		// 10 requests a second costs it CPU.
 		if w := st.Window; w.CPUCoresMean <= 0 || w.MemoryMBMean < 50 {
 			t.Errorf("server window: %.3f cores, %.0f MiB; want some CPU and at least 50 MiB", w.CPUCoresMean, w.MemoryMBMean)
+		}
+		// Synapse's own time by servlet, over the same window: the servlet
+		// behind GET .../messages saw about the requests headroom counted.
+		var messages float64
+		servlets := map[string]bool{}
+		for _, g := range st.Window.Timings {
+			if g.Metric != "synapse_http_server_response_time_seconds" || g.Label != "servlet" {
+				continue
+			}
+			for _, it := range g.Items {
+				servlets[it.Name] = true
+				if it.Count > 0 && it.MeanMs <= 0 {
+					t.Errorf("servlet %s: %v requests, mean %v ms", it.Name, it.Count, it.MeanMs)
+				}
+				if it.Name == "RoomMessageListRestServlet" {
+					messages = it.Count
+				}
+			}
+		}
+		for _, name := range []string{"RoomMessageListRestServlet", "SyncRestServlet", "ReceiptRestServlet", "RoomSendEventRestServlet"} {
+			if !servlets[name] {
+				t.Errorf("server time by servlet: no %s; servlets: %v", name, slices.Sorted(maps.Keys(servlets)))
+			}
+		}
+		var client float64
+		for _, q := range r.Requests {
+			if q.Name == "GET /rooms/{roomId}/messages" {
+				client = float64(q.Count)
+			}
+		}
+		// The two windows line up to a scrape (a second) at each end.
+		if messages < 0.7*client || messages > 1.3*client {
+			t.Errorf("RoomMessageListRestServlet served %.0f requests in the window, headroom sent %.0f: want within 30%%", messages, client)
 		}
 	})
 
