@@ -17,6 +17,9 @@
 #   METRICS_PORT (9008)   Prometheus metrics: http://127.0.0.1:METRICS_PORT/_synapse/metrics
 #   SHARED_SECRET         registration_shared_secret (default the one examples/matrix.star uses)
 #   START_TIMEOUT (90)    seconds `start` waits for the client API to answer
+#   RC_MESSAGE_PER_SECOND (10000), RC_MESSAGE_BURST (100000)
+#                         rc_message, Synapse's limit on each user's messages (reactions,
+#                         edits, redactions included); the test tightens it to see 429s
 #   BCRYPT_ROUNDS (12)    the password hash's cost, Synapse's default 12 (~0.25 s of CPU per
 #                         register or login); the test lowers it to 4 to set users up quickly
 #   HEADROOM_CACHE        where the venv lives ($HOME/.cache/headroom by default)
@@ -97,7 +100,8 @@ configure() {
 			--report-stats=no >"$dir/generate.log" 2>&1) ||
 			die "start: --generate-config failed: $(tail -5 "$dir/generate.log")"
 	fi
-	PORT=$PORT METRICS_PORT=$METRICS_PORT SHARED_SECRET=$SHARED_SECRET BCRYPT_ROUNDS=$BCRYPT_ROUNDS "$PY" - "$dir" <<'PY'
+	PORT=$PORT METRICS_PORT=$METRICS_PORT SHARED_SECRET=$SHARED_SECRET BCRYPT_ROUNDS=$BCRYPT_ROUNDS \
+		RC_MESSAGE_PER_SECOND=$RC_MESSAGE_PER_SECOND RC_MESSAGE_BURST=$RC_MESSAGE_BURST "$PY" - "$dir" <<'PY'
 import os, sys, yaml
 
 d = sys.argv[1]
@@ -133,7 +137,8 @@ c.update({
     "room_list_publication_rules": [{"action": "allow"}],
     "user_directory": {"enabled": True, "search_all_users": True},
     # Rate limits out of the way: the load test measures the server.
-    "rc_message": lots(),
+    "rc_message": {"per_second": float(os.environ["RC_MESSAGE_PER_SECOND"]),
+                   "burst_count": int(os.environ["RC_MESSAGE_BURST"])},
     "rc_registration": lots(),
     "rc_registration_token_validity": lots(),
     "rc_login": {"address": lots(), "account": lots(), "failed_attempts": lots()},
@@ -233,6 +238,10 @@ METRICS_PORT=${METRICS_PORT:-9008}
 SHARED_SECRET=${SHARED_SECRET:-headroom-matrix-example}
 START_TIMEOUT=${START_TIMEOUT:-90}
 BCRYPT_ROUNDS=${BCRYPT_ROUNDS:-12}
+RC_MESSAGE_PER_SECOND=${RC_MESSAGE_PER_SECOND:-10000}
+RC_MESSAGE_BURST=${RC_MESSAGE_BURST:-100000}
+[[ $RC_MESSAGE_PER_SECOND =~ ^[0-9]+(\.[0-9]+)?$ && $RC_MESSAGE_BURST =~ ^[0-9]+$ ]] ||
+	die "RC_MESSAGE_PER_SECOND=$RC_MESSAGE_PER_SECOND RC_MESSAGE_BURST=$RC_MESSAGE_BURST: want a number and a whole number"
 [[ $BCRYPT_ROUNDS =~ ^[0-9]+$ && $BCRYPT_ROUNDS -ge 4 && $BCRYPT_ROUNDS -le 31 ]] ||
 	die "BCRYPT_ROUNDS=$BCRYPT_ROUNDS: want a number from 4 to 31 (bcrypt's range)"
 
