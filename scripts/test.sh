@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test, as CI runs it (.ci/run calls this). Installs what the tests
 # need (Go modules; Debian's prometheus, prometheus-node-exporter and
-# chromium, which opens the HTML report as a reader would), then
+# chromium, which opens the HTML report as a reader would; Synapse, a real
+# Matrix homeserver, from pinned PyPI packages into a venv), then
 # vets, checks formatting, runs every test (35 hostile servers among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector. Takes about 11 minutes on 2
@@ -33,7 +34,16 @@ if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium
 fi
 
-echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter; headless Chromium)"
+echo "== Synapse 1.163.2 (pinned PyPI packages in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; ~25 s the first time)"
+if ! python3 -m venv --help >/dev/null 2>&1; then # Debian splits venv out of python3
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv
+fi
+./scripts/synapse.sh install
+
+echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
 fuzzlog=$(mktemp)

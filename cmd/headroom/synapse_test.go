@@ -1,0 +1,380 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// synapse is a real Synapse started by scripts/synapse.sh for one test.
+type synapse struct {
+	dir, client, metrics string
+}
+
+// startSynapse starts Synapse on two free ports of 127.0.0.1 with its data
+// in a temp dir and the extra environment of scripts/synapse.sh, and stops
+// it by PID when the test ends. It fails, and does not skip, when Synapse
+// is not installed: the test command installs it (scripts/test.sh), and a
+// test that passes by doing nothing would hide that it no longer runs.
+func startSynapse(t *testing.T, env ...string) synapse {
+	t.Helper()
+	script := abs(t, "../../scripts/synapse.sh")
+	ports := freePorts(t, 2)
+	s := synapse{
+		dir:     t.TempDir(),
+		client:  "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		metrics: "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/_synapse/metrics",
+	}
+	start := exec.Command(script, "start", s.dir)
+	start.Env = append(append(os.Environ(), "PORT="+strconv.Itoa(ports[0]), "METRICS_PORT="+strconv.Itoa(ports[1])), env...)
+	out, err := start.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
+		t.Fatalf("Synapse is not installed: run ./scripts/synapse.sh install (scripts/test.sh does it before the tests)\n%s", out)
+	}
+	// Registered even when start failed: a server it left running is stopped.
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", s.dir).CombinedOutput(); err != nil {
+			t.Errorf("stop synapse: %v\n%s", err, out)
+		}
+	})
+	if err != nil {
+		t.Fatalf("scripts/synapse.sh start: %v\n%s", err, out)
+	}
+	return s
+}
+
+// freePorts returns n TCP ports of 127.0.0.1 that nothing listened on a
+// moment ago (all held at once, so they differ).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// requestName is what every request name of matrix.star looks like: a
+// method and a path template, with no room, event or user id in it (a name
+// per room would explode the results' table).
+var requestName = regexp.MustCompile(`^(GET|POST|PUT) (v1 )?/[A-Za-z0-9_./{}-]+( \((initial|edit)\))?$`)
+
+// TestSynapse runs examples/matrix.star against a real Synapse (Matrix
+// homeserver) and checks what a user of headroom would: the run completes,
+// the reference's commonest actions and their Matrix requests are there
+// under template names, Synapse answered them (no 429s: the rate limits
+// are raised; no 5xx), and Synapse's own CPU, memory and time by servlet,
+// scraped from its metrics listener, are in the result. Synapse's limit on
+// each user's messages is tightened to 20 a second in bursts of 5: the
+// scenario's init sends 25 at once, and must wait out the 429s as Synapse
+// asks, while users, who send one at a time, never meet it.
+func TestSynapse(t *testing.T) {
+	s := startSynapse(t, "RC_MESSAGE_PER_SECOND=20", "RC_MESSAGE_BURST=5")
+	scenario := abs(t, "../../examples/matrix.star")
+
+	t.Run("run", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "run")
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", scenario, "--target", s.client,
+			"--scrape", s.metrics, "--users", "20", "--ramp", "2s", "--duration", "20s", "--out", out))
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		r, err := result.Read(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != "completed" {
+			t.Fatalf("status %q, notes %q", r.Status, r.Notes)
+		}
+
+		actions := map[string]int64{}
+		for _, a := range r.Actions {
+			actions[a.Name] = a.Count
+		}
+		// The four commonest of the reference's mix (83% of its actions):
+		// some 100 actions in the window hold each of them.
+		for _, name := range []string{"SwitchChannel", "ScrollChannel", "UnreadCheck", "CreatePost"} {
+			if actions[name] == 0 {
+				t.Errorf("action %s: none in the window; actions: %v", name, actions)
+			}
+		}
+
+		names := map[string]bool{}
+		var count, failed int64
+		for _, q := range r.Requests {
+			names[q.Name] = true
+			count += q.Count
+			failed += q.Errors + q.Timeouts
+			if !requestName.MatchString(q.Name) || strings.ContainsAny(q.Name, "!@%") {
+				t.Errorf("request name %q is not a template (ids belong in {roomId}, {eventId}, ...)", q.Name)
+			}
+			for status, n := range q.Status {
+				// 400: a reaction the user had made already (M_DUPLICATE_ANNOTATION).
+				if status != "200" && !(status == "400" && strings.Contains(q.Name, "m.reaction")) {
+					t.Errorf("%s: %d responses with status %s; messages %v", q.Name, n, status, q.Messages)
+				}
+			}
+		}
+		for _, name := range []string{
+			"GET /rooms/{roomId}/messages",
+			"POST /rooms/{roomId}/receipt/m.read/{eventId}",
+			"GET /sync",
+			"PUT /rooms/{roomId}/send/m.room.message/{txnId}",
+		} {
+			if !names[name] {
+				t.Errorf("request %q: none in the window; names: %v", name, slices.Sorted(maps.Keys(names)))
+			}
+		}
+		if count < 100 || failed*100 > count {
+			t.Errorf("%d requests in the window, %d failed: want at least 100, at most 1%% failed", count, failed)
+		}
+
+		if r.Server == nil || len(r.Server.Targets) != 1 {
+			t.Fatalf("server figures: %+v, want one target (%s)", r.Server, s.metrics)
+		}
+		st := r.Server.Targets[0]
+		if st.URL != s.metrics || st.Failed > 0 || st.Scrapes < 15 {
+			t.Errorf("scrapes of %s: %d, %d failed (%s); want 15 or more, none failed", st.URL, st.Scrapes, st.Failed, st.LastError)
+		}
+		if !slices.Contains(st.Has, "cpu") || !slices.Contains(st.Has, "memory") {
+			t.Errorf("server exposes %v, want cpu and memory (process_cpu_seconds_total, process_resident_memory_bytes)", st.Has)
+		}
+		// Synapse is a Python process of 100 MiB or more, and answering some
+		// 10 requests a second costs it CPU.
+		if w := st.Window; w.CPUCoresMean <= 0 || w.MemoryMBMean < 50 {
+			t.Errorf("server window: %.3f cores, %.0f MiB; want some CPU and at least 50 MiB", w.CPUCoresMean, w.MemoryMBMean)
+		}
+		// Synapse's own time by servlet, over the same window: the servlet
+		// behind GET .../messages saw about the requests headroom counted.
+		var messages float64
+		servlets := map[string]bool{}
+		for _, g := range st.Window.Timings {
+			if g.Metric != "synapse_http_server_response_time_seconds" || g.Label != "servlet" {
+				continue
+			}
+			for _, it := range g.Items {
+				servlets[it.Name] = true
+				if it.Count > 0 && it.MeanMs <= 0 {
+					t.Errorf("servlet %s: %v requests, mean %v ms", it.Name, it.Count, it.MeanMs)
+				}
+				if it.Name == "RoomMessageListRestServlet" {
+					messages = it.Count
+				}
+			}
+		}
+		for _, name := range []string{"RoomMessageListRestServlet", "SyncRestServlet", "ReceiptRestServlet", "RoomSendEventRestServlet"} {
+			if !servlets[name] {
+				t.Errorf("server time by servlet: no %s; servlets: %v", name, slices.Sorted(maps.Keys(servlets)))
+			}
+		}
+		// init met the rate limit (Synapse says so), and its 429s were
+		// waited out: a request refused more often than the scenario retries
+		// would have failed init, and the run with it.
+		if n := scraped(t, s.metrics, "synapse_http_server_response_time_seconds_count", `code="429"`, `servlet="RoomSendEventRestServlet"`); n == 0 {
+			t.Errorf("Synapse answered no send with 429: init's 25 messages should have met rc_message (20/s, bursts of 5)")
+		}
+		var client float64
+		for _, q := range r.Requests {
+			if q.Name == "GET /rooms/{roomId}/messages" {
+				client = float64(q.Count)
+			}
+		}
+		// The two windows line up to a scrape (a second) at each end.
+		if messages < 0.7*client || messages > 1.3*client {
+			t.Errorf("RoomMessageListRestServlet served %.0f requests in the window, headroom sent %.0f: want within 30%%", messages, client)
+		}
+	})
+
+	t.Run("users file", func(t *testing.T) {
+		// The same scenario with USERS_FILE set: users log in as the rows of
+		// matrix-users.csv (registered on first use), one row each.
+		dir := t.TempDir()
+		src, err := os.ReadFile(scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const off, on = `USERS_FILE = ""`, `USERS_FILE = "matrix-users.csv"`
+		if strings.Count(string(src), off) != 1 {
+			t.Fatalf("examples/matrix.star: want one line %s to switch the users file on", off)
+		}
+		copyFile(t, abs(t, "../../examples/matrix-users.csv"), filepath.Join(dir, "matrix-users.csv"))
+		star := filepath.Join(dir, "matrix.star")
+		if err := os.WriteFile(star, []byte(strings.Replace(string(src), off, on, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rows := csvRows(t, filepath.Join(dir, "matrix-users.csv"))
+
+		// More users than rows: refused before any traffic, naming the file.
+		code, _, _, stderr := outcome(t, command(t, "", nil, "run", star, "--target", s.client,
+			"--users", strconv.Itoa(len(rows)+1), "--duration", "1s", "--out", filepath.Join(t.TempDir(), "too-many")))
+		if code == 0 || !strings.Contains(stderr, "matrix-users.csv") || !strings.Contains(stderr, strconv.Itoa(len(rows))) {
+			t.Errorf("%d users for %d rows: exit %d, want an error naming matrix-users.csv and both numbers:\n%s", len(rows)+1, len(rows), code, stderr)
+		}
+
+		out := filepath.Join(t.TempDir(), "run")
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", s.client,
+			"--users", "3", "--ramp", "0s", "--duration", "4s", "--out", out))
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		r, err := result.Read(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != "completed" || r.Totals.Count == 0 || r.Totals.Errors+r.Totals.Timeouts > 0 {
+			t.Errorf("status %q, %d requests, %d errors, %d timeouts: want completed, some, none failed",
+				r.Status, r.Totals.Count, r.Totals.Errors, r.Totals.Timeouts)
+		}
+		// On the server: the first row's account exists with the file's
+		// password, and it is in the rooms the first run created (init found
+		// them by alias instead of making new ones: the directory lists 5).
+		token := matrixLogin(t, s.client, rows[0][0], rows[0][1])
+		var joined struct {
+			Rooms []string `json:"joined_rooms"`
+		}
+		matrixGet(t, s.client+"/_matrix/client/v3/joined_rooms", token, &joined)
+		var public struct {
+			Chunk []struct {
+				RoomID string `json:"room_id"`
+			} `json:"chunk"`
+		}
+		matrixGet(t, s.client+"/_matrix/client/v3/publicRooms", token, &public)
+		if len(public.Chunk) != 5 {
+			t.Errorf("the room directory lists %d rooms, want the 5 shared ones: %+v", len(public.Chunk), public.Chunk)
+		}
+		for _, p := range public.Chunk {
+			if !slices.Contains(joined.Rooms, p.RoomID) {
+				t.Errorf("%s has not joined shared room %s (joined %v)", rows[0][0], p.RoomID, joined.Rooms)
+			}
+		}
+	})
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// csvRows reads a username,password file (no quoting in it).
+func csvRows(t *testing.T, path string) [][2]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 || strings.TrimSpace(lines[0]) != "username,password" {
+		t.Fatalf("%s: want a header username,password and rows", path)
+	}
+	var rows [][2]string
+	for _, l := range lines[1:] {
+		u, p, ok := strings.Cut(strings.TrimSpace(l), ",")
+		if !ok {
+			t.Fatalf("%s: row %q is not username,password", path, l)
+		}
+		rows = append(rows, [2]string{u, p})
+	}
+	return rows
+}
+
+var matrixClient = &http.Client{Timeout: 10 * time.Second}
+
+func matrixLogin(t *testing.T, base, user, password string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"type":"m.login.password","identifier":{"type":"m.id.user","user":%q},"password":%q}`, user, password)
+	resp, err := matrixClient.Post(base+"/_matrix/client/v3/login", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Token string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("log in as %s: status %d, %v", user, resp.StatusCode, err)
+	}
+	return r.Token
+}
+
+func matrixGet(t *testing.T, url, token string, v any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := matrixClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: status %d, %v", url, resp.StatusCode, err)
+	}
+}
+
+// scraped sums the samples of series at url whose labels include every
+// one of want (each as name="value").
+func scraped(t *testing.T, url, series string, want ...string) float64 {
+	t.Helper()
+	resp, err := matrixClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || name != series {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		if !containsAll(strings.Split(labels, ","), want) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", url, line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
