@@ -84,11 +84,13 @@ var requestName = regexp.MustCompile(`^(GET|POST|PUT) (v1 )?/[A-Za-z0-9_./{}-]+(
 // under template names, Synapse answered them (no 429s: the rate limits
 // are raised; no 5xx), and Synapse's own CPU, memory and time by servlet,
 // scraped from its metrics listener, are in the result. Synapse's limit on
-// each user's messages is tightened to 20 a second in bursts of 5: the
-// scenario's init sends 25 at once, and must wait out the 429s as Synapse
-// asks, while users, who send one at a time, never meet it.
+// each user's messages is tightened to 5 a second in bursts of 2: the
+// scenario's init sends 5 messages into each of its 5 rooms, some 35 ms
+// apart, and must wait out the 429s as Synapse asks (about 3 s in all),
+// while users, who send one at a time with a second's thought between,
+// never meet it.
 func TestSynapse(t *testing.T) {
-	s := startSynapse(t, "RC_MESSAGE_PER_SECOND=20", "RC_MESSAGE_BURST=5")
+	s := startSynapse(t, "RC_MESSAGE_PER_SECOND=5", "RC_MESSAGE_BURST=2")
 	scenario := abs(t, "../../examples/matrix.star")
 
 	t.Run("run", func(t *testing.T) {
@@ -186,11 +188,23 @@ func TestSynapse(t *testing.T) {
 				t.Errorf("server time by servlet: no %s; servlets: %v", name, slices.Sorted(maps.Keys(servlets)))
 			}
 		}
+		// Both reports show them too.
+		for _, f := range []string{"report.md", "report.html"} {
+			b, err := os.ReadFile(filepath.Join(out, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"synapse_http_server_response_time_seconds", "RoomMessageListRestServlet", "process_resident_memory_bytes"} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("%s does not mention %s", f, want)
+				}
+			}
+		}
 		// init met the rate limit (Synapse says so), and its 429s were
 		// waited out: a request refused more often than the scenario retries
 		// would have failed init, and the run with it.
 		if n := scraped(t, s.metrics, "synapse_http_server_response_time_seconds_count", `code="429"`, `servlet="RoomSendEventRestServlet"`); n == 0 {
-			t.Errorf("Synapse answered no send with 429: init's 25 messages should have met rc_message (20/s, bursts of 5)")
+			t.Errorf("Synapse answered no send with 429: init's 25 messages should have met rc_message (5/s, bursts of 2)")
 		}
 		var client float64
 		for _, q := range r.Requests {
