@@ -146,6 +146,22 @@ func TestSynapse(t *testing.T) {
 				t.Errorf("request %q: none in the window; names: %v", name, slices.Sorted(maps.Keys(names)))
 			}
 		}
+		// Setup (register, join, filter) and init are reported apart: no
+		// setup request is in the window or its totals.
+		for _, name := range []string{"POST /register", "POST /join/{roomId}", "POST /user/{userId}/filter", "POST /_synapse/admin/v1/register"} {
+			if names[name] {
+				t.Errorf("setup request %q in the window", name)
+			}
+		}
+		setupNames := map[string]int64{}
+		if r.Setup != nil {
+			for _, q := range r.Setup.Requests {
+				setupNames[q.Name] = q.Count
+			}
+		}
+		if r.Setup == nil || r.Setup.Users != 20 || r.Setup.TimeToSetUp.Count != 20 || setupNames["POST /register"] < 20 || setupNames["POST /join/{roomId}"] < 100 {
+			t.Errorf("setup section %+v; setup requests %v: want 20 users set up, each registered and joined 5 rooms", r.Setup, setupNames)
+		}
 		if count < 100 || failed*100 > count {
 			t.Errorf("%d requests in the window, %d failed: want at least 100, at most 1%% failed", count, failed)
 		}
