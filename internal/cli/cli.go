@@ -39,11 +39,13 @@ const (
 func exitCodes(kind, one string) string {
 	return `Exit codes:
   0  done (after Ctrl-C too: the result has what ran)
-  1  could not run, or cut short: target unreachable; --out not writable (at
+  1  could not run, or cut short: target unreachable; the scenario's init
+     failed (the message says whether the target or the scenario); --out not writable (at
      the end the result goes to $TMPDIR/headroom-` + kind + `-<time> instead, named on
      stderr); stopped by headroom (--max-memory)` + one + `
   2  bad flags, scenario or checks; an --out that holds a result (--force);
-     more users than the open-files limit (ulimit -n) allows. Nothing was sent
+     more users than the open-files limit (ulimit -n) or a unique data file
+     allows; a check naming a metric no --scrape endpoint exposes. Nothing was sent
   4  the run measured nothing: every request failed, or no user finished setup
   5  an internal error, a bug in headroom; the result is written (stopped)
   A fatal runtime error kills headroom with SIGABRT (134 in a shell); its
