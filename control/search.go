@@ -477,20 +477,65 @@ func (s *Search) Estimate() Estimate {
 	var widened []string
 	if l, ok := latest[s.lo]; ok && l.Undecided {
 		e.Low = float64(dlo)
-		widened = append(widened, fmt.Sprintf("%d (%s)", s.lo, l.Why))
+		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %d users were undecided (%s): down to the nearest decided level", s.lo, l.Why))
 	}
 	if l, ok := latest[s.hi]; ok && l.Undecided {
 		e.High = float64(dhi)
-		widened = append(widened, fmt.Sprintf("%d (%s)", s.hi, l.Why))
+		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %d users were undecided (%s): up to the nearest decided level", s.hi, l.Why))
+	}
+	if why := s.drift(&e); why != "" {
+		widened = append(widened, why)
 	}
 	if len(widened) > 0 {
-		why := fmt.Sprintf("the checks were noisy near the ceiling: level %s, so the interval is widened to the nearest decided levels", strings.Join(widened, "; level "))
+		why := "the interval is widened: " + strings.Join(widened, "; ")
 		if e.Why != "" {
 			why = e.Why + "; " + why
 		}
 		e.Why = why
 	}
 	return e
+}
+
+// drift widens e when decided verdicts contradict each other: a level
+// healthy while a lower one was unhealthy (at another time) means the
+// target's capacity moved during the search (state that grows, a cache, a
+// slower phase), and the interval must cover both. It returns why, or "".
+func (s *Search) drift(e *Estimate) string {
+	var hi, lo *Level // the highest decided healthy level, the lowest decided unhealthy one
+	for i := range s.levels {
+		l := &s.levels[i]
+		switch {
+		case l.Undecided:
+		case l.Verdict == "healthy" && (hi == nil || l.Users > hi.Users):
+			hi = l
+		case l.Verdict == "unhealthy" && (lo == nil || l.Users < lo.Users):
+			lo = l
+		}
+	}
+	if hi == nil || lo == nil || lo.Users > hi.Users {
+		return ""
+	}
+	below, above := 0, 0 // the nearest decided levels past the contradiction
+	for _, l := range s.levels {
+		switch {
+		case l.Undecided:
+		case l.Verdict == "healthy" && l.Users < lo.Users:
+			below = max(below, l.Users)
+		case l.Verdict == "unhealthy" && l.Users > hi.Users:
+			above = minPos(above, l.Users)
+		}
+	}
+	e.Low = min(e.Low, float64(below))
+	if above == 0 || (e.High != 0 && float64(above) > e.High) {
+		e.High = float64(above) // 0: no decided level above bounds it
+	}
+	return fmt.Sprintf("verdicts contradicted each other, %d users healthy at %s and %d unhealthy at %s: the target's capacity moved during the search (growing state, caches, a slower phase), so the interval covers both",
+		hi.Users, clock(hi.End), lo.Users, clock(lo.End))
+}
+
+func clock(s float64) string {
+	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }
 
 // Levels implements Controller.

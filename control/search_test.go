@@ -270,7 +270,7 @@ func TestSearchJudgesNoisyLevelsLongerAndWidensTheInterval(t *testing.T) {
 	if est.Low < 90 {
 		t.Errorf("low end %v: the search should probe one precision step below the undecided level for a decided bound near it", est.Low)
 	}
-	if !strings.Contains(est.Why, "noisy near the ceiling") {
+	if !strings.Contains(est.Why, "noisy near the ceiling") || strings.Contains(est.Why, "contradicted") {
 		t.Errorf("the estimate does not say why its interval is wide: %+v", est)
 	}
 }
@@ -329,8 +329,11 @@ func TestSearchHoldThatIsUnhealthyReopensTheSearch(t *testing.T) {
 	}
 	// The hold's own level is now the lowest unhealthy one, the answer
 	// the highest healthy level below it (within precision here: done).
-	if e := s.Estimate(); e.High != float64(first) || e.Value >= float64(first) || e.Value != float64(d.Users) {
-		t.Errorf("estimate after the hold %+v, want below %d with high %d", e, first, first)
+	// The level was healthy, then not: the interval covers both verdicts,
+	// up to the unhealthy level above it, and says why.
+	e := s.Estimate()
+	if e.Value >= float64(first) || e.Value != float64(d.Users) || e.High <= float64(first) || !strings.Contains(e.Why, "verdicts contradicted each other") {
+		t.Errorf("estimate after the hold %+v, want below %d, its interval past %d, and why", e, first, first)
 	}
 	last := s.Levels()[len(s.Levels())-1]
 	if !last.Hold || last.Users != first {
@@ -338,5 +341,49 @@ func TestSearchHoldThatIsUnhealthyReopensTheSearch(t *testing.T) {
 	}
 	if d := s.Held(Level{Users: 3, Evaluations: 10, Verdict: "healthy"}, Observation{}); !d.Done {
 		t.Errorf("a healthy hold must confirm: %+v", d)
+	}
+}
+
+// Verdicts that contradict each other over time (the target slowed as the
+// search went on) widen the interval to cover both: an answer found late
+// does not claim a precision the earlier verdicts deny.
+func TestSearchWidensWhenTheCapacityMoves(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 50, Max: 1000, Settle: time.Second, Judge: 5 * time.Second, Window: time.Second})
+	ceiling := func(el time.Duration) int { // healthy below 120 for 40 s, then below 80
+		if el > 40*time.Second {
+			return 80
+		}
+		return 120
+	}
+	users := 0
+	var el time.Duration
+	for ; el < 2*time.Hour; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if users >= ceiling(el) {
+			o.Fired = []string{"p99"}
+		}
+		d := s.Decide(o)
+		users = d.Users
+		if !d.Done {
+			continue
+		}
+		// The runner holds the answer for 10 s and hands the hold over.
+		h := Level{Users: users, JudgeStart: (el + time.Second).Seconds(), End: (el + 10*time.Second).Seconds(), Evaluations: 10, Verdict: "healthy"}
+		el += 10 * time.Second
+		if users >= ceiling(el) {
+			h.Unhealthy, h.Verdict = 10, "unhealthy"
+		}
+		if d = s.Held(h, Observation{Elapsed: el, Users: users}); d.Done {
+			break
+		}
+		users = d.Users
+	}
+	e := s.Estimate()
+	t.Logf("%+v; levels %+v", e, s.Levels())
+	if !e.Found || e.Value >= 80 {
+		t.Fatalf("estimate %+v: want the capacity at the end, below 80", e)
+	}
+	if e.High < 100 || !strings.Contains(e.Why, "capacity moved during the search") {
+		t.Errorf("estimate %+v: the interval must cover the healthy verdicts above 80 from before the target slowed", e)
 	}
 }

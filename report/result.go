@@ -74,6 +74,9 @@ func headline(r *result.Result) string {
 			return "No ceiling found: " + su.Why + "."
 		}
 		s := fmt.Sprintf("Supported users: %s (%s), at %s requests/s; found in %s.", num(su.Value), interval(su), num(r.Ceiling.ThroughputRPS), seconds(r.Ceiling.SearchSeconds))
+		if su.Why != "" { // why the interval is wider than the precision asked
+			s += " " + strings.ToUpper(su.Why[:1]) + su.Why[1:] + "."
+		}
 		if b := firstBottleneck(r.Ceiling); b != "" {
 			s += " Bottleneck: " + b + "."
 		}

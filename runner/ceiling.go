@@ -371,9 +371,6 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 		res.Notes = append(res.Notes, fmt.Sprintf("the measuring hold at the supported %d users was unhealthy (%d of %d evaluations): the answer did not hold up; read it as an upper bound",
 			h.Users, h.Unhealthy, h.Evaluations))
 	}
-	if est.Found && est.Why != "" {
-		res.Notes = append(res.Notes, est.Why)
-	}
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	return snap
 }

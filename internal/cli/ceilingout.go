@@ -78,7 +78,14 @@ func printCeiling(w io.Writer, r *result.Result) {
 	took := time.Duration(c.SearchSeconds * float64(time.Second)).Round(time.Second)
 	switch {
 	case su.Found && strings.HasPrefix(su.Method, "search"):
-		fmt.Fprintf(w, "supported users: %.0f  (healthy at %.0f, unhealthy at %.0f; %s), found in %v\n", su.Value, su.Low, su.High, su.Method, took)
+		high := fmt.Sprintf("%.0f", su.High)
+		if su.High == 0 {
+			high = "?" // no decided unhealthy level bounds it
+		}
+		fmt.Fprintf(w, "supported users: %.0f  (the ceiling lies in [%.0f, %s); %s), found in %v\n", su.Value, su.Low, high, su.Method, took)
+		if su.Why != "" {
+			fmt.Fprintf(w, "  %s\n", su.Why)
+		}
 	case su.Found:
 		fmt.Fprintf(w, "supported users: %.0f  (5-95%% band %.0f..%.0f; %s), found in %v\n", su.Value, su.Low, su.High, su.Method, took)
 	default:
