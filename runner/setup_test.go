@@ -141,9 +141,11 @@ func TestCeilingHoldThatIsUnhealthyTakesTheAnswerBack(t *testing.T) {
 			rejected = true
 		}
 	}
+	// 7 was healthy, then unhealthy when held: the interval covers both
+	// verdicts, up to the unhealthy 8, and says why.
 	su := ci.SupportedUsers
-	if !rejected || !su.Found || su.Value != 6 || su.High != 7 {
-		t.Errorf("supported %+v; want 6 in [6, 7) after the hold at 7 was unhealthy", su)
+	if !rejected || !su.Found || su.Value != 6 || su.Low != 6 || su.High != 8 || !strings.Contains(su.Why, "verdicts contradicted each other, 7 users healthy") {
+		t.Errorf("supported %+v; want 6 in [6, 8) after the hold at 7 was unhealthy, and why", su)
 	}
 	if ci.Hold == nil || ci.Hold.Users != 6 || ci.Hold.Verdict != "healthy" {
 		t.Errorf("final hold %+v", ci.Hold)
