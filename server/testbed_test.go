@@ -30,10 +30,11 @@ func TestWatchTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.Gathered = w.Gathered
-	scrape := func() { w.Attempted(sc.Scrape(context.Background(), time.Now())) }
+	scrape := func(at time.Time) { w.Attempted(sc.Scrape(context.Background(), at)) }
 
-	scrape()
-	from := w.Mark(time.Now())
+	t0 := time.Now()
+	scrape(t0)
+	from := w.Mark(t0)
 	const n = 20
 	for i := range n {
 		body := fmt.Sprintf(`{"username":"u%d","email":"u%d@example.com","password":"pw-%d-long"}`, i, i, i)
@@ -46,9 +47,14 @@ func TestWatchTestbed(t *testing.T) {
 			t.Fatalf("create user: %s", resp.Status)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
-	scrape()
-	to := w.Mark(time.Now())
+	// The second scrape is stamped at least 50 ms after the first, so
+	// rates have a span, without waiting for it.
+	t1 := time.Now()
+	if t1.Sub(t0) < 50*time.Millisecond {
+		t1 = t0.Add(50 * time.Millisecond)
+	}
+	scrape(t1)
+	to := w.Mark(t1)
 	res := w.Result(from, to)
 
 	if len(res.Targets) != 1 {
