@@ -90,4 +90,20 @@ type Level struct {
 	Why  string `json:"why,omitempty"` // a verdict not reached by the checks alone, in words
 }
 
+// Count counts one judged evaluation o of the level: when judging began,
+// how many were unhealthy and which checks fired, the fewest users set up.
+func (l *Level) Count(o Observation) {
+	if l.Evaluations == 0 {
+		l.JudgeStart = o.Elapsed.Seconds()
+	}
+	l.Evaluations++
+	l.SetUp = min(l.SetUp, o.Users)
+	if !o.Healthy() {
+		l.Unhealthy++
+		for _, f := range o.Fired {
+			l.Fired[f]++
+		}
+	}
+}
+
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

@@ -193,21 +193,13 @@ func (s *Search) Decide(o Observation) Decision {
 	if held < s.cfg.Settle {
 		return Decision{Users: s.level}
 	}
-	if s.cur.Evaluations == 0 {
-		s.cur.JudgeStart = o.Elapsed.Seconds()
-	}
-	s.cur.Evaluations++
-	s.cur.SetUp = min(s.cur.SetUp, o.Users)
+	s.cur.Count(o)
 	if o.Pressure > 0 && !math.IsInf(o.Pressure, 0) {
 		s.pressSum += o.Pressure
 		s.pressN++
 	}
 	if !o.Healthy() {
-		s.cur.Unhealthy++
 		s.run++
-		for _, f := range o.Fired {
-			s.cur.Fired[f]++
-		}
 	} else {
 		s.run = 0
 	}

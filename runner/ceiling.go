@@ -83,6 +83,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	target := 0
 	measuring := false      // the search is done; holding the supported users for Measure
 	var hold *control.Level // the measuring hold's judgment so far
+	traffic := false        // a request has ended
 	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
 	// The server's figures cover the measure hold when there is one, else
 	// the whole search.
@@ -141,7 +142,8 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			}
 		}
 		results := c.evaluate(ctx, now)
-		if s.all.Total(metrics.Request, s.scratch).Count == 0 {
+		traffic = traffic || p.Requests > 0
+		if !traffic {
 			// No request has ended yet: no data is no news, not a firing.
 			for i := range results {
 				if r := &results[i]; r.Fired && math.IsNaN(r.Value) {
@@ -170,7 +172,8 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			d = control.Decision{Users: target}
 			if h := levels[target]; h != nil && h.time > 0 && users == target && steady {
 				// Past settling: the hold is judged as a level is.
-				judgeHold(hold, obs)
+				hold.Count(obs)
+				hold.End = el.Seconds()
 				d.Judged = true
 				if h.time >= c.Measure {
 					d = c.held(ci, hold, obs)
@@ -373,22 +376,6 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	}
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	return snap
-}
-
-// judgeHold counts one evaluation of the measuring hold.
-func judgeHold(h *control.Level, o control.Observation) {
-	if h.Evaluations == 0 {
-		h.JudgeStart = o.Elapsed.Seconds()
-	}
-	h.Evaluations++
-	h.End = o.Elapsed.Seconds()
-	h.SetUp = min(h.SetUp, o.Users)
-	if !o.Healthy() {
-		h.Unhealthy++
-		for _, f := range o.Fired {
-			h.Fired[f]++
-		}
-	}
 }
 
 // held closes the measuring hold with its verdict (a majority, as a
