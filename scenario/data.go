@@ -20,10 +20,12 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// dataModule is data.csv and data.json: files read once, at load.
+// dataModule is data.csv and data.json, files read once at load, and
+// data.rows, a dataset of rows the top level builds.
 var dataModule = &starlarkstruct.Module{Name: "data", Members: starlark.StringDict{
 	"csv":  starlark.NewBuiltin("data.csv", dataCSV),
 	"json": starlark.NewBuiltin("data.json", dataJSON),
+	"rows": starlark.NewBuiltin("data.rows", dataRows),
 }}
 
 // loaderKey is the thread-local under which a loading thread holds its
@@ -53,8 +55,10 @@ func newLoader(scenarioPath string, max int64) *loader {
 
 // hash is "sha256:<hex>" of src followed, for each data file in the order
 // first read, by NUL, its path as written, NUL, its size in decimal, NUL
-// and its bytes: the source's hash alone when there are none.
-func (ld *loader) hash(src []byte) string {
+// and its bytes, then for each --var (by name) SOH, its name, NUL, its
+// value's length, NUL and its value: the source's hash alone when there
+// are neither.
+func (ld *loader) hash(src []byte, vars map[string]string) string {
 	h := sha256.New()
 	h.Write(src)
 	if ld != nil {
@@ -63,6 +67,7 @@ func (ld *loader) hash(src []byte) string {
 			h.Write(f.content)
 		}
 	}
+	hashVars(h, vars)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
@@ -217,8 +222,8 @@ const (
 // Its rows never change; the rows held under PickUnique are guarded by
 // mu, so one Dataset is safe for every user at once.
 type Dataset struct {
-	Path string // as the scenario wrote it
-	Line int32  // of the data.csv call
+	Path string // as the scenario wrote it; "" for data.rows
+	Line int32  // of the data.csv or data.rows call
 	Pick Pick
 
 	columns starlark.Tuple // the header, as strings
@@ -235,10 +240,22 @@ var (
 	_ starlark.HasAttrs  = (*Dataset)(nil)
 )
 
+// What names the dataset in messages: "data file users.csv", or
+// "data.rows" for rows the scenario built.
+func (d *Dataset) What() string {
+	if d.Path == "" {
+		return "data.rows"
+	}
+	return "data file " + d.Path
+}
+
 // Rows is the number of rows, the header not counted.
 func (d *Dataset) Rows() int { return len(d.rows) }
 
 func (d *Dataset) String() string {
+	if d.Path == "" {
+		return fmt.Sprintf("dataset(data.rows, %d rows, pick=%q)", len(d.rows), d.Pick)
+	}
 	return fmt.Sprintf("dataset(%q, %d rows, pick=%q)", d.Path, len(d.rows), d.Pick)
 }
 func (d *Dataset) Type() string          { return "dataset" }
@@ -317,7 +334,7 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	case PickID:
 		if uv.id < 1 || uv.id > n {
 			return nil, fmt.Errorf(`%s: %s (pick="id") has no row for user %d: it has %d rows, one per user id from 1; run at most %d users, or pick="cycle"`,
-				b.Name(), d.Path, uv.id, n, n)
+				b.Name(), d.What(), uv.id, n, n)
 		}
 		return d.row(uv.id - 1), nil
 	case PickRandom:
@@ -328,7 +345,7 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	i, ok := d.take(((uv.id-1)%n + n) % n)
 	if !ok {
 		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") are held by running users, and each needs its own: run at most %d users (a stopping user holds its row until it ends)`,
-			b.Name(), n, d.Path, n)
+			b.Name(), n, d.What(), n)
 	}
 	u.picks = append(u.picks, pick{d, i})
 	return d.row(i), nil
@@ -396,12 +413,9 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 	if err != nil {
 		return nil, err
 	}
-	p := Pick(pickS)
-	switch p {
-	case PickCycle, PickID, PickUnique, PickRandom:
-	default:
-		return nil, &argError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", b.Name(), pickS),
-			`pick="unique" (a row per running user), "cycle" (row (id-1) mod len), "id" (row id-1) or "random"`}
+	p, err := pickOf(b.Name(), pickS)
+	if err != nil {
+		return nil, err
 	}
 	sep := []rune(delim)
 	if len(sep) != 1 || sep[0] == '"' || sep[0] == '\r' || sep[0] == '\n' || sep[0] == 0xFFFD {
@@ -416,13 +430,84 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 		return nil, &argError{fmt.Sprintf("%s: %s", b.Name(), err),
 			"the first line names the columns; every row has as many fields; a field holding the delimiter, a quote or a line break is quoted (\"a,b\")"}
 	}
-	if p == PickUnique {
+	ld.add(d)
+	return d, nil
+}
+
+func pickOf(fn, s string) (Pick, error) {
+	switch p := Pick(s); p {
+	case PickCycle, PickID, PickUnique, PickRandom:
+		return p, nil
+	}
+	return "", &argError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", fn, s),
+		`pick="unique" (a row per running user), "cycle" (row (id-1) mod len), "id" (row id-1) or "random"`}
+}
+
+// add keeps d among the scenario's datasets, its free rows ready under
+// PickUnique.
+func (ld *loader) add(d *Dataset) {
+	if d.Pick == PickUnique {
 		d.free, d.at = make([]int32, len(d.rows)), make([]int32, len(d.rows))
 		for i := range d.rows { // popped from the end: row 0 first
 			d.free[i], d.at[len(d.rows)-1-i] = int32(len(d.rows)-1-i), int32(i)
 		}
 	}
 	ld.datasets = append(ld.datasets, d)
+}
+
+// data.rows(rows, pick="cycle"): a dataset of rows the top level built, a
+// list of dicts with the same string keys; values are kept as their str().
+func dataRows(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var list *starlark.List
+	pickS := string(PickCycle)
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "rows", &list, "pick?", &pickS); err != nil {
+		return nil, err
+	}
+	ld, err := loaderOf(th, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	p, err := pickOf(b.Name(), pickS)
+	if err != nil {
+		return nil, err
+	}
+	const hint = `give a list of dicts with the same keys, e.g. data.rows([{"username": "member-%d" % i} for i in range(1, 201)], pick="unique")`
+	if list.Len() == 0 {
+		return nil, &argError{b.Name() + ": no rows", hint}
+	}
+	d := &Dataset{Line: callPos(th).Line, Pick: p}
+	for i := range list.Len() {
+		row, ok := list.Index(i).(*starlark.Dict)
+		if !ok {
+			return nil, &argError{fmt.Sprintf("%s: row %d is a %s, want a dict", b.Name(), i, list.Index(i).Type()), hint}
+		}
+		if i == 0 {
+			for _, k := range row.Keys() {
+				ks, ok := k.(starlark.String)
+				if !ok {
+					return nil, &argError{fmt.Sprintf("%s: row 0 has a key %s, want strings", b.Name(), k), hint}
+				}
+				d.columns = append(d.columns, ks)
+			}
+		}
+		if row.Len() != len(d.columns) {
+			return nil, &argError{fmt.Sprintf("%s: row %d has %d keys, row 0 has %d", b.Name(), i, row.Len(), len(d.columns)), hint}
+		}
+		rec := make([]string, len(d.columns))
+		for j, k := range d.columns {
+			v, found, _ := row.Get(k)
+			if !found {
+				return nil, &argError{fmt.Sprintf("%s: row %d has no key %s, which row 0 has", b.Name(), i, k), hint}
+			}
+			if s, ok := v.(starlark.String); ok {
+				rec[j] = string(s)
+			} else {
+				rec[j] = v.String()
+			}
+		}
+		d.rows = append(d.rows, rec)
+	}
+	ld.add(d)
 	return d, nil
 }
 

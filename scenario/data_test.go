@@ -70,7 +70,7 @@ def act(user):
 	}{{1, "ann", "ann"}, {2, "bob", "bob"}, {3, "cy", "cy"}, {4, "ann", ""}, {8, "bob", ""}} {
 		_, out, s := act(t, sc, c.id)
 		if c.byID == "" { // pick="id" has no row for this user: the action fails, saying so
-			want := fmt.Sprintf(`s.star:10: dataset.row: users.csv (pick="id") has no row for user %d: it has 3 rows`, c.id)
+			want := fmt.Sprintf(`s.star:10: dataset.row: data file users.csv (pick="id") has no row for user %d: it has 3 rows`, c.id)
 			if s.Outcome != metrics.Failed || !strings.HasPrefix(s.Message, want) {
 				t.Errorf("user %d: %v %q, want a failure %q", c.id, s.Outcome, s.Message, want)
 			}
@@ -234,7 +234,7 @@ def act(user):
 				id := 1 + g + r*users
 				u, out, s := act(t, sc, id)
 				if s.Outcome != metrics.OK {
-					if !strings.Contains(s.Message, `all 8 rows of u.csv (pick="unique") are held by running users`) {
+					if !strings.Contains(s.Message, `all 8 rows of data file u.csv (pick="unique") are held by running users`) {
 						t.Errorf("user %d: %s", id, s.Message)
 					}
 					mu.Lock()
@@ -287,5 +287,43 @@ def act(user):
 	}
 	if u := sc.Unique(); len(u) != 1 || u[0].Rows() != rows || u[0].Path != "u.csv" || u[0].Line != 2 {
 		t.Errorf("Unique() = %v", u)
+	}
+}
+
+func TestRowsBuiltAtLoad(t *testing.T) {
+	sc, err := scenarioIn(t, nil, `
+members = data.rows([{"username": "member-%d" % i, "n": i} for i in range(1, 4)], pick="unique")
+def act(user):
+    user.state["out"] = members.row(user)["username"] + "/" + members.row(user)["n"]
+`, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := sc.Unique(); len(u) != 1 || u[0].Rows() != 3 || u[0].What() != "data.rows" {
+		t.Fatalf("unique datasets %v: want data.rows of 3 rows", u)
+	}
+	u2, out, _ := act(t, sc, 2)
+	if out != starlark.String("member-2/2") {
+		t.Errorf("user 2's row %v, want member-2/2 (values kept as their str())", out)
+	}
+	u5, out, _ := act(t, sc, 5) // row (5-1) mod 3 = 1 is held by user 2: another free row
+	if out == starlark.String("member-2/2") || out == nil {
+		t.Errorf("user 5 got %v while user 2 holds member-2", out)
+	}
+	u2.Close()
+	u5.Close()
+
+	for src, want := range map[string]string{
+		`data.rows([])`:                       "data.rows: no rows",
+		`data.rows([{"a": "1"}, "b"])`:        "row 1 is a string, want a dict",
+		`data.rows([{"a": "1"}, {"b": "2"}])`: "row 1 has no key \"a\", which row 0 has",
+		`data.rows([{"a": "1"}, {}])`:         "row 1 has 0 keys, row 0 has 1",
+		`data.rows([{1: "1"}])`:               "row 0 has a key 1, want strings",
+		`data.rows([{"a": "1"}], pick="all")`: `pick="all" is not a way to pick rows`,
+	} {
+		_, err := scenarioIn(t, nil, "x = "+src+"\ndef act(user):\n    pass\n", Limits{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
 	}
 }

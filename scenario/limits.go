@@ -38,6 +38,11 @@ type Limits struct {
 	// data.json), together: they are read into memory at load. 0 means
 	// DefaultMaxData.
 	MaxData int64
+	// Vars are the values given on the command line (--var name=value),
+	// which the scenario reads as the dict vars. They travel with the
+	// limits because both are the run's options for loading a scenario;
+	// they bound nothing. Each name must appear in the scenario's source.
+	Vars map[string]string
 }
 
 const (

@@ -113,12 +113,15 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 	lines := strings.Split(string(src), "\n")
 	fail := failer(path, lines)
 
+	if err := checkVars(path, src, lim.Vars, fail); err != nil {
+		return nil, err
+	}
 	ld := newLoader(path, lim.MaxData)
 	globals, err := execTop(ctx, path, src, lim, fail, ld)
 	if err != nil {
 		return nil, err
 	}
-	sc.Hash, sc.datasets = ld.hash(src), ld.datasets
+	sc.Hash, sc.datasets = ld.hash(src, lim.Vars), ld.datasets
 	if v, ok := globals["init"]; ok && v != starlark.None {
 		if sc.Init, err = userFunc(v); err != nil {
 			return nil, fail(globalPos(lines, "init"), "init "+err.Error(), "define it as: def init(user): ... (once per run, before any user; return what every user reads as user.shared)")
@@ -264,6 +267,7 @@ func execTop(ctx context.Context, path string, src []byte, lim Limits, fail fail
 			"split it into parts: each operator of a chain such as 1 + 1 + ... nests one level, as does each call or index of a chain")
 	}
 	pre := predeclared()
+	pre["vars"] = varsDict(lim.Vars)
 	prog, err := starlark.FileProgram(f, pre.Has)
 	if err != nil {
 		return nil, loadError(err, path, src, fail)

@@ -61,7 +61,7 @@ func TestUniqueDataRefusesMoreUsersThanRows(t *testing.T) {
 		out := filepath.Join(dir, "out")
 		code, stdout, stderr := headroom(t, append(c.args, "--target", srv.URL, "--out", out, "--quiet")...)
 		want := c.what + `: data file users.csv (pick="unique", s.star:2) has 2 rows, one per running user` + "\n" +
-			"  fix: add rows to users.csv, or run at most 2 users"
+			"  fix: add rows to it, or run at most 2 users"
 		if code != ExitUsage || !strings.Contains(stderr, want) {
 			t.Errorf("%v: exit %d, want %d and %q\n%s%s", c.args[:1], code, ExitUsage, want, stdout, stderr)
 		}

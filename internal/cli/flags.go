@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ type loadFlags struct {
 	sources                         sourceAddrs
 	maxSteps                        uint64
 	loadTimeout                     time.Duration
+	vars                            scenarioVars
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -52,9 +54,43 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.maxBody, "max-body", "largest response body a request may read, e.g. 1MiB or 256MiB; a larger one is an error. Each user holds at most this much of a response at a time")
 	fs.Var(&f.sources, "source-addrs", "local addresses to connect from, users spread over them, e.g. 127.0.0.1-127.0.0.4 (any 127.x.y.z for a loopback target): one address holds only about half the ephemeral port range of connections to one target")
 	fs.Uint64Var(&f.maxSteps, "max-steps", scenario.DefaultMaxSteps, "Starlark steps one call of setup, an action or teardown may take (about 1-3 s of CPU at the default) before it fails, so a runaway loop cannot take a user over")
+	fs.Var(&f.vars, "var", `a value the scenario reads as vars["NAME"] (a string), as NAME=VALUE (repeatable), e.g. --var members=200; recorded in result.json's command, so pass no secrets this way`)
 	fs.DurationVar(&f.loadTimeout, "load-timeout", scenario.DefaultLoadTimeout, "time the scenario's top level may take to load before it is refused")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, memory, goroutines and the server's time by handler go into the result (and, for ceiling, into the embedded engine)")
 	fs.Var(&f.serverLatency, "server-latency", "a latency histogram or summary of a --scrape endpoint to report by one label, as FAMILY:LABEL (repeatable), e.g. myapp_rpc_duration_seconds:method; Mattermost, Synapse, Spring Boot, Django and FastAPI's are read without it")
+}
+
+// scenarioVars is --var: NAME=VALUE pairs for the scenario's vars.
+type scenarioVars map[string]string
+
+func (v *scenarioVars) String() string {
+	if v == nil {
+		return ""
+	}
+	var parts []string
+	for k, val := range *v {
+		parts = append(parts, k+"="+val)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (v *scenarioVars) Set(s string) error {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q has no =: write NAME=VALUE, e.g. members=200", s)
+	}
+	if err := scenario.CheckVarName(name); err != nil {
+		return err
+	}
+	if _, dup := (*v)[name]; dup {
+		return fmt.Errorf("%s is given twice", name)
+	}
+	if *v == nil {
+		*v = scenarioVars{}
+	}
+	(*v)[name] = val
+	return nil
 }
 
 // families is --server-latency: latency families of the target to read
@@ -114,7 +150,7 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 // and checks --out, reporting a mistake in either as a usage error. It
 // writes nothing.
 func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.Scenario, int, bool) {
-	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{MaxSteps: f.maxSteps, LoadTimeout: f.loadTimeout})
+	sc, err := scenario.LoadFile(ctx, path, scenario.Limits{MaxSteps: f.maxSteps, LoadTimeout: f.loadTimeout, Vars: f.vars})
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return nil, ExitUsage, false
@@ -187,8 +223,8 @@ func (f *loadFlags) checkUsers(env Env, users int, target *url.URL, what string)
 func checkData(env Env, sc *scenario.Scenario, users int, what string) (int, bool) {
 	for _, d := range sc.Unique() {
 		if users > d.Rows() {
-			return fail(env, ExitUsage, "%s: data file %s (pick=\"unique\", %s:%d) has %d rows, one per running user\n"+
-				"  fix: add rows to %s, or run at most %d users", what, d.Path, filepath.Base(sc.Path), d.Line, d.Rows(), d.Path, d.Rows()), false
+			return fail(env, ExitUsage, "%s: %s (pick=\"unique\", %s:%d) has %d rows, one per running user\n"+
+				"  fix: add rows to it, or run at most %d users", what, d.What(), filepath.Base(sc.Path), d.Line, d.Rows(), d.Rows()), false
 		}
 	}
 	return 0, true
@@ -200,7 +236,7 @@ func checkData(env Env, sc *scenario.Scenario, users int, what string) (int, boo
 func maxUsersForData(env Env, sc *scenario.Scenario, max int) int {
 	for _, d := range sc.Unique() {
 		if d.Rows() < max {
-			fmt.Fprintf(env.Stderr, "note: --max-users lowered from %d to %d: data file %s (pick=\"unique\") has a row for that many users\n", max, d.Rows(), d.Path)
+			fmt.Fprintf(env.Stderr, "note: --max-users lowered from %d to %d: %s (pick=\"unique\") has a row for that many users\n", max, d.Rows(), d.What())
 			max = d.Rows()
 		}
 	}
