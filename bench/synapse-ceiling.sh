@@ -3,7 +3,10 @@
 # Three ceiling searches of Synapse 1.163.2 (a Matrix homeserver) under
 # examples/matrix.star, judged by headroom's default checks plus Synapse's
 # own latency and CPU (bench/synapse-checks.star), each on a fresh Synapse
-# (a new data directory: the same empty database at every start). Prints
+# (a new data directory: the same empty database at every start), its
+# shared rooms given a fixed population of MEMBERS accounts by the
+# scenario's init (--var members=200), so that every level is judged
+# against the same rooms whatever levels came before it. Prints
 # each supported users figure with its interval, the levels tried (and how
 # many of a level's users had finished setup while it was judged, when not
 # all), and whether the intervals overlap.
@@ -11,6 +14,7 @@
 #   bash bench/synapse-ceiling.sh                       # ~10-15 minutes
 #   RUNS=5 bash bench/synapse-ceiling.sh
 #   CHECKS= bash bench/synapse-ceiling.sh               # the default checks alone
+#   MEMBERS=0 bash bench/synapse-ceiling.sh             # each user signs up and joins (rooms grow)
 #   CEILING_ARGS="--precision 10%" bash bench/synapse-ceiling.sh
 #   BCRYPT_ROUNDS=4 bash bench/synapse-ceiling.sh       # cheap sign-ups (scripts/synapse.sh)
 #   OUT=.bench/synapse bash bench/synapse-ceiling.sh    # keep every result, config and Synapse log
@@ -25,6 +29,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 CHECKS=${CHECKS-bench/synapse-checks.star}
 CEILING_ARGS=${CEILING_ARGS:-}
+MEMBERS=${MEMBERS-200}
 if [ "$(nproc)" -ge 2 ]; then
 	SYNAPSE_CPU=${SYNAPSE_CPU-0}
 	HEADROOM_CPU=${HEADROOM_CPU-1}
@@ -57,6 +62,8 @@ pin() { # CPU CMD...: CMD pinned to CPU ("" = not pinned)
 
 checks=()
 [ -n "$CHECKS" ] && checks=(--checks "$CHECKS")
+members=()
+[ "${MEMBERS:-0}" -gt 0 ] && members=(--var "members=$MEMBERS")
 for i in $(seq 1 "$RUNS"); do
 	port=$(free_port)
 	metrics=$(free_port)
@@ -67,12 +74,12 @@ for i in $(seq 1 "$RUNS"); do
 	log "ceiling $i of $RUNS${SYNAPSE_CPU:+ (Synapse on cpu $SYNAPSE_CPU, headroom on cpu $HEADROOM_CPU)}"
 	# shellcheck disable=SC2086 # CEILING_ARGS is a list of flags
 	pin "$HEADROOM_CPU" "$HEADROOM" ceiling examples/matrix.star --target "http://127.0.0.1:$port" \
-		--scrape "http://127.0.0.1:$metrics/_synapse/metrics" "${checks[@]}" $CEILING_ARGS \
+		--scrape "http://127.0.0.1:$metrics/_synapse/metrics" "${checks[@]}" "${members[@]}" $CEILING_ARGS \
 		--out "$WORK/ceiling-$i" --quiet --no-report | sed -n '/^supported users/,/^levels/p' >&2 || true
 	stop_synapse
 done
 
-judged_by=${CHECKS:+"the defaults and $CHECKS"}
+judged_by=${CHECKS:+"the defaults and $CHECKS"}${MEMBERS:+, $MEMBERS members}
 python3 - "$WORK" "$RUNS" "${judged_by:-the defaults}${CEILING_ARGS:+, $CEILING_ARGS}" <<'PY'
 import json, sys
 

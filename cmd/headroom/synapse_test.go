@@ -300,6 +300,51 @@ func TestSynapse(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("members", func(t *testing.T) {
+		// --var members=6: init signs up member-1..6 and joins them to the
+		// rooms; users take one account each and only log in.
+		const members, users = 6, 4
+		code, _, _, stderr := outcome(t, command(t, "", nil, "run", scenario, "--target", s.client, "--var", "members="+strconv.Itoa(members),
+			"--users", strconv.Itoa(members+1), "--duration", "1s", "--out", filepath.Join(t.TempDir(), "too-many")))
+		if code != 2 || !strings.Contains(stderr, "data.rows") || !strings.Contains(stderr, "has 6 rows") {
+			t.Errorf("%d users for %d members: exit %d, want 2 and an error naming data.rows and its rows:\n%s", members+1, members, code, stderr)
+		}
+		out := filepath.Join(t.TempDir(), "run")
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", scenario, "--target", s.client, "--var", "members="+strconv.Itoa(members),
+			"--users", strconv.Itoa(users), "--ramp", "0s", "--duration", "4s", "--out", out))
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		r, err := result.Read(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Setup == nil {
+			t.Fatal("no setup section in the result")
+		}
+		// Answered requests (the server's rate limit, tightened here, makes
+		// some 429 and the scenario retries them) by name.
+		setup := map[string]int64{}
+		for _, q := range r.Setup.Requests {
+			setup[q.Name] = q.Status["200"]
+		}
+		// Joins are init's only (members x rooms); the users log in (and
+		// init, as the room owner an earlier subtest signed up); no user
+		// signs up.
+		if setup["POST /join/{roomId}"] != members*5 || setup["POST /login"] != users+1 || setup["POST /register"] != 0 || r.Setup.Users != users {
+			t.Errorf("setup requests answered 200 %v, %d users set up: want %d joins (init's), %d logins, no /register", setup, r.Setup.Users, members*5, users+1)
+		}
+		// The member no user took is in every shared room all the same.
+		token := matrixLogin(t, s.client, "member-6", "correct-horse-battery")
+		var joined struct {
+			Rooms []string `json:"joined_rooms"`
+		}
+		matrixGet(t, s.client+"/_matrix/client/v3/joined_rooms", token, &joined)
+		if len(joined.Rooms) != 5 {
+			t.Errorf("member-6 is in %d rooms, want the 5 shared ones", len(joined.Rooms))
+		}
+	})
 }
 
 func copyFile(t *testing.T, from, to string) {
