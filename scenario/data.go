@@ -409,11 +409,7 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "path", &path, "pick?", &pickS, "delimiter?", &delim); err != nil {
 		return nil, err
 	}
-	ld, err := loaderOf(th, b.Name())
-	if err != nil {
-		return nil, err
-	}
-	p, err := pickOf(b.Name(), pickS)
+	ld, p, err := loadingPick(th, b.Name(), pickS)
 	if err != nil {
 		return nil, err
 	}
@@ -434,12 +430,18 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 	return d, nil
 }
 
-func pickOf(fn, s string) (Pick, error) {
+// loadingPick is the loader of a data.* call that makes a dataset, and
+// the pick it asks for.
+func loadingPick(th *starlark.Thread, fn, s string) (*loader, Pick, error) {
+	ld, err := loaderOf(th, fn)
+	if err != nil {
+		return nil, "", err
+	}
 	switch p := Pick(s); p {
 	case PickCycle, PickID, PickUnique, PickRandom:
-		return p, nil
+		return ld, p, nil
 	}
-	return "", &argError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", fn, s),
+	return nil, "", &argError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", fn, s),
 		`pick="unique" (a row per running user), "cycle" (row (id-1) mod len), "id" (row id-1) or "random"`}
 }
 
@@ -463,11 +465,7 @@ func dataRows(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "rows", &list, "pick?", &pickS); err != nil {
 		return nil, err
 	}
-	ld, err := loaderOf(th, b.Name())
-	if err != nil {
-		return nil, err
-	}
-	p, err := pickOf(b.Name(), pickS)
+	ld, p, err := loadingPick(th, b.Name(), pickS)
 	if err != nil {
 		return nil, err
 	}
