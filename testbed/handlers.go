@@ -41,6 +41,12 @@ func fail(err error) reply {
 	return errorReply(code, err.Error())
 }
 
+// jsonString is v as a JSON string, as the reference server puts posts and reactions into events.
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func ok(code int, body any) reply { return reply{status: code, body: body} }
 
 // paging reads ?page (from 0, default 0) and ?per_page (default 30, at most 200).
@@ -138,6 +144,7 @@ func (s *Server) viewChannel(c *call) reply {
 	if err := s.store.viewChannel(c.userID, in.ChannelID); err != nil {
 		return fail(err)
 	}
+	s.toUser(c.userID, event{Event: "channel_viewed", Data: map[string]any{"channel_id": in.ChannelID}, Broadcast: map[string]any{"user_id": c.userID}})
 	return ok(http.StatusOK, status("OK"))
 }
 
@@ -166,6 +173,7 @@ func (s *Server) createPost(c *call) reply {
 	if err != nil {
 		return fail(err)
 	}
+	s.broadcast(p.ChannelID, "", event{Event: "posted", Data: map[string]any{"channel_id": p.ChannelID, "post": jsonString(p)}})
 	return ok(http.StatusCreated, p)
 }
 
@@ -219,6 +227,9 @@ func (s *Server) saveReaction(c *call) reply {
 	r, err := s.store.saveReaction(c.userID, in.PostID, in.EmojiName)
 	if err != nil {
 		return fail(err)
+	}
+	if ch := s.store.postChannel(in.PostID); ch != "" {
+		s.broadcast(ch, "", event{Event: "reaction_added", Data: map[string]any{"reaction": jsonString(r)}})
 	}
 	return ok(http.StatusCreated, r)
 }

@@ -25,9 +25,13 @@ type metrics struct {
 	// storeTime is the modelled time of each store call of a successful request, in seconds, by store
 	// method (PostStore.GetPosts, ...).
 	storeTime *prometheus.HistogramVec
+	// wsEvents counts the events queued to WebSocket connections, by event; wsDropped those dropped
+	// because a connection's queue was full.
+	wsEvents  *prometheus.CounterVec
+	wsDropped prometheus.Counter
 }
 
-func newMetrics(p *pool) *metrics {
+func newMetrics(p *pool, h *hub) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		apiTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -40,11 +44,25 @@ func newMetrics(p *pool) *metrics {
 			Help:    "Modelled time of each store call of a successful request, in seconds.",
 			Buckets: latencyBuckets(),
 		}, []string{"method"}),
+		wsEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "testbed_websocket_events_total",
+			Help: "Events queued to WebSocket connections, by event.",
+		}, []string{"event"}),
+		wsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "testbed_websocket_events_dropped_total",
+			Help: "Events dropped because a WebSocket connection's queue was full.",
+		}),
 	}
 	workers := float64(p.size())
 	m.reg.MustRegister(
 		m.apiTime,
 		m.storeTime,
+		m.wsEvents,
+		m.wsDropped,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "testbed_websocket_connections",
+			Help: "Open WebSocket connections.",
+		}, func() float64 { return float64(h.open.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "testbed_workers",
 			Help: "Configured size of the worker pool: requests served at once.",

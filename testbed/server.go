@@ -26,6 +26,7 @@ type Server struct {
 	pool    *pool
 	metrics *metrics
 	routes  map[string]*boundRoute
+	hub     *hub
 }
 
 // boundRoute is a route with its service times after Scale.
@@ -45,7 +46,7 @@ func New(cfg Config) *Server {
 // Service times are waited out with the runtime's timers.
 func newServer(cfg Config, now func() time.Time) *Server {
 	cfg = cfg.WithDefaults()
-	s := &Server{cfg: cfg, now: now, routes: map[string]*boundRoute{}}
+	s := &Server{cfg: cfg, now: now, routes: map[string]*boundRoute{}, hub: newHub()}
 	s.store = newStore(cfg, now)
 	s.pool = newPool(cfg.Workers, max(cfg.Queue, 0), now)
 	for _, r := range routeTable() {
@@ -55,20 +56,22 @@ func newServer(cfg Config, now func() time.Time) *Server {
 		}
 		s.routes[r.name] = b
 	}
-	s.metrics = newMetrics(s.pool)
+	s.metrics = newMetrics(s.pool, s.hub)
 	return s
 }
 
 // Config returns the configuration in use, defaults applied.
 func (s *Server) Config() Config { return s.cfg }
 
-// Handler returns the HTTP API: the /api/v4 routes (see Routes), GET /metrics (Prometheus text format
+// Handler returns the HTTP API: the /api/v4 routes (see Routes), the WebSocket endpoint GET
+// /api/v4/websocket (see websocket.go), GET /metrics (Prometheus text format
 // from the server's own registry) and GET /healthz. Any other path is answered 404 with a JSON body.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.routes {
 		mux.Handle(r.method+" "+r.path, s.serve(r))
 	}
+	mux.HandleFunc("GET /api/v4/websocket", s.websocket)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, reply{status: http.StatusOK, body: status("OK")})

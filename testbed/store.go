@@ -181,6 +181,19 @@ func (st *store) join(userID string, ch *channel) {
 	}
 }
 
+// channelMembers returns the ids of the users who are members of channelID.
+func (st *store) channelMembers(channelID string) []string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	var ids []string
+	for id, chans := range st.members {
+		if chans[channelID] != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 func validUsername(name string) bool {
 	if name == "" || len(name) > maxUsernameLen {
 		return false

@@ -146,6 +146,16 @@ func (st *store) createPost(userID, channelID, rootID, message string) (post, er
 }
 
 // ownPost returns the post if userID wrote it. Callers hold mu.
+// postChannel returns the channel id of post id, or "" when there is no such post.
+func (st *store) postChannel(id string) string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if p := st.posts[id]; p != nil {
+		return p.ChannelID
+	}
+	return ""
+}
+
 func (st *store) ownPost(userID, postID string) (*post, error) {
 	p := st.posts[postID]
 	if p == nil {

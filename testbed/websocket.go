@@ -1,0 +1,258 @@
+package testbed
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// The WebSocket endpoint, GET /api/v4/websocket, speaks the reference server's protocol (Mattermost's):
+//
+//   - authentication: a session token at the upgrade (Authorization: Bearer, or the MMAUTHTOKEN cookie), or
+//     else the first message, {"seq": 1, "action": "authentication_challenge", "data": {"token": "..."}},
+//     within wsAuthTimeout, answered {"status": "OK", "seq_reply": 1};
+//   - then the event hello, and events for the user's channels as they happen: posted (a post created),
+//     reaction_added, typing (another member's user_typing action) and channel_viewed (to the viewer's own
+//     connections). Each event carries seq, counting from 0 per connection;
+//   - client actions {"seq": n, "action": ..., "data": {...}}: user_typing {"channel_id"} and ping, each
+//     answered {"status": "OK", "seq_reply": n}; an unknown action gets status FAIL.
+//
+// Events to a connection wait in a bounded queue (wsQueue); one that finds it full is dropped and counted
+// (testbed_websocket_events_dropped_total). Events are delivered outside the worker pool for now: their
+// cost is not yet part of the capacity model.
+const (
+	wsAuthTimeout = 5 * time.Second
+	wsQueue       = 256
+	wsReadLimit   = 64 << 10
+	wsWriteWait   = 10 * time.Second
+	wsPongWait    = 60 * time.Second
+	wsPingEvery   = wsPongWait * 9 / 10
+)
+
+var upgrader = websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 1024}
+
+// event is one server-to-client message.
+type event struct {
+	Event     string         `json:"event"`
+	Data      map[string]any `json:"data"`
+	Broadcast map[string]any `json:"broadcast"`
+	Seq       int64          `json:"seq"`
+}
+
+// wsReply answers a client action.
+type wsReply struct {
+	Status   string         `json:"status"`
+	SeqReply int64          `json:"seq_reply"`
+	Data     map[string]any `json:"data,omitempty"`
+	Error    map[string]any `json:"error,omitempty"`
+}
+
+// wsAction is a client-to-server message.
+type wsAction struct {
+	Seq    int64           `json:"seq"`
+	Action string          `json:"action"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// hub holds the open connections by user id.
+type hub struct {
+	mu    sync.RWMutex
+	conns map[string]map[*wsConn]bool
+	open  atomic.Int64
+}
+
+func newHub() *hub { return &hub{conns: map[string]map[*wsConn]bool{}} }
+
+// wsConn is one open connection: its writer goroutine sends what out holds, in order, with seq set.
+type wsConn struct {
+	userID string
+	out    chan any
+	done   chan struct{} // closed when the reader ends
+	dead   chan struct{} // closed when the writer ends
+	seq    int64         // the writer's alone
+}
+
+func (h *hub) add(c *wsConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[c.userID] == nil {
+		h.conns[c.userID] = map[*wsConn]bool{}
+	}
+	h.conns[c.userID][c] = true
+	h.open.Add(1)
+}
+
+func (h *hub) remove(c *wsConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.conns[c.userID], c)
+	if len(h.conns[c.userID]) == 0 {
+		delete(h.conns, c.userID)
+	}
+	h.open.Add(-1)
+}
+
+// send queues ev for every connection of users (but not of except, "" for none), dropping it for a
+// connection whose queue is full; it returns how many were queued and dropped.
+func (h *hub) send(users []string, except string, ev event) (queued, dropped int) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range users {
+		if u == except {
+			continue
+		}
+		for c := range h.conns[u] {
+			select {
+			case c.out <- ev:
+				queued++
+			default:
+				dropped++
+			}
+		}
+	}
+	return queued, dropped
+}
+
+// broadcast sends ev to the members of channelID (but not except), counting it.
+func (s *Server) broadcast(channelID, except string, ev event) {
+	if s.hub.open.Load() == 0 {
+		return
+	}
+	if ev.Broadcast == nil {
+		ev.Broadcast = map[string]any{"channel_id": channelID}
+	}
+	q, d := s.hub.send(s.store.channelMembers(channelID), except, ev)
+	s.metrics.wsEvents.WithLabelValues(ev.Event).Add(float64(q))
+	s.metrics.wsDropped.Add(float64(d))
+}
+
+// toUser sends ev to userID's own connections.
+func (s *Server) toUser(userID string, ev event) {
+	if s.hub.open.Load() == 0 {
+		return
+	}
+	q, d := s.hub.send([]string{userID}, "", ev)
+	s.metrics.wsEvents.WithLabelValues(ev.Event).Add(float64(q))
+	s.metrics.wsDropped.Add(float64(d))
+}
+
+// websocket serves GET /api/v4/websocket.
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
+	userID := s.store.session(token(r))
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	defer ws.Close()
+	ws.SetReadLimit(wsReadLimit)
+	if userID == "" {
+		if userID = s.challenge(ws); userID == "" {
+			return
+		}
+	}
+	c := &wsConn{userID: userID, out: make(chan any, wsQueue), done: make(chan struct{}), dead: make(chan struct{})}
+	c.out <- event{Event: "hello", Data: map[string]any{"server_version": "headroom-testbed", "connection_id": strconv.FormatInt(time.Now().UnixNano(), 36)},
+		Broadcast: map[string]any{"user_id": userID}}
+	defer close(c.done) // after remove: a client that sees the closing frame sees the connection gone
+	s.hub.add(c)
+	defer s.hub.remove(c)
+	go c.write(ws)
+
+	ws.SetReadDeadline(time.Now().Add(wsPongWait))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(wsPongWait)) })
+	for {
+		var a wsAction
+		if err := ws.ReadJSON(&a); err != nil {
+			return // closed, broken or not JSON: the connection ends
+		}
+		select {
+		case c.out <- s.act(userID, a):
+		case <-c.dead:
+			return
+		}
+	}
+}
+
+// challenge reads the authentication_challenge that must come first when the upgrade carried no session,
+// answers it, and returns the user id ("" after answering a failure).
+func (s *Server) challenge(ws *websocket.Conn) string {
+	ws.SetReadDeadline(time.Now().Add(wsAuthTimeout))
+	var a wsAction
+	if err := ws.ReadJSON(&a); err != nil {
+		return ""
+	}
+	var in struct {
+		Token string `json:"token"`
+	}
+	_ = json.Unmarshal(a.Data, &in)
+	userID := ""
+	if a.Action == "authentication_challenge" {
+		userID = s.store.session(in.Token)
+	}
+	ws.SetWriteDeadline(time.Now().Add(wsWriteWait))
+	if userID == "" {
+		ws.WriteJSON(wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"id": "api.web_socket_router.not_authenticated.app_error", "status_code": 401}})
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "not authenticated"), time.Now().Add(time.Second))
+		return ""
+	}
+	if err := ws.WriteJSON(wsReply{Status: "OK", SeqReply: a.Seq}); err != nil {
+		return ""
+	}
+	return userID
+}
+
+// act answers one client action.
+func (s *Server) act(userID string, a wsAction) wsReply {
+	switch a.Action {
+	case "ping":
+		return wsReply{Status: "OK", SeqReply: a.Seq, Data: map[string]any{"text": "pong"}}
+	case "user_typing":
+		var in struct {
+			ChannelID string `json:"channel_id"`
+			ParentID  string `json:"parent_id"`
+		}
+		_ = json.Unmarshal(a.Data, &in)
+		if _, err := s.store.readable(userID, in.ChannelID); err != nil {
+			return wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"message": err.Error()}}
+		}
+		s.broadcast(in.ChannelID, userID, event{Event: "typing", Data: map[string]any{"user_id": userID, "parent_id": in.ParentID}})
+		return wsReply{Status: "OK", SeqReply: a.Seq}
+	}
+	return wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"message": "unknown action " + strconv.Quote(a.Action)}}
+}
+
+// write sends the connection's queue in order, numbering events, and pings; it closes ws on a write
+// error so that the reader ends too.
+func (c *wsConn) write(ws *websocket.Conn) {
+	defer close(c.dead)
+	ping := time.NewTicker(wsPingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case m := <-c.out:
+			if ev, ok := m.(event); ok {
+				ev.Seq = c.seq
+				c.seq++
+				m = ev
+			}
+			ws.SetWriteDeadline(time.Now().Add(wsWriteWait))
+			if err := ws.WriteJSON(m); err != nil {
+				ws.Close()
+				return
+			}
+		case <-ping.C:
+			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteWait)); err != nil {
+				ws.Close()
+				return
+			}
+		case <-c.done:
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+			return
+		}
+	}
+}
