@@ -144,7 +144,7 @@ func (s *Server) viewChannel(c *call) reply {
 	if err := s.store.viewChannel(c.userID, in.ChannelID); err != nil {
 		return fail(err)
 	}
-	s.toUser(c.userID, event{Event: "channel_viewed", Data: map[string]any{"channel_id": in.ChannelID}, Broadcast: map[string]any{"user_id": c.userID}})
+	s.toUser(c, c.userID, event{Event: "channel_viewed", Data: map[string]any{"channel_id": in.ChannelID}, Broadcast: map[string]any{"user_id": c.userID}})
 	return ok(http.StatusOK, status("OK"))
 }
 
@@ -173,7 +173,7 @@ func (s *Server) createPost(c *call) reply {
 	if err != nil {
 		return fail(err)
 	}
-	s.broadcast(p.ChannelID, "", event{Event: "posted", Data: map[string]any{"channel_id": p.ChannelID, "post": jsonString(p)}})
+	s.broadcast(c, p.ChannelID, "", event{Event: "posted", Data: map[string]any{"channel_id": p.ChannelID, "post": jsonString(p)}})
 	return ok(http.StatusCreated, p)
 }
 
@@ -229,7 +229,7 @@ func (s *Server) saveReaction(c *call) reply {
 		return fail(err)
 	}
 	if ch := s.store.postChannel(in.PostID); ch != "" {
-		s.broadcast(ch, "", event{Event: "reaction_added", Data: map[string]any{"reaction": jsonString(r)}})
+		s.broadcast(c, ch, "", event{Event: "reaction_added", Data: map[string]any{"reaction": jsonString(r)}})
 	}
 	return ok(http.StatusCreated, r)
 }

@@ -21,6 +21,9 @@ const (
 	DefaultScale    = 1.0
 	DefaultChannels = 20
 	DefaultSeed     = 1
+	// DefaultEventCost and DefaultConnCost are the WebSocket costs of Config, before Scale.
+	DefaultEventCost = 100 * time.Microsecond
+	DefaultConnCost  = 100 * time.Microsecond
 )
 
 // Config sets the capacity model and the initial content. Zero values get defaults (see WithDefaults).
@@ -38,10 +41,19 @@ type Config struct {
 	Channels int
 	// Seed seeds the store's content (ids, seeded post texts, tokens); default 1.
 	Seed int64
+	// EventCost is the worker time, before Scale, of delivering one WebSocket event to one connection:
+	// a request that causes events (CreatePost, SaveReaction, ViewChannel) holds its worker that much
+	// longer per connection reached; a WebSocket action's events (typing) take a worker of their own.
+	// Default 0.1 ms; a negative value means none.
+	EventCost time.Duration
+	// ConnCost is the worker time, before Scale, that each open WebSocket connection costs per second
+	// (keep-alives, presence): once a second a worker is held for ConnCost times the connections open.
+	// Default 0.1 ms; a negative value means none.
+	ConnCost time.Duration
 }
 
 // WithDefaults returns c with every zero (or, for Scale, non-positive) field set to its default.
-// A negative Queue is kept: it means no queue.
+// A negative Queue, EventCost or ConnCost is kept: it means none.
 func (c Config) WithDefaults() Config {
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
@@ -57,6 +69,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Seed == 0 {
 		c.Seed = DefaultSeed
+	}
+	if c.EventCost == 0 {
+		c.EventCost = DefaultEventCost
+	}
+	if c.ConnCost == 0 {
+		c.ConnCost = DefaultConnCost
 	}
 	return c
 }

@@ -12,11 +12,11 @@ import (
 
 func TestWithDefaults(t *testing.T) {
 	got := Config{}.WithDefaults()
-	want := Config{Workers: 8, Queue: 1000, Scale: 1, Channels: 20, Seed: 1}
+	want := Config{Workers: 8, Queue: 1000, Scale: 1, Channels: 20, Seed: 1, EventCost: 100 * time.Microsecond, ConnCost: 100 * time.Microsecond}
 	if got != want {
 		t.Errorf("Config{}.WithDefaults() = %+v, want %+v", got, want)
 	}
-	set := Config{Workers: 3, Queue: -1, Scale: 0.5, Channels: 2, Seed: 9}
+	set := Config{Workers: 3, Queue: -1, Scale: 0.5, Channels: 2, Seed: 9, EventCost: -1, ConnCost: time.Millisecond}
 	if got := set.WithDefaults(); got != set {
 		t.Errorf("WithDefaults changed a set config: %+v", got)
 	}

@@ -27,6 +27,8 @@ type Server struct {
 	metrics *metrics
 	routes  map[string]*boundRoute
 	hub     *hub
+	// eventCost and connCost are Config's after Scale; 0 when negative there.
+	eventCost, connCost time.Duration
 }
 
 // boundRoute is a route with its service times after Scale.
@@ -57,6 +59,7 @@ func newServer(cfg Config, now func() time.Time) *Server {
 		s.routes[r.name] = b
 	}
 	s.metrics = newMetrics(s.pool, s.hub)
+	s.eventCost, s.connCost = scaled(max(cfg.EventCost, 0), cfg.Scale), scaled(max(cfg.ConnCost, 0), cfg.Scale)
 	return s
 }
 
@@ -88,6 +91,7 @@ type call struct {
 	r      *http.Request
 	body   []byte
 	userID string
+	events int // WebSocket events the handler queued: each holds the worker eventCost longer
 }
 
 // reply is what a route's handler returns; it is written after the worker is released.
@@ -158,6 +162,11 @@ func (s *Server) handle(r *boundRoute, w http.ResponseWriter, req *http.Request)
 		rep = errorReply(http.StatusUnauthorized, "missing or invalid session token")
 	} else {
 		rep = r.handler(s, c)
+	}
+	if c.events > 0 && s.eventCost > 0 {
+		due = due.Add(time.Duration(c.events) * s.eventCost)
+		freeAt = due
+		timer.Reset(due.Sub(s.now()))
 	}
 	select {
 	case <-timer.C:

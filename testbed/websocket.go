@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -23,8 +24,8 @@ import (
 //     answered {"status": "OK", "seq_reply": n}; an unknown action gets status FAIL.
 //
 // Events to a connection wait in a bounded queue (wsQueue); one that finds it full is dropped and counted
-// (testbed_websocket_events_dropped_total). Events are delivered outside the worker pool for now: their
-// cost is not yet part of the capacity model.
+// (testbed_websocket_events_dropped_total). Delivering events and keeping connections open take worker
+// time (Config.EventCost, Config.ConnCost), so connected users change the capacity (docs/TESTBED.md).
 const (
 	wsAuthTimeout = 5 * time.Second
 	wsQueue       = 256
@@ -64,6 +65,7 @@ type hub struct {
 	mu    sync.RWMutex
 	conns map[string]map[*wsConn]bool
 	open  atomic.Int64
+	quit  chan struct{} // closed when the last connection goes: connWork ends
 }
 
 func newHub() *hub { return &hub{conns: map[string]map[*wsConn]bool{}} }
@@ -77,14 +79,20 @@ type wsConn struct {
 	seq    int64         // the writer's alone
 }
 
-func (h *hub) add(c *wsConn) {
+// add registers c; for the first connection open it returns a channel closed when the last one goes,
+// else nil.
+func (h *hub) add(c *wsConn) (quit chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.conns[c.userID] == nil {
 		h.conns[c.userID] = map[*wsConn]bool{}
 	}
 	h.conns[c.userID][c] = true
-	h.open.Add(1)
+	if h.open.Add(1) == 1 {
+		h.quit = make(chan struct{})
+		return h.quit
+	}
+	return nil
 }
 
 func (h *hub) remove(c *wsConn) {
@@ -94,7 +102,9 @@ func (h *hub) remove(c *wsConn) {
 	if len(h.conns[c.userID]) == 0 {
 		delete(h.conns, c.userID)
 	}
-	h.open.Add(-1)
+	if h.open.Add(-1) == 0 {
+		close(h.quit)
+	}
 }
 
 // send queues ev for every connection of users (but not of except, "" for none), dropping it for a
@@ -118,27 +128,66 @@ func (h *hub) send(users []string, except string, ev event) (queued, dropped int
 	return queued, dropped
 }
 
-// broadcast sends ev to the members of channelID (but not except), counting it.
-func (s *Server) broadcast(channelID, except string, ev event) {
+// broadcast sends ev to the members of channelID (but not except), counting it. The events are c's
+// work (it holds its worker eventCost longer per connection reached); with c nil, a worker of their
+// own does it.
+func (s *Server) broadcast(c *call, channelID, except string, ev event) {
 	if s.hub.open.Load() == 0 {
 		return
 	}
 	if ev.Broadcast == nil {
 		ev.Broadcast = map[string]any{"channel_id": channelID}
 	}
-	q, d := s.hub.send(s.store.channelMembers(channelID), except, ev)
-	s.metrics.wsEvents.WithLabelValues(ev.Event).Add(float64(q))
-	s.metrics.wsDropped.Add(float64(d))
+	s.sent(c, ev.Event)(s.hub.send(s.store.channelMembers(channelID), except, ev))
 }
 
-// toUser sends ev to userID's own connections.
-func (s *Server) toUser(userID string, ev event) {
+// toUser sends ev to userID's own connections, as c's work.
+func (s *Server) toUser(c *call, userID string, ev event) {
 	if s.hub.open.Load() == 0 {
 		return
 	}
-	q, d := s.hub.send([]string{userID}, "", ev)
-	s.metrics.wsEvents.WithLabelValues(ev.Event).Add(float64(q))
-	s.metrics.wsDropped.Add(float64(d))
+	s.sent(c, ev.Event)(s.hub.send([]string{userID}, "", ev))
+}
+
+// sent counts events queued and dropped, and charges their cost: to c, or to a worker of their own.
+func (s *Server) sent(c *call, name string) func(queued, dropped int) {
+	return func(queued, dropped int) {
+		s.metrics.wsEvents.WithLabelValues(name).Add(float64(queued))
+		s.metrics.wsDropped.Add(float64(dropped))
+		if c != nil {
+			c.events += queued
+		} else {
+			s.work(time.Duration(queued) * s.eventCost)
+		}
+	}
+}
+
+// work holds a worker for d, waiting for one as requests do (a full queue or d of 0: nothing).
+func (s *Server) work(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	start, err := s.pool.acquire(context.Background())
+	if err != nil {
+		return // overloaded: the work is shed, as a request would be
+	}
+	due := start.Add(d)
+	time.Sleep(due.Sub(s.now()))
+	s.pool.release(due)
+}
+
+// connWork charges the open connections' upkeep, once a second, until quit is closed.
+func (s *Server) connWork(quit <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			s.work(time.Duration(s.hub.open.Load()) * s.connCost)
+		case <-quit:
+			return
+		}
+	}
 }
 
 // websocket serves GET /api/v4/websocket.
@@ -159,7 +208,9 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	c.out <- event{Event: "hello", Data: map[string]any{"server_version": "headroom-testbed", "connection_id": strconv.FormatInt(time.Now().UnixNano(), 36)},
 		Broadcast: map[string]any{"user_id": userID}}
 	defer close(c.done) // after remove: a client that sees the closing frame sees the connection gone
-	s.hub.add(c)
+	if quit := s.hub.add(c); quit != nil && s.connCost > 0 {
+		go s.connWork(quit)
+	}
 	defer s.hub.remove(c)
 	go c.write(ws)
 
@@ -220,7 +271,7 @@ func (s *Server) act(userID string, a wsAction) wsReply {
 		if _, err := s.store.readable(userID, in.ChannelID); err != nil {
 			return wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"message": err.Error()}}
 		}
-		s.broadcast(in.ChannelID, userID, event{Event: "typing", Data: map[string]any{"user_id": userID, "parent_id": in.ParentID}})
+		s.broadcast(nil, in.ChannelID, userID, event{Event: "typing", Data: map[string]any{"user_id": userID, "parent_id": in.ParentID}})
 		return wsReply{Status: "OK", SeqReply: a.Seq}
 	}
 	return wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"message": "unknown action " + strconv.Quote(a.Action)}}

@@ -2,11 +2,14 @@ package testbed
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -171,4 +174,78 @@ func TestWebSocketRefusesWithoutSession(t *testing.T) {
 	if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
 		t.Errorf("after the refusal: %v, want a close frame 1008 (policy violation)", err)
 	}
+}
+
+// TestWebSocketCostsInVirtualTime checks the WebSocket costs of the capacity model exactly, with
+// synctest's clock and connections registered without sockets: a post reaching 3 connections holds its
+// worker 3 event costs longer; once a second the connections' upkeep holds a worker; a typing event,
+// from a WebSocket action, takes a worker of its own.
+func TestWebSocketCostsInVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const eventCost, connCost = time.Millisecond, 10 * time.Millisecond
+		s := New(Config{Workers: 1, EventCost: eventCost, ConnCost: connCost})
+		h := s.Handler()
+		tok := loginInBubble(t, h)
+		alice := s.store.session(tok)
+		ch := s.store.myChannels(alice)[0].ID
+		users := []string{alice}
+		for _, name := range []string{"bob", "carol"} {
+			u, err := s.store.createUser(name, "pw")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.store.joinChannel(u.ID, ch); err != nil && !errors.Is(err, errConflict) {
+				t.Fatal(err)
+			}
+			users = append(users, u.ID)
+		}
+		var conns []*wsConn
+		for _, u := range users {
+			c := &wsConn{userID: u, out: make(chan any, 16)}
+			if quit := s.hub.add(c); quit != nil {
+				go s.connWork(quit)
+			}
+			conns = append(conns, c)
+		}
+		added := time.Now()
+		defer func() {
+			for _, c := range conns {
+				s.hub.remove(c) // the last one ends connWork
+			}
+		}()
+
+		start := time.Now()
+		req := httptest.NewRequest("POST", "/api/v4/posts", strings.NewReader(`{"channel_id":"`+ch+`","message":"hi"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if rec := serveTo(h, req); rec.Code != http.StatusCreated {
+			t.Fatalf("CreatePost: %d %s", rec.Code, rec.Body)
+		}
+		if got, want := time.Since(start), s.ServiceTime("CreatePost")+3*eventCost; got != want {
+			t.Errorf("CreatePost reaching 3 connections took %v, want its service time and 3 event costs, %v", got, want)
+		}
+		for i, c := range conns {
+			if len(c.out) != 1 {
+				t.Errorf("connection %d holds %d events, want the post", i, len(c.out))
+			}
+		}
+
+		// At 1 s the upkeep of 3 connections holds the only worker for 30 ms: GetMe at 1.001 s waits.
+		time.Sleep(time.Until(added.Add(time.Second + time.Millisecond)))
+		start = time.Now()
+		if rec := serveTo(h, getMe(tok)); rec.Code != http.StatusOK {
+			t.Fatalf("GetMe: %d", rec.Code)
+		}
+		if got, want := time.Since(start), 3*connCost-time.Millisecond+s.ServiceTime("GetMe"); got != want {
+			t.Errorf("GetMe during the upkeep took %v, want %v", got, want)
+		}
+
+		// bob types: 2 events (to alice and carol) on a worker of their own.
+		start = time.Now()
+		if r := s.act(users[1], wsAction{Seq: 1, Action: "user_typing", Data: json.RawMessage(`{"channel_id":"` + ch + `"}`)}); r.Status != "OK" {
+			t.Fatalf("user_typing: %+v", r)
+		}
+		if got := time.Since(start); got != 2*eventCost {
+			t.Errorf("2 typing events took %v of a worker, want %v", got, 2*eventCost)
+		}
+	})
 }

@@ -47,6 +47,8 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	numberVar(fs, &cfg.Scale, "scale", def.Scale, 0, 1e6, true, "a factor above 0, e.g. 2", "multiplies every service time (2 = half the capacity)")
 	fs.IntVar(&cfg.Channels, "channels", def.Channels, "public channels created at start")
 	fs.Int64Var(&cfg.Seed, "seed", def.Seed, "seed of the store's content")
+	fs.DurationVar(&cfg.EventCost, "event-cost", def.EventCost, "worker time of delivering one WebSocket event to one connection, before --scale; 0: none")
+	fs.DurationVar(&cfg.ConnCost, "conn-cost", def.ConnCost, "worker time each open WebSocket connection costs per second, before --scale; 0: none")
 	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
@@ -54,8 +56,13 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	if len(pos) > 0 {
 		return fail(env, ExitUsage, "testbed takes no arguments, got %q", strings.Join(pos, " "))
 	}
-	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 {
-		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1")
+	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 || cfg.EventCost < 0 || cfg.ConnCost < 0 {
+		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1, --event-cost and --conn-cost >= 0")
+	}
+	for _, d := range []*time.Duration{&cfg.EventCost, &cfg.ConnCost} {
+		if *d == 0 {
+			*d = -1 // none (0 in a Config means the default)
+		}
 	}
 	srv := testbed.New(cfg)
 	ln, err := net.Listen("tcp", listen)
