@@ -142,7 +142,7 @@ func (e *Engine) userOf(id int) (*scenario.User, *transport.Client) {
 	client := transport.NewClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
-		Shared: e.shared,
+		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
 	})
 	return user, client
 }

@@ -23,6 +23,7 @@ func (e *Engine) Init(ctx context.Context) (err error) {
 	defer client.Close()
 	u := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: 0, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(0), Print: e.cfg.Print,
+		Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxMessage: e.cfg.MaxBody,
 	})
 	defer u.Close()
 	stop := context.AfterFunc(ctx, func() {

@@ -84,26 +84,40 @@ func (v *vu) run(onAction func(user int, action string)) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	// pause waits d, or less if the user is stopped; false means stop.
+	// Meanwhile, and first, it runs the handlers of the WebSocket messages
+	// that arrive (never while an action runs): they take from the pause,
+	// as a person reads a notification while idle.
 	pause := func(d time.Duration) bool {
-		if d <= 0 {
+		inbox := v.user.Inbox()
+		for { // what arrived during the action first
 			select {
 			case <-v.stop:
 				return false
+			case m := <-inbox:
+				v.user.Handle(m)
+				continue
 			default:
-				return true
 			}
+			break
+		}
+		if d <= 0 {
+			return true
 		}
 		want := time.Now().Add(d)
 		timer.Reset(d)
-		select {
-		case <-v.stop:
-			timer.Stop()
-			return false
-		case <-timer.C:
-			if time.Since(want) > lateAfter {
-				v.late.Add(1)
+		for {
+			select {
+			case <-v.stop:
+				timer.Stop()
+				return false
+			case m := <-inbox:
+				v.user.Handle(m)
+			case <-timer.C:
+				if time.Since(want) > lateAfter {
+					v.late.Add(1)
+				}
+				return true
 			}
-			return true
 		}
 	}
 

@@ -377,10 +377,12 @@ func (d *Dataset) release(i int) {
 	d.free = append(d.free, int32(i))
 }
 
-// Close gives back the dataset rows the user holds (pick="unique"), for
-// users that start later. Call it once the user's calls are over: the
-// engine does when its goroutine ends. Later calls do nothing.
+// Close closes the user's WebSockets (with a close frame) and gives back
+// the dataset rows it holds (pick="unique"), for users that start later.
+// Call it once the user's calls are over: the engine does when its
+// goroutine ends. Later calls do nothing.
 func (u *User) Close() {
+	u.closeWebSockets()
 	for _, p := range u.picks {
 		if p.d.Pick == PickUnique {
 			p.d.release(p.row)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
+	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -41,6 +43,14 @@ type Env struct {
 	// Shared is what the scenario's init returned (see (*User).Init),
 	// frozen; users read it as user.shared. nil reads as None.
 	Shared starlark.Value
+	// For user.ws: the target a path is joined to (as ws:// or wss://),
+	// the handshake timeout, whether to skip TLS checks, the local address
+	// to connect from (zero: any) and the largest message read (0: no bound).
+	Target     *url.URL
+	Timeout    time.Duration
+	Insecure   bool
+	SourceAddr netip.Addr
+	MaxMessage int
 }
 
 // Names of the pseudo-actions recorded for setup and teardown.
@@ -70,6 +80,8 @@ type User struct {
 	setup    bool                   // in setup or init: samples are marked metrics.Sample.Setup
 	cancelCh chan struct{}          // closed by the first Cancel: wakes a sleep
 	picks    []pick                 // the dataset rows this user holds (see data.go); Close gives them back
+	inbox    chan *Message          // WebSocket messages for their handlers (ws.go); nil until a connect
+	dropped  atomic.Int64           // messages the full inbox dropped
 
 	// the action running now
 	failed, timedOut bool
@@ -103,6 +115,7 @@ func NewUser(sc *Scenario, env Env) *User {
 		u.value.shared = starlark.None
 	}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
+	u.value.ws = &wsValue{u: u}
 	// Weights are relative: dividing by the largest keeps their sum finite
 	// (two weights of 1e308 would make it +Inf, and only one action run).
 	top := 0.0
@@ -181,6 +194,7 @@ func (u *User) Cancel(reason string) {
 		close(u.cancelCh)
 	}
 	u.thread.Cancel(reason)
+	u.closeWebSockets()
 }
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
@@ -193,11 +207,19 @@ func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 // the call, not yet recorded. The sample's latency leaves out the time
 // the call slept.
 func (u *User) invoke(name string, fn starlark.Callable) (starlark.Value, metrics.Sample) {
+	if u.args == nil {
+		u.args = starlark.Tuple{u.value}
+	}
+	return u.invokeWith(name, fn, u.args)
+}
+
+// invokeWith is invoke with other arguments than (user,).
+func (u *User) invokeWith(name string, fn starlark.Callable, args starlark.Tuple) (starlark.Value, metrics.Sample) {
 	u.failed, u.timedOut, u.overSteps, u.why, u.slept, u.sent = false, false, false, "", 0, 0
 	u.thread.Steps = 0 // the step limit is per call
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
-	v, err := u.guardedCall(fn)
+	v, err := u.guardedCall(fn, args)
 	s := metrics.Sample{Kind: metrics.Action, Name: name, Latency: max(u.env.Now().Sub(start)-u.slept, 0), Setup: u.setup, Requests: u.sent}
 	switch reason := u.canceled.Load(); {
 	case err != nil && reason != nil:
@@ -242,16 +264,13 @@ func internal(err error) *InternalError {
 // guardedCall calls fn(user), turning a panic (in a builtin, in the Doer)
 // into an *InternalError, so that it fails this action and not the process.
 // Starlark pops its frames as the panic passes, so the thread stays usable.
-func (u *User) guardedCall(fn starlark.Callable) (v starlark.Value, err error) {
+func (u *User) guardedCall(fn starlark.Callable, args starlark.Tuple) (v starlark.Value, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			v, err = nil, newInternalError(p)
 		}
 	}()
-	if u.args == nil {
-		u.args = starlark.Tuple{u.value}
-	}
-	return starlark.Call(u.thread, fn, u.args, nil)
+	return starlark.Call(u.thread, fn, args, nil)
 }
 
 // noteRequest counts a request the action sent, and lets a failed one
@@ -308,6 +327,7 @@ type userValue struct {
 	id     int
 	typ    starlark.String // its type's name
 	http   *httpValue
+	ws     *wsValue
 	state  *starlark.Dict
 	rand   *randValue
 	shared starlark.Value // init's value, frozen; None without init
@@ -321,7 +341,7 @@ func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
 func (v *userValue) AttrNames() []string {
-	return []string{"http", "id", "rand", "shared", "state", "type"}
+	return []string{"http", "id", "rand", "shared", "state", "type", "ws"}
 }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
@@ -337,6 +357,8 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 		return v.shared, nil
 	case "type":
 		return v.typ, nil
+	case "ws":
+		return v.ws, nil
 	}
 	return nil, nil
 }

@@ -1,0 +1,451 @@
+package scenario
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/headroom-dev/headroom/metrics"
+	"go.starlark.net/starlark"
+)
+
+// MessageAction is the action name under which a WebSocket message handler's runs are recorded.
+const MessageAction = "(ws message)"
+
+// inboxSize bounds the messages a user's connections hold for its handlers; a message that finds the
+// inbox full is dropped and counted (User.Dropped).
+const inboxSize = 256
+
+// Message is one WebSocket message waiting for its connection's handler (see User.Inbox).
+type Message struct {
+	conn   *wsConn
+	binary bool
+	data   []byte
+	at     time.Time // when it was read
+}
+
+// wsValue is user.ws: connect, and the methods of the user's first connection.
+type wsValue struct {
+	u     *User
+	mu    sync.Mutex // conns is appended to by the user, read by Cancel
+	conns []*wsConn
+}
+
+// all returns the user's connections.
+func (w *wsValue) all() []*wsConn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]*wsConn(nil), w.conns...)
+}
+
+// wsConn is one of the user's WebSocket connections. Its reader goroutine puts messages into the user's
+// inbox; everything else happens on the user's goroutine, but Close may come from Cancel's.
+type wsConn struct {
+	u         *User
+	url       string
+	name      string
+	header    http.Header
+	protocols []string
+	onMessage starlark.Callable // nil: messages are dropped unread
+
+	mu     sync.Mutex
+	c      *websocket.Conn // nil when closed or not connected
+	err    string          // why the last connect failed, "" if it did not
+	closed bool            // by the scenario or the user's end: no message is delivered any more
+}
+
+var (
+	_ starlark.HasAttrs = (*wsValue)(nil)
+	_ starlark.HasAttrs = (*wsConn)(nil)
+)
+
+func (w *wsValue) String() string        { return "<user.ws>" }
+func (w *wsValue) Type() string          { return "ws" }
+func (w *wsValue) Freeze()               {}
+func (w *wsValue) Truth() starlark.Bool  { return true }
+func (w *wsValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: ws") }
+func (w *wsValue) AttrNames() []string {
+	return []string{"close", "connect", "reconnect", "send", "send_json"}
+}
+func (w *wsValue) Attr(name string) (starlark.Value, error) {
+	if name == "connect" {
+		return starlark.NewBuiltin("user.ws.connect", w.connect), nil
+	}
+	if !strings.Contains(" close reconnect send send_json ", " "+name+" ") {
+		return nil, nil
+	}
+	return starlark.NewBuiltin("user.ws."+name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		conns := w.all()
+		if len(conns) == 0 {
+			return nil, fmt.Errorf("%s: the user has no WebSocket: call user.ws.connect(...) first", b.Name())
+		}
+		m, _ := conns[0].Attr(name)
+		return starlark.Call(th, m, args, kw)
+	}), nil
+}
+
+// user.ws.connect(url, name=None, headers=None, subprotocols=None, on_message=None)
+func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var raw, name string
+	var headers *starlark.Dict
+	var protocols *starlark.List
+	var onMessage starlark.Callable
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &raw, "name?", &name, "headers?", &headers,
+		"subprotocols?", &protocols, "on_message?", &onMessage); err != nil {
+		return nil, err
+	}
+	u := w.u
+	full, sameOrigin, err := u.wsURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", b.Name(), err)
+	}
+	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage}
+	if c.name == "" {
+		c.name = "WS " + pathOf(full)
+	}
+	if sameOrigin { // user.http.headers and cookies go to the target's origin only
+		for _, kv := range u.value.http.headers.Items() {
+			c.header.Set(plain(kv[0]), plain(kv[1]))
+		}
+		var cookies []string
+		for k, v := range u.env.HTTP.Cookies() {
+			cookies = append(cookies, k+"="+v)
+		}
+		if len(cookies) > 0 {
+			c.header.Set("Cookie", strings.Join(cookies, "; "))
+		}
+	}
+	if headers != nil {
+		for _, kv := range headers.Items() {
+			c.header.Set(plain(kv[0]), plain(kv[1]))
+		}
+	}
+	if protocols != nil {
+		for i := range protocols.Len() {
+			c.protocols = append(c.protocols, plain(protocols.Index(i)))
+		}
+	}
+	if u.inbox == nil {
+		u.inbox = make(chan *Message, inboxSize)
+	}
+	w.mu.Lock()
+	w.conns = append(w.conns, c)
+	w.mu.Unlock()
+	c.dial()
+	return c, nil
+}
+
+// wsURL resolves a path against the target as ws(s)://, or checks a ws(s):// URL; sameOrigin tells
+// whether it goes to the target's host.
+func (u *User) wsURL(raw string) (string, bool, error) {
+	t := u.env.Target
+	if strings.HasPrefix(raw, "/") {
+		if t == nil {
+			return "", false, errors.New("a path needs a target; give a ws:// or wss:// URL")
+		}
+		ref, err := url.Parse(raw)
+		if err != nil {
+			return "", false, err
+		}
+		full := t.ResolveReference(ref)
+		full.Scheme = map[string]string{"https": "wss"}[t.Scheme]
+		if full.Scheme == "" {
+			full.Scheme = "ws"
+		}
+		full.User = nil
+		return full.String(), true, nil
+	}
+	p, err := url.Parse(raw)
+	if err != nil || (p.Scheme != "ws" && p.Scheme != "wss") || p.Host == "" {
+		return "", false, fmt.Errorf("%q: want a path (/api/v4/websocket) or a ws:// or wss:// URL", raw)
+	}
+	return raw, t != nil && p.Host == t.Host, nil
+}
+
+func pathOf(full string) string {
+	if p, err := url.Parse(full); err == nil && p.Path != "" {
+		return p.Path
+	}
+	return "/"
+}
+
+// dial opens the connection and records the handshake as a request under c.name; a failed one fails
+// the action, as a failed request does.
+func (c *wsConn) dial() {
+	u := c.u
+	d := websocket.Dialer{HandshakeTimeout: u.env.Timeout, Subprotocols: c.protocols, ReadBufferSize: 1024, WriteBufferSize: 1024}
+	if d.HandshakeTimeout <= 0 {
+		d.HandshakeTimeout = 10 * time.Second
+	}
+	if u.env.Insecure {
+		d.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	}
+	if a := u.env.SourceAddr; a.IsValid() {
+		d.NetDialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: a.AsSlice()}}).DialContext
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // Cancel (the user removed past its grace) stops the handshake
+		select {
+		case <-u.cancelCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := u.env.Now()
+	ws, resp, err := d.DialContext(ctx, c.url, c.header)
+	s := metrics.Sample{Kind: metrics.Request, Name: c.name, Latency: u.env.Now().Sub(start), Setup: u.setup}
+	if resp != nil {
+		s.Status = resp.StatusCode
+	}
+	switch {
+	case err != nil && u.canceled.Load() != nil:
+		s.Outcome = metrics.Canceled
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		s.Outcome, s.Message = metrics.Timeout, "timeout after "+d.HandshakeTimeout.String()
+	case err != nil:
+		s.Outcome, s.Message = metrics.Failed, err.Error()
+	}
+	u.env.Record.Record(s)
+	u.noteRequest(c.name, &s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.err = s.Message
+		return
+	}
+	if u.canceled.Load() != nil { // Cancel came while connecting: it did not see this one
+		ws.Close()
+		return
+	}
+	c.c, c.err, c.closed = ws, "", false
+	if u.env.MaxMessage > 0 {
+		ws.SetReadLimit(int64(u.env.MaxMessage))
+	}
+	go c.read(ws)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// read hands ws's messages to the user's inbox until ws ends.
+func (c *wsConn) read(ws *websocket.Conn) {
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			c.mu.Lock()
+			if c.c == ws {
+				c.c = nil
+			}
+			c.mu.Unlock()
+			return
+		}
+		c.u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, data: data, at: c.u.env.Now()})
+	}
+}
+
+// close sends a close frame and closes the connection; safe from any goroutine.
+func (c *wsConn) close() {
+	c.mu.Lock()
+	ws := c.c
+	c.c, c.closed = nil, true
+	c.mu.Unlock()
+	if ws != nil {
+		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		ws.Close()
+	}
+}
+
+func (c *wsConn) String() string        { return fmt.Sprintf("<websocket %s>", c.url) }
+func (c *wsConn) Type() string          { return "websocket" }
+func (c *wsConn) Freeze()               {}
+func (c *wsConn) Truth() starlark.Bool  { return true }
+func (c *wsConn) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: websocket") }
+func (c *wsConn) AttrNames() []string {
+	return []string{"close", "error", "ok", "reconnect", "send", "send_json", "subprotocol", "url"}
+}
+func (c *wsConn) Attr(name string) (starlark.Value, error) {
+	c.mu.Lock()
+	ws, why := c.c, c.err
+	c.mu.Unlock()
+	switch name {
+	case "url":
+		return starlark.String(c.url), nil
+	case "ok":
+		return starlark.Bool(ws != nil), nil
+	case "error":
+		if why == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(why), nil
+	case "subprotocol":
+		if ws == nil {
+			return starlark.None, nil
+		}
+		return starlark.String(ws.Subprotocol()), nil
+	case "close":
+		return starlark.NewBuiltin("websocket.close", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			c.close()
+			return starlark.None, nil
+		}), nil
+	case "reconnect":
+		return starlark.NewBuiltin("websocket.reconnect", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			c.close()
+			c.dial()
+			return starlark.Bool(c.isOpen()), nil
+		}), nil
+	case "send", "send_json":
+		return starlark.NewBuiltin("websocket."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			var v starlark.Value
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &v); err != nil {
+				return nil, err
+			}
+			typ, data := websocket.TextMessage, []byte(nil)
+			if name == "send_json" {
+				js, err := toJSON(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", b.Name(), err)
+				}
+				data = js
+			} else if bs, ok := v.(starlark.Bytes); ok {
+				typ, data = websocket.BinaryMessage, []byte(bs)
+			} else if s, ok := v.(starlark.String); ok {
+				data = []byte(s)
+			} else {
+				return nil, fmt.Errorf("%s: got a %s, want a string (a text message) or bytes (binary)", b.Name(), v.Type())
+			}
+			return starlark.Bool(c.send(typ, data)), nil
+		}), nil
+	}
+	return nil, nil
+}
+
+func (c *wsConn) isOpen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c != nil
+}
+
+// send writes one message; false (and the action failed, saying why) when the connection is not open or
+// the write fails.
+func (c *wsConn) send(typ int, data []byte) bool {
+	c.mu.Lock()
+	ws := c.c
+	c.mu.Unlock()
+	u := c.u
+	if ws == nil {
+		u.failAction(c.name + ": send on a WebSocket that is not open")
+		return false
+	}
+	_ = ws.SetWriteDeadline(time.Now().Add(max(u.env.Timeout, time.Second)))
+	if err := ws.WriteMessage(typ, data); err != nil {
+		u.failAction(c.name + ": send: " + err.Error())
+		return false
+	}
+	return true
+}
+
+// toJSON encodes a Starlark value as JSON, as json.encode does.
+func toJSON(v starlark.Value) ([]byte, error) {
+	s, err := starlark.Call(&starlark.Thread{}, jsonModule.Members["encode"], starlark.Tuple{v}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(string(s.(starlark.String))), nil
+}
+
+// messageValue is what a handler receives.
+type messageValue struct{ m *Message }
+
+var _ starlark.HasAttrs = (*messageValue)(nil)
+
+func (v *messageValue) String() string        { return fmt.Sprintf("<message %d bytes>", len(v.m.data)) }
+func (v *messageValue) Type() string          { return "message" }
+func (v *messageValue) Freeze()               {}
+func (v *messageValue) Truth() starlark.Bool  { return true }
+func (v *messageValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
+func (v *messageValue) AttrNames() []string {
+	return []string{"binary", "bytes", "json", "text", "websocket"}
+}
+func (v *messageValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "text":
+		return starlark.String(v.m.data), nil
+	case "bytes":
+		return starlark.Bytes(v.m.data), nil
+	case "binary":
+		return starlark.Bool(v.m.binary), nil
+	case "websocket":
+		return v.m.conn, nil
+	case "json":
+		return starlark.NewBuiltin("message.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
+				return nil, err
+			}
+			if !json.Valid(v.m.data) {
+				return nil, fmt.Errorf("message.json: the message is not JSON: %q", clip(string(v.m.data), 80))
+			}
+			return starlark.Call(th, jsonModule.Members["decode"], starlark.Tuple{starlark.String(v.m.data)}, nil)
+		}), nil
+	}
+	return nil, nil
+}
+
+// deliver puts m into the user's inbox for its handler, or drops and counts it when the inbox is full
+// or its connection has no handler. Called from connections' reader goroutines.
+func (u *User) deliver(m *Message) {
+	if m.conn.onMessage == nil {
+		return
+	}
+	select {
+	case u.inbox <- m:
+	default:
+		u.dropped.Add(1)
+	}
+}
+
+// Inbox is the channel of messages waiting for their handlers: the engine passes each to Handle on the
+// user's goroutine, between actions and during its pauses. nil until the user connects a WebSocket.
+func (u *User) Inbox() <-chan *Message { return u.inbox }
+
+// Dropped is the number of messages dropped because the user's inbox was full.
+func (u *User) Dropped() int64 { return u.dropped.Load() }
+
+// Handle runs m's handler, on_message(user, msg), recorded as the action MessageAction. A message of a
+// connection closed since it arrived is dropped.
+func (u *User) Handle(m *Message) metrics.Outcome {
+	m.conn.mu.Lock()
+	closed := m.conn.closed
+	m.conn.mu.Unlock()
+	if closed {
+		return metrics.OK
+	}
+	_, s := u.invokeWith(MessageAction, m.conn.onMessage, starlark.Tuple{u.value, &messageValue{m}})
+	u.env.Record.Record(s)
+	return s.Outcome
+}
+
+// closeWebSockets closes every WebSocket of the user with a close frame; safe from any goroutine.
+func (u *User) closeWebSockets() {
+	for _, c := range u.value.ws.all() {
+		c.close()
+	}
+}
+
+// failAction fails the running action with why, unless something failed it first.
+func (u *User) failAction(why string) {
+	if !u.failed {
+		u.failed, u.why = true, why
+	}
+}

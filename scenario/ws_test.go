@@ -1,0 +1,179 @@
+package scenario
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/headroom-dev/headroom/metrics"
+	"go.starlark.net/starlark"
+)
+
+// echoServer is a real WebSocket server on 127.0.0.1 that echoes every message and reports each
+// connection's close code on closes; /missing answers 404.
+func echoServer(t *testing.T) (*url.URL, chan int) {
+	t.Helper()
+	closes := make(chan int, 16)
+	up := websocket.Upgrader{Subprotocols: []string{"chat.v1"}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer t0k" {
+			http.Error(w, "no session", http.StatusUnauthorized)
+			return
+		}
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			typ, data, err := ws.ReadMessage()
+			if err != nil {
+				code := 0
+				if ce, ok := err.(*websocket.CloseError); ok {
+					code = ce.Code
+				}
+				closes <- code
+				return
+			}
+			if ws.WriteMessage(typ, data) != nil {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u, closes
+}
+
+// wsUser loads src (with an action A running act) as a user of the target.
+func wsUser(t *testing.T, src string, target *url.URL) (*User, *samples) {
+	t.Helper()
+	sc, err := load("w.star", src+"\nactions = [action('A', act)]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &samples{}
+	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, Target: target, Timeout: 5 * time.Second})
+	t.Cleanup(u.Close)
+	return u, rec
+}
+
+// next waits for the user's next message and handles it.
+func next(t *testing.T, u *User) metrics.Outcome {
+	t.Helper()
+	select {
+	case m := <-u.Inbox():
+		return u.Handle(m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no WebSocket message within 5 s")
+		return 0
+	}
+}
+
+func TestWebSocketConnectSendAndHandle(t *testing.T) {
+	target, closes := echoServer(t)
+	u, rec := wsUser(t, `
+def on_message(user, msg):
+    user.state["got"] = user.state.get("got", []) + [msg.json() if msg.text.startswith("{") else msg.text]
+def act(user):
+    user.http.headers["Authorization"] = "Bearer t0k"
+    c = user.ws.connect("/echo", subprotocols=["chat.v1"], on_message=on_message)
+    user.state["proto"] = c.subprotocol
+    c.send("hello")
+    user.ws.send_json({"seq": 1, "action": "ping"})
+`, target)
+	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
+		t.Fatalf("action: %v %v", out, (*rec)[len(*rec)-1].Message)
+	}
+	hs := (*rec)[0]
+	if hs.Kind != metrics.Request || hs.Name != "WS /echo" || hs.Status != http.StatusSwitchingProtocols || hs.Outcome != metrics.OK {
+		t.Errorf("handshake sample %+v, want request WS /echo, status 101, ok", hs)
+	}
+	next(t, u)
+	next(t, u)
+	got, _, _ := u.value.state.Get(starlark.String("got"))
+	if got == nil || got.String() != `["hello", {"action": "ping", "seq": 1}]` {
+		t.Errorf("the handler saw %v, want the two echoes in order", got)
+	}
+	if p, _, _ := u.value.state.Get(starlark.String("proto")); p != starlark.String("chat.v1") {
+		t.Errorf("subprotocol %v, want chat.v1", p)
+	}
+	last := (*rec)[len(*rec)-1]
+	if last.Kind != metrics.Action || last.Name != MessageAction || last.Outcome != metrics.OK {
+		t.Errorf("the handler's run recorded as %+v, want the action %s", last, MessageAction)
+	}
+
+	u.Close() // the user ends: a close frame, which the server sees
+	select {
+	case code := <-closes:
+		if code != websocket.CloseNormalClosure {
+			t.Errorf("the server saw close code %d, want 1000", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the server saw no close")
+	}
+}
+
+func TestWebSocketHandshakeFailureFailsTheAction(t *testing.T) {
+	target, _ := echoServer(t)
+	u, rec := wsUser(t, `
+def act(user):
+    c = user.ws.connect("/echo", name="WS echo")   # no session: 401
+    user.state["ok"] = c.ok
+    user.state["error"] = c.error
+`, target)
+	if out := u.Run(u.Type().Actions[0]); out != metrics.Failed {
+		t.Errorf("action outcome %v, want failed", out)
+	}
+	hs := (*rec)[0]
+	if hs.Name != "WS echo" || hs.Status != http.StatusUnauthorized || hs.Outcome != metrics.Failed {
+		t.Errorf("handshake sample %+v, want WS echo, 401, failed", hs)
+	}
+	if ok, _, _ := u.value.state.Get(starlark.String("ok")); ok != starlark.False {
+		t.Errorf("c.ok = %v, want False", ok)
+	}
+	if e, _, _ := u.value.state.Get(starlark.String("error")); e == starlark.None {
+		t.Error("c.error is None after a failed handshake")
+	}
+}
+
+func TestWebSocketMistakes(t *testing.T) {
+	target, _ := echoServer(t)
+	for src, want := range map[string]string{
+		`user.ws.send("x")`:                      "the user has no WebSocket: call user.ws.connect(...) first",
+		`user.ws.connect("http://example.com/")`: "want a path (/api/v4/websocket) or a ws:// or wss:// URL",
+		`user.ws.connect("/echo").send(1)`:       "got a int, want a string (a text message) or bytes (binary)",
+	} {
+		u, rec := wsUser(t, "def act(user):\n    "+src+"\n", target)
+		u.Run(u.Type().Actions[0])
+		last := (*rec)[len(*rec)-1]
+		if last.Outcome != metrics.Failed || !strings.Contains(last.Message, want) {
+			t.Errorf("%s: %v %q, want a failure saying %q", src, last.Outcome, last.Message, want)
+		}
+	}
+}
+
+func TestWebSocketCancelClosesIt(t *testing.T) {
+	target, closes := echoServer(t)
+	u, _ := wsUser(t, `
+def act(user):
+    user.http.headers["Authorization"] = "Bearer t0k"
+    user.ws.connect("/echo", on_message=lambda user, msg: None)
+`, target)
+	u.Run(u.Type().Actions[0])
+	u.Cancel("removed")
+	select {
+	case code := <-closes:
+		if code != websocket.CloseNormalClosure {
+			t.Errorf("close code %d, want 1000", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Cancel left the WebSocket open")
+	}
+}
