@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -56,6 +57,10 @@ type wsConn struct {
 	header    http.Header
 	protocols []string
 	onMessage starlark.Callable // nil: messages are dropped unread
+	// backoff bounds the waits between automatic reconnects after the server closes the connection or
+	// it breaks (doubling from the first, with jitter); zero: no automatic reconnect.
+	backoff    [2]time.Duration
+	reconnects atomic.Int64 // automatic ones, each a handshake recorded under name
 
 	mu     sync.Mutex
 	c      *websocket.Conn // nil when closed or not connected
@@ -93,22 +98,27 @@ func (w *wsValue) Attr(name string) (starlark.Value, error) {
 	}), nil
 }
 
-// user.ws.connect(url, name=None, headers=None, subprotocols=None, on_message=None)
+// user.ws.connect(url, name=None, headers=None, subprotocols=None, on_message=None, reconnect=None)
 func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 	var raw, name string
 	var headers *starlark.Dict
 	var protocols *starlark.List
 	var onMessage starlark.Callable
+	var reconnect starlark.Value = starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &raw, "name?", &name, "headers?", &headers,
-		"subprotocols?", &protocols, "on_message?", &onMessage); err != nil {
+		"subprotocols?", &protocols, "on_message?", &onMessage, "reconnect?", &reconnect); err != nil {
 		return nil, err
+	}
+	backoff, err := backoffOf(reconnect)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reconnect=%s: %v", b.Name(), reconnect, err)
 	}
 	u := w.u
 	full, sameOrigin, err := u.wsURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
-	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage}
+	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage, backoff: backoff}
 	if c.name == "" {
 		c.name = "WS " + pathOf(full)
 	}
@@ -178,9 +188,50 @@ func pathOf(full string) string {
 	return "/"
 }
 
-// dial opens the connection and records the handshake as a request under c.name; a failed one fails
-// the action, as a failed request does.
+// defaultBackoff is reconnect=True's: 1 s, doubling to 30 s.
+var defaultBackoff = [2]time.Duration{time.Second, 30 * time.Second}
+
+// backoffOf reads reconnect=: None or False (off), True (defaultBackoff), or (first, most) durations.
+func backoffOf(v starlark.Value) ([2]time.Duration, error) {
+	switch v := v.(type) {
+	case starlark.NoneType:
+		return [2]time.Duration{}, nil
+	case starlark.Bool:
+		if v {
+			return defaultBackoff, nil
+		}
+		return [2]time.Duration{}, nil
+	case starlark.Tuple:
+		if len(v) == 2 {
+			lo, err1 := Duration(v[0])
+			hi, err2 := Duration(v[1])
+			if err1 == nil && err2 == nil && lo > 0 && hi >= lo {
+				return [2]time.Duration{lo, hi}, nil
+			}
+		}
+	}
+	return [2]time.Duration{}, errors.New(`want True (1 s doubling to 30 s), False, or ("first", "most"), e.g. ("500ms", "10s")`)
+}
+
+// dial opens the connection, on the user's goroutine: the handshake is a request under c.name, and a
+// failed one fails the action, as a failed request does.
 func (c *wsConn) dial() {
+	u := c.u
+	ws, s := c.handshake(u.setup)
+	u.env.Record.Record(s)
+	u.noteRequest(c.name, &s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ws == nil {
+		c.err = s.Message
+		return
+	}
+	c.c, c.err, c.closed = ws, "", false
+	go c.read(ws)
+}
+
+// handshake dials, from any goroutine, and returns the connection (nil on failure) and its sample.
+func (c *wsConn) handshake(setup bool) (*websocket.Conn, metrics.Sample) {
 	u := c.u
 	d := websocket.Dialer{HandshakeTimeout: u.env.Timeout, Subprotocols: c.protocols, ReadBufferSize: 1024, WriteBufferSize: 1024}
 	if d.HandshakeTimeout <= 0 {
@@ -203,7 +254,7 @@ func (c *wsConn) dial() {
 	}()
 	start := u.env.Now()
 	ws, resp, err := d.DialContext(ctx, c.url, c.header)
-	s := metrics.Sample{Kind: metrics.Request, Name: c.name, Latency: u.env.Now().Sub(start), Setup: u.setup}
+	s := metrics.Sample{Kind: metrics.Request, Name: c.name, Latency: u.env.Now().Sub(start), Setup: setup}
 	if resp != nil {
 		s.Status = resp.StatusCode
 	}
@@ -215,23 +266,64 @@ func (c *wsConn) dial() {
 	case err != nil:
 		s.Outcome, s.Message = metrics.Failed, err.Error()
 	}
-	u.env.Record.Record(s)
-	u.noteRequest(c.name, &s)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
-		c.err = s.Message
-		return
+		return nil, s
 	}
 	if u.canceled.Load() != nil { // Cancel came while connecting: it did not see this one
 		ws.Close()
-		return
+		return nil, s
 	}
-	c.c, c.err, c.closed = ws, "", false
 	if u.env.MaxMessage > 0 {
 		ws.SetReadLimit(int64(u.env.MaxMessage))
 	}
-	go c.read(ws)
+	return ws, s
+}
+
+// redial reconnects in the background after the server closed the connection or it broke: it waits
+// the backoff (doubling from backoff[0] to backoff[1], each wait between half and all of it), dials,
+// records the handshake (never failing an action) and starts over until it succeeds, the scenario
+// closes the connection, or the user is cancelled.
+func (c *wsConn) redial() {
+	wait := c.backoff[0]
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for n := uint64(0); ; n++ {
+		frac := float64(mix(c.u.env.Seed, uint64(c.u.env.ID), 200+n)>>11) / (1 << 53)
+		timer.Reset(wait/2 + time.Duration(frac*float64(wait/2)))
+		select {
+		case <-timer.C:
+		case <-c.u.cancelCh:
+			return
+		}
+		if c.isClosed() {
+			return
+		}
+		ws, s := c.handshake(false)
+		c.u.env.Record.Record(s)
+		c.reconnects.Add(1)
+		if ws != nil {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				ws.Close()
+				return
+			}
+			c.c, c.err = ws, ""
+			c.mu.Unlock()
+			go c.read(ws)
+			return
+		}
+		c.mu.Lock()
+		c.err = s.Message
+		c.mu.Unlock()
+		wait = min(2*wait, c.backoff[1])
+	}
+}
+
+func (c *wsConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 func isTimeout(err error) bool {
@@ -245,10 +337,17 @@ func (c *wsConn) read(ws *websocket.Conn) {
 		typ, data, err := ws.ReadMessage()
 		if err != nil {
 			c.mu.Lock()
-			if c.c == ws {
+			mine := c.c == ws
+			if mine {
 				c.c = nil
+				c.err = "closed: " + err.Error()
 			}
+			again := mine && !c.closed && c.backoff[0] > 0
 			c.mu.Unlock()
+			ws.Close()
+			if again {
+				c.redial()
+			}
 			return
 		}
 		c.u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, data: data, at: c.u.env.Now()})
@@ -273,7 +372,7 @@ func (c *wsConn) Freeze()               {}
 func (c *wsConn) Truth() starlark.Bool  { return true }
 func (c *wsConn) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: websocket") }
 func (c *wsConn) AttrNames() []string {
-	return []string{"close", "error", "ok", "reconnect", "send", "send_json", "subprotocol", "url"}
+	return []string{"close", "error", "ok", "reconnect", "reconnects", "send", "send_json", "subprotocol", "url"}
 }
 func (c *wsConn) Attr(name string) (starlark.Value, error) {
 	c.mu.Lock()
@@ -282,6 +381,8 @@ func (c *wsConn) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "url":
 		return starlark.String(c.url), nil
+	case "reconnects":
+		return starlark.MakeInt64(c.reconnects.Load()), nil
 	case "ok":
 		return starlark.Bool(ws != nil), nil
 	case "error":

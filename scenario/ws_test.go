@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"net/http"
+	"sync"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -38,6 +39,11 @@ func echoServer(t *testing.T) (*url.URL, chan int) {
 					code = ce.Code
 				}
 				closes <- code
+				return
+			}
+			if string(data) == "close me" { // the server ends the connection
+				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "restart"), time.Now().Add(time.Second))
+				closes <- -1
 				return
 			}
 			if ws.WriteMessage(typ, data) != nil {
@@ -175,5 +181,100 @@ def act(user):
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("Cancel left the WebSocket open")
+	}
+}
+
+// lockedSamples is a Recorder safe for the background reconnects.
+type lockedSamples struct {
+	mu sync.Mutex
+	s  []metrics.Sample
+}
+
+func (l *lockedSamples) Record(x metrics.Sample) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s = append(l.s, x)
+}
+
+func (l *lockedSamples) named(name string) (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range l.s {
+		if x.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWebSocketReconnects(t *testing.T) {
+	target, closes := echoServer(t)
+	sc, err := load("r.star", `
+def connect(user):
+    user.http.headers["Authorization"] = "Bearer t0k"
+    user.state["auto"] = user.ws.connect("/echo", name="auto", reconnect=("20ms", "100ms"), on_message=lambda user, msg: None)
+    user.state["manual"] = user.ws.connect("/echo", name="manual", on_message=lambda user, msg: None)
+    user.state["auto"].send("close me")
+    user.state["manual"].send("close me")
+def reconnect(user):
+    user.state["ok"] = user.state["manual"].reconnect()
+actions = [action("Connect", connect), action("Reconnect", reconnect)]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &lockedSamples{}
+	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, Target: target, Timeout: 5 * time.Second})
+	defer u.Close()
+	if out := u.Run(sc.Actions[0]); out != metrics.OK {
+		t.Fatalf("connect: %v", out)
+	}
+	for range 2 {
+		if code := <-closes; code != -1 {
+			t.Fatalf("server: close %d, want its own", code)
+		}
+	}
+	auto := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("auto")); return v.(*wsConn) }()
+	manual := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("manual")); return v.(*wsConn) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !(auto.isOpen() && auto.reconnects.Load() == 1) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the reconnect runs in the background after 10-20 ms
+	}
+	if !auto.isOpen() || auto.reconnects.Load() != 1 || rec.named("auto") != 2 {
+		t.Errorf("auto: open %v, %d reconnects, %d handshakes; want open again after 1 reconnect, 2 handshakes",
+			auto.isOpen(), auto.reconnects.Load(), rec.named("auto"))
+	}
+	for manual.isOpen() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the reader sees the close frame
+	}
+	if manual.isOpen() || rec.named("manual") != 1 {
+		t.Errorf("manual (no reconnect=): open %v, %d handshakes; want closed, 1", manual.isOpen(), rec.named("manual"))
+	}
+	if e, _ := manual.Attr("error"); e == starlark.None || !strings.Contains(string(e.(starlark.String)), "closed") {
+		t.Errorf("manual.error = %v, want why it closed", e)
+	}
+	if out := u.Run(sc.Actions[1]); out != metrics.OK || !manual.isOpen() || rec.named("manual") != 2 {
+		t.Errorf("reconnect(): %v, open %v, %d handshakes; want ok, open, 2", out, manual.isOpen(), rec.named("manual"))
+	}
+}
+
+func TestReconnectArgument(t *testing.T) {
+	for _, c := range []struct {
+		v    starlark.Value
+		want [2]time.Duration
+	}{
+		{starlark.None, [2]time.Duration{}},
+		{starlark.False, [2]time.Duration{}},
+		{starlark.True, defaultBackoff},
+		{starlark.Tuple{starlark.String("500ms"), starlark.String("10s")}, [2]time.Duration{500 * time.Millisecond, 10 * time.Second}},
+	} {
+		if got, err := backoffOf(c.v); err != nil || got != c.want {
+			t.Errorf("reconnect=%v: %v %v, want %v", c.v, got, err, c.want)
+		}
+	}
+	for _, v := range []starlark.Value{starlark.MakeInt(3), starlark.Tuple{starlark.String("10s"), starlark.String("1s")}, starlark.Tuple{starlark.String("0s"), starlark.String("1s")}} {
+		if _, err := backoffOf(v); err == nil {
+			t.Errorf("reconnect=%v accepted", v)
+		}
 	}
 }
