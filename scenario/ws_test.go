@@ -2,10 +2,10 @@ package scenario
 
 import (
 	"net/http"
-	"sync"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
