@@ -348,16 +348,29 @@ func (s *Search) probe() (int, string) {
 	}
 	latest := s.latest()
 	dlo, dhi := s.decided2(latest)
+	// Past the undecided bound by a precision step, and past every level
+	// there that was undecided too: trying one of those again would only
+	// toss the same coin.
 	if l := latest[s.lo]; l.Undecided {
-		next := int(math.Floor(float64(s.lo) * (1 - s.cfg.Precision)))
-		next = min(next, s.lo-1)
+		next := s.lo
+		for {
+			next = min(int(math.Floor(float64(next)*(1-s.cfg.Precision))), next-1)
+			if l, ok := latest[next]; !ok || !l.Undecided {
+				break
+			}
+		}
 		if next > dlo && next >= s.cfg.Min {
 			return next, fmt.Sprintf("%d users were undecided: try %d for a decided lower bound", s.lo, next)
 		}
 	}
 	if l := latest[s.hi]; l.Undecided {
-		next := int(math.Ceil(float64(s.hi) * (1 + s.cfg.Precision)))
-		next = max(next, s.hi+1)
+		next := s.hi
+		for {
+			next = max(int(math.Ceil(float64(next)*(1+s.cfg.Precision))), next+1)
+			if l, ok := latest[next]; !ok || !l.Undecided {
+				break
+			}
+		}
 		if (dhi == 0 || next < dhi) && next <= s.cfg.Max {
 			return next, fmt.Sprintf("%d users were undecided: try %d for a decided upper bound", s.hi, next)
 		}

@@ -275,6 +275,36 @@ func TestSearchJudgesNoisyLevelsLongerAndWidensTheInterval(t *testing.T) {
 	}
 }
 
+// TestSearchProbesPastUndecidedLevels: a probe for a decided bound that is
+// itself undecided is not tried again; the next probe goes a step further.
+func TestSearchProbesPastUndecidedLevels(t *testing.T) {
+	// Healthy below 80; a coin toss from 80 to 119; unhealthy from 120.
+	s := NewSearch(SearchConfig{Start: 50, Max: 1000, Settle: 2 * time.Second, Judge: 10 * time.Second, Window: 5 * time.Second})
+	users := 0
+	for el := time.Duration(0); el < 2*time.Hour; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if users >= 120 || (users >= 80 && (el/time.Second)%2 == 0) {
+			o.Fired = []string{"p99"}
+		}
+		d := s.Decide(o)
+		users = d.Users
+		if d.Done {
+			break
+		}
+	}
+	probed := map[int]int{}
+	for _, l := range s.Levels() {
+		if !l.Hold && l.Users >= 80 && l.Users < 120 {
+			probed[l.Users]++
+		}
+	}
+	for users, n := range probed {
+		if n > 1 {
+			t.Errorf("level %d (undecided) judged %d times outside holds: a probe tried it again (levels %+v)", users, n, s.Levels())
+		}
+	}
+}
+
 // A clear level is not held past Judge: a unanimous verdict needs no more.
 func TestSearchDecidesClearLevelsInTheJudgeTime(t *testing.T) {
 	s := NewSearch(SearchConfig{Start: 50, Max: 1000, Settle: 2 * time.Second, Judge: 10 * time.Second, Window: 5 * time.Second})
