@@ -207,7 +207,12 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	c := &wsConn{userID: userID, out: make(chan any, wsQueue), done: make(chan struct{}), dead: make(chan struct{})}
 	c.out <- event{Event: "hello", Data: map[string]any{"server_version": "headroom-testbed", "connection_id": strconv.FormatInt(time.Now().UnixNano(), 36)},
 		Broadcast: map[string]any{"user_id": userID}}
-	defer close(c.done) // after remove: a client that sees the closing frame sees the connection gone
+	// On the way out: remove c from the hub, then let the writer send the closing frame and end, then
+	// close the socket. A client that sees the closing frame thus sees the connection gone. gorilla's
+	// default answer to a client's close frame would come before all that: the writer answers instead.
+	ws.SetCloseHandler(func(int, string) error { return nil })
+	defer func() { <-c.dead }()
+	defer close(c.done)
 	if quit := s.hub.add(c); quit != nil && s.connCost > 0 {
 		go s.connWork(quit)
 	}
