@@ -54,12 +54,40 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Kind tells whether a sample is one HTTP request or one whole action.
+// Kind tells what a sample is: one HTTP request, one whole action, or one
+// of the events of a connected user (a long poll, a WebSocket's messages and
+// life, a delivery).
 type Kind uint8
 
 const (
 	Request Kind = iota
 	Action
+	// Poll is a long-poll request (a Matrix /sync?timeout=30000): counted
+	// like a request, but its latency is time waited for news, not time
+	// served, so it goes to Snapshot.Polls and never into request latency.
+	Poll
+	// MessageIn and MessageOut are one WebSocket message received or sent:
+	// Name is the connection's name, Type the message's type (its
+	// type_field, or "text"/"binary"), BytesIn or BytesOut its size.
+	MessageIn
+	MessageOut
+	// Delivery is the time from a message's send (its stamp) to its
+	// arrival at a user (Latency), under the name the scenario gave.
+	Delivery
+	// Opened and Closed are a WebSocket connection of Name opened (after
+	// its handshake, itself a Request sample) and ended: Outcome OK when it
+	// ended normally (closed by the user, or a close frame 1000 or 1001
+	// from the server), Failed otherwise (an abnormal close, with Message).
+	Opened
+	Closed
+	// Reconnect is one attempt to reconnect a connection of Name, by the
+	// scenario or by its reconnect policy.
+	Reconnect
+	// Gap is a jump in a connection's sequence field: N messages missed.
+	Gap
+	// Dropped is N messages of a connection dropped because its user's
+	// inbox was full.
+	Dropped
 )
 
 // Sample is one finished request or action.
@@ -80,6 +108,10 @@ type Sample struct {
 	// got no response counts; one refused before sending does not). An
 	// action that sent none timed only the scenario's own code.
 	Requests int
+	// Type, of a message: its type (see MessageIn).
+	Type string
+	// N, of a Gap or Dropped sample: how many messages.
+	N int64
 }
 
 // maxMessages bounds the kinds of error messages kept per name (see
