@@ -33,6 +33,10 @@ import (
 // scrape interval (irate and rate need two samples in it).
 func Defaults(window time.Duration, has func(metric string) bool) []Check {
 	q := func(s string) string { return ExpandWindow(s, window) }
+	// Long polls' errors and timeouts count in the rates, so their count
+	// is in the denominator; their latency (time waited) is not in the
+	// latency checks.
+	const requests = `(sum(rate(loadtest_http_request_time_count[$window])) + (sum(rate(loadtest_http_poll_time_count[$window])) or vector(0)))`
 	checks := []Check{
 		{
 			Name:      "client mean latency (s)",
@@ -46,12 +50,12 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 		},
 		{
 			Name:      "client 5xx errors (%)",
-			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[$window])) or vector(0)) / sum(rate(loadtest_http_request_time_count[$window])) * 100`),
+			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[$window])) or vector(0)) / `+requests+` * 100`),
 			Threshold: 0.025,
 		},
 		{
 			Name:      "client timeouts (%)",
-			Query:     q(`(sum(rate(loadtest_http_timeouts_total[$window])) or vector(0)) / sum(rate(loadtest_http_request_time_count[$window])) * 100`),
+			Query:     q(`(sum(rate(loadtest_http_timeouts_total[$window])) or vector(0)) / `+requests+` * 100`),
 			Threshold: 0.025,
 		},
 	}

@@ -19,6 +19,16 @@ import (
 //	loadtest_users_active                          gauge, users running (setting up or past setup)
 //	loadtest_users_ready                           gauge, users past setup
 //	loadtest_setup_requests_total{name,outcome}    counter, requests made by users' setups
+//	loadtest_http_poll_time{name}                  histogram, seconds waited by long polls (their errors
+//	                                               and timeouts are in loadtest_http_errors/timeouts_total)
+//	loadtest_delivery_time{name}                   histogram, seconds from a message's stamp to its arrival
+//	loadtest_websocket_connections                 gauge, WebSocket connections open
+//	loadtest_websocket_closes_total{name,outcome}  counter, closes: "normal" or "abnormal"
+//	loadtest_websocket_reconnects_total{name}      counter, reconnect attempts
+//	loadtest_websocket_messages_total{name,type,direction}  counter, messages "in" and "out"
+//	loadtest_websocket_message_bytes_total{name,direction}  counter
+//	loadtest_websocket_missed_total{name}          counter, messages skipped by jumps in a sequence field
+//	loadtest_websocket_dropped_total{name}         counter, messages dropped at a full inbox
 //
 // Setup's requests (Sample.Setup) are counted apart and never in
 // loadtest_http_*: logins do not move the client latency and error checks.
@@ -33,6 +43,16 @@ type Prom struct {
 	users    prometheus.Gauge
 	ready    prometheus.Gauge
 	setup    *prometheus.CounterVec
+	poll     *prometheus.HistogramVec
+	delivery *prometheus.HistogramVec
+	conns    prometheus.Gauge
+	closes   *prometheus.CounterVec
+	reconn   *prometheus.CounterVec
+	msgs     *prometheus.CounterVec
+	msgBytes *prometheus.CounterVec
+	missed   *prometheus.CounterVec
+	dropped  *prometheus.CounterVec
+	types    types
 	cache    sync.Map // request name -> prometheus.Observer
 	acts     sync.Map // action name -> *[Canceled]prometheus.Counter, by outcome
 }
@@ -80,8 +100,109 @@ func NewProm() *Prom {
 			Help: "Requests made by users' setups, by outcome (ok, error, timeout); never in loadtest_http_*.",
 		}, []string{"name", "outcome"}),
 	}
-	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup)
+	p.poll = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "loadtest_http_poll_time",
+		Help:    "Time long polls waited for their response, in seconds; not in loadtest_http_request_time.",
+		Buckets: RequestTimeBuckets(),
+	}, []string{"name"})
+	p.delivery = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "loadtest_delivery_time",
+		Help:    "Time from a message's stamp (user.delivery.stamp) to its arrival at a user, in seconds.",
+		Buckets: RequestTimeBuckets(),
+	}, []string{"name"})
+	p.conns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "loadtest_websocket_connections",
+		Help: "WebSocket connections open now.",
+	})
+	p.closes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_closes_total",
+		Help: "WebSocket connections ended, by outcome: normal (by the user, or close 1000/1001) or abnormal.",
+	}, []string{"name", "outcome"})
+	p.reconn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_reconnects_total",
+		Help: "Attempts to reconnect a WebSocket, by the scenario or its reconnect policy.",
+	}, []string{"name"})
+	p.msgs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_messages_total",
+		Help: "WebSocket messages, by type and direction (in, out).",
+	}, []string{"name", "type", "direction"})
+	p.msgBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_message_bytes_total",
+		Help: "Bytes of WebSocket messages' payloads, by direction (in, out).",
+	}, []string{"name", "direction"})
+	p.missed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_missed_total",
+		Help: "Messages a connection's sequence field says it never received.",
+	}, []string{"name"})
+	p.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_websocket_dropped_total",
+		Help: "Messages dropped because their user's inbox was full (its handlers fell behind).",
+	}, []string{"name"})
+	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup,
+		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped)
 	return p
+}
+
+// types admits message types per connection name up to maxTypes, as the
+// shards do, so a type_field of ids cannot make a series per message.
+type types struct {
+	mu sync.Mutex
+	m  map[string]map[string]bool
+}
+
+func (t *types) admit(name, typ string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]map[string]bool{}
+	}
+	seen := t.m[name]
+	if seen == nil {
+		seen = map[string]bool{}
+		t.m[name] = seen
+	}
+	if !seen[typ] && len(seen) >= maxTypes {
+		return OtherType
+	}
+	seen[typ] = true
+	return typ
+}
+
+// observeSocket counts one sample of a WebSocket's kinds.
+func (p *Prom) observeSocket(x Sample) {
+	switch x.Kind {
+	case MessageIn, MessageOut:
+		dir, n := "in", x.BytesIn
+		if x.Kind == MessageOut {
+			dir, n = "out", x.BytesOut
+		}
+		key := x.Name + "\x00" + x.Type + "\x00" + dir
+		c, ok := p.cache.Load(key)
+		if !ok {
+			c, _ = p.cache.LoadOrStore(key, [2]prometheus.Counter{
+				p.msgs.WithLabelValues(x.Name, p.types.admit(x.Name, x.Type), dir),
+				p.msgBytes.WithLabelValues(x.Name, dir),
+			})
+		}
+		cs := c.([2]prometheus.Counter)
+		cs[0].Inc()
+		cs[1].Add(float64(n))
+	case Opened:
+		p.conns.Inc()
+	case Closed:
+		p.conns.Dec()
+		outcome := "normal"
+		if x.Outcome == Failed {
+			outcome = "abnormal"
+		}
+		p.closes.WithLabelValues(x.Name, outcome).Inc()
+	case Reconnect:
+		p.reconn.WithLabelValues(x.Name).Inc()
+	case Gap:
+		p.missed.WithLabelValues(x.Name).Add(float64(x.N))
+	case Dropped:
+		p.dropped.WithLabelValues(x.Name).Add(float64(x.N))
+	}
 }
 
 // Observe implements Observer.
@@ -89,10 +210,18 @@ func (p *Prom) Observe(x Sample) {
 	if x.Outcome == Canceled {
 		return
 	}
+	if isSocket(x.Kind) { // never setup's, as in Snapshot.Add
+		p.observeSocket(x)
+		return
+	}
 	if x.Setup {
 		if x.Kind == Request {
 			p.setup.WithLabelValues(x.Name, x.Outcome.String()).Inc()
 		}
+		return
+	}
+	if x.Kind == Delivery {
+		p.delivery.WithLabelValues(x.Name).Observe(x.Latency.Seconds())
 		return
 	}
 	if x.Kind == Action {
@@ -107,11 +236,15 @@ func (p *Prom) Observe(x Sample) {
 		c.(*[Canceled]prometheus.Counter)[x.Outcome].Inc()
 		return
 	}
-	o, ok := p.cache.Load(x.Name)
-	if !ok {
-		o, _ = p.cache.LoadOrStore(x.Name, p.reqTime.WithLabelValues(x.Name))
+	if x.Kind == Poll {
+		p.poll.WithLabelValues(x.Name).Observe(x.Latency.Seconds())
+	} else {
+		o, ok := p.cache.Load(x.Name)
+		if !ok {
+			o, _ = p.cache.LoadOrStore(x.Name, p.reqTime.WithLabelValues(x.Name))
+		}
+		o.(prometheus.Observer).Observe(x.Latency.Seconds())
 	}
-	o.(prometheus.Observer).Observe(x.Latency.Seconds())
 	switch x.Outcome {
 	case Failed:
 		p.errs.WithLabelValues(x.Name, strconv.Itoa(x.Status)).Inc()

@@ -99,7 +99,7 @@ func (r *Recorder) Shard(i int) *Shard {
 
 // Record adds one sample.
 func (s *Shard) Record(x Sample) {
-	if x.Kind == Request {
+	if x.Kind != Action {
 		x.Name = s.names.admit(x.Name)
 	}
 	s.mu.Lock()

@@ -1,6 +1,9 @@
 package metrics
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Snapshot holds the Stats of every request name and action over a window.
 // Snapshots merge exactly, so shards, seconds and (later) agents add up to
@@ -12,6 +15,14 @@ type Snapshot struct {
 	End      time.Time        // window end
 	Requests map[string]*Stat // by request name
 	Actions  map[string]*Stat // by action name
+	// Polls holds long-poll requests (Kind Poll) by name: their latency
+	// is time waited, so they are not in Requests.
+	Polls map[string]*Stat
+	// Deliveries holds delivery latencies (Kind Delivery) by name.
+	Deliveries map[string]*Stat
+	// Sockets holds WebSocket connections' life and messages by
+	// connection name (MessageIn to Dropped).
+	Sockets map[string]*SocketStat
 	// Setup holds the samples of users' setups (Sample.Setup), apart
 	// from the figures above; nil until there is one. Its Start and End
 	// are not kept.
@@ -20,8 +31,15 @@ type Snapshot struct {
 
 // NewSnapshot returns an empty Snapshot.
 func NewSnapshot() *Snapshot {
-	return &Snapshot{Requests: map[string]*Stat{}, Actions: map[string]*Stat{}}
+	return &Snapshot{Requests: map[string]*Stat{}, Actions: map[string]*Stat{}, Polls: map[string]*Stat{},
+		Deliveries: map[string]*Stat{}, Sockets: map[string]*SocketStat{}}
 }
+
+// statKinds are the kinds kept as Stats, each in a table of its own.
+var statKinds = [...]Kind{Request, Action, Poll, Delivery}
+
+// isSocket reports whether k is one of a WebSocket's kinds (SocketStat).
+func isSocket(k Kind) bool { return k >= MessageIn && k != Delivery }
 
 // setup returns s.Setup, made if need be.
 func (s *Snapshot) setup() *Snapshot {
@@ -32,14 +50,29 @@ func (s *Snapshot) setup() *Snapshot {
 }
 
 func (s *Snapshot) table(k Kind) map[string]*Stat {
-	if k == Action {
+	switch k {
+	case Action:
 		return s.Actions
+	case Poll:
+		return s.Polls
+	case Delivery:
+		return s.Deliveries
 	}
 	return s.Requests
 }
 
-// Add records one sample.
+// Add records one sample. A connection's life and messages are never
+// setup's: a WebSocket opened in setup stays open while the user acts.
 func (s *Snapshot) Add(x *Sample) {
+	if isSocket(x.Kind) {
+		st := s.Sockets[x.Name]
+		if st == nil {
+			st = NewSocketStat()
+			s.Sockets[x.Name] = st
+		}
+		st.Add(x)
+		return
+	}
 	if x.Setup {
 		s = s.setup()
 	}
@@ -60,7 +93,7 @@ func (s *Snapshot) Merge(o *Snapshot) {
 
 // mergeStats adds every Stat of o, its setup's included, into s.
 func (s *Snapshot) mergeStats(o *Snapshot) {
-	for _, k := range []Kind{Request, Action} {
+	for _, k := range statKinds {
 		dst := s.table(k)
 		for name, st := range o.table(k) {
 			if st.Count == 0 && st.Canceled == 0 {
@@ -73,6 +106,17 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 			}
 			d.Merge(st)
 		}
+	}
+	for name, st := range o.Sockets {
+		if st.empty() {
+			continue
+		}
+		d := s.Sockets[name]
+		if d == nil {
+			d = NewSocketStat()
+			s.Sockets[name] = d
+		}
+		d.Merge(st)
 	}
 	if o.Setup != nil {
 		s.setup().mergeStats(o.Setup)
@@ -91,10 +135,12 @@ func (s *Snapshot) widen(o *Snapshot) {
 
 // Reset empties every Stat, keeping names and memory for reuse.
 func (s *Snapshot) Reset() {
-	for _, st := range s.Requests {
-		st.Reset()
+	for _, k := range statKinds {
+		for _, st := range s.table(k) {
+			st.Reset()
+		}
 	}
-	for _, st := range s.Actions {
+	for _, st := range s.Sockets {
 		st.Reset()
 	}
 	if s.Setup != nil {
@@ -123,4 +169,31 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 		}
 	}
 	return out
+}
+
+// SocketSummaries returns the summaries of every connection name that
+// counted something, sorted by name, with rates over window.
+func (s *Snapshot) SocketSummaries(window time.Duration) []SocketSummary {
+	names := make([]string, 0, len(s.Sockets))
+	for name, st := range s.Sockets {
+		if !st.empty() {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	out := make([]SocketSummary, 0, len(names))
+	for _, name := range names {
+		out = append(out, s.Sockets[name].Summarize(name, window))
+	}
+	return out
+}
+
+// OpenSockets is how many WebSocket connections are open at the end of s,
+// when s is cumulative since the run began: opened minus closed.
+func (s *Snapshot) OpenSockets() int64 {
+	var n int64
+	for _, st := range s.Sockets {
+		n += st.Opened - st.Closed
+	}
+	return n
 }

@@ -23,6 +23,18 @@ type Point struct {
 	Ready         int   `json:"ready"`
 	SetupRequests int64 `json:"setup_requests,omitempty"`
 	SetupErrors   int64 `json:"setup_errors,omitempty"`
+	// Connected users: WebSocket connections open at the end of the
+	// window (set by whoever keeps the cumulative snapshot: see
+	// Snapshot.OpenSockets), messages in and out, reconnect attempts and
+	// abnormal closes in it; delivery latencies and long polls ended in it.
+	Connections    int64   `json:"connections,omitempty"`
+	MessagesIn     int64   `json:"messages_in,omitempty"`
+	MessagesOut    int64   `json:"messages_out,omitempty"`
+	Reconnects     int64   `json:"reconnects,omitempty"`
+	AbnormalCloses int64   `json:"abnormal_closes,omitempty"`
+	Deliveries     int64   `json:"deliveries,omitempty"`
+	DeliveryP99Ms  float64 `json:"delivery_p99_ms,omitempty"`
+	Polls          int64   `json:"polls,omitempty"`
 }
 
 // PointOf reduces an interval snapshot to a timeline point. scratch is
@@ -44,6 +56,22 @@ func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Poin
 	for _, st := range s.Actions {
 		p.Actions += st.Count
 		p.ActionErrors += st.Errors + st.Timeouts
+	}
+	for _, st := range s.Sockets {
+		p.MessagesIn += Totals(st.In).Messages
+		p.MessagesOut += Totals(st.Out).Messages
+		p.Reconnects += st.Reconnects
+		p.AbnormalCloses += st.Abnormal
+	}
+	for _, st := range s.Polls {
+		p.Polls += st.Count
+	}
+	if len(s.Deliveries) > 0 {
+		d := s.Total(Delivery, scratch)
+		p.Deliveries = d.Count
+		if d.Count > 0 {
+			p.DeliveryP99Ms = float64(d.Hist.ValueAtPercentile(99)) / 1000
+		}
 	}
 	return p
 }

@@ -46,6 +46,9 @@ type Result struct {
 	Totals   metrics.Summary   `json:"totals"`
 	Requests []metrics.Summary `json:"requests"`
 	Actions  []metrics.Summary `json:"actions"`
+	// Connected is what long polls, WebSockets and deliveries did over
+	// the window (empty for a scenario with none).
+	Connected
 	// Ramp figures, kept apart so they do not blur the table.
 	RampTotals metrics.Summary `json:"ramp_totals"`
 	// StoppingTotals, bounded runs: requests that ended after the window,
@@ -72,6 +75,30 @@ type Result struct {
 	// metrics.OtherName because a table held more than metrics.MaxNames
 	// (fold.go); 0 for every result headroom writes. Not written.
 	FoldedNames int `json:"-"`
+}
+
+// Connected is what users' long polls, WebSocket connections and stamped
+// deliveries did over a window. Rates are per second of it.
+type Connected struct {
+	// Polls are long-poll requests by name: their latency is time
+	// waited, so they are not in Requests or Totals.
+	Polls []metrics.Summary `json:"polls,omitempty"`
+	// Deliveries are delivery latencies by name: from delivery.stamp()
+	// at the sender to delivery.record() at a receiver.
+	Deliveries []metrics.Summary `json:"deliveries,omitempty"`
+	// WebSockets are connections by name: opened, closed (abnormally),
+	// reconnect attempts, messages in and out by type.
+	WebSockets []metrics.SocketSummary `json:"websockets,omitempty"`
+}
+
+// ConnectedOf reduces a snapshot's connected figures over a window of the
+// given length.
+func ConnectedOf(s *metrics.Snapshot, window time.Duration) Connected {
+	return Connected{
+		Polls:      s.Summaries(metrics.Poll, window),
+		Deliveries: s.Summaries(metrics.Delivery, window),
+		WebSockets: s.SocketSummaries(window),
+	}
 }
 
 // Window is a span of the run; Start and End are seconds since StartedAt.

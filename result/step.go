@@ -45,6 +45,7 @@ type StepLevel struct {
 	Totals   metrics.Summary   `json:"totals"`
 	Requests []metrics.Summary `json:"requests"`
 	Actions  []metrics.Summary `json:"actions"`
+	Connected
 	// GeneratorCPUPercent is headroom's CPU over the held window, in
 	// percent of one core (the machine has result.Generator.GOMAXPROCS).
 	GeneratorCPUPercent float64 `json:"generator_cpu_percent"`

@@ -205,6 +205,7 @@ func (r *boundedRun) finish(status string) {
 	}
 	res.Requests = steady.Summaries(metrics.Request, win)
 	res.Actions = steady.Summaries(metrics.Action, win)
+	res.Connected = result.ConnectedOf(steady, win)
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	res.Notes = nil
 	if r.setupShort != "" {

@@ -358,6 +358,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	res.Totals = snap.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.Requests = snap.Summaries(metrics.Request, win)
 	res.Actions = snap.Summaries(metrics.Action, win)
+	res.Connected = result.ConnectedOf(snap, win)
 	ci.ThroughputRPS = res.Totals.RPS
 	res.Config.Users = int(est.Value)
 	res.Notes = nil

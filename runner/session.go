@@ -255,6 +255,7 @@ func (s *session) collect() metrics.Point {
 	s.rec.Drain(s.interval)
 	s.all.Merge(s.interval)
 	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
+	p.Connections = s.all.OpenSockets()
 	if s.c.Prom != nil {
 		s.c.Prom.SetReady(p.Ready)
 	}

@@ -289,10 +289,11 @@ func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) Step
 func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 	since := func(t time.Time) float64 { return t.Sub(r.s.start).Seconds() }
 	out := result.StepLevel{Users: l.users, Complete: l.complete, StartS: since(l.start), SettleS: since(l.settle),
-		Window:   result.Window{Start: since(l.hold), End: since(l.end), Seconds: l.held.Seconds()},
-		Totals:   l.snap.Total(metrics.Request, metrics.NewStat()).Summarize("all requests", l.held),
-		Requests: l.snap.Summaries(metrics.Request, l.held),
-		Actions:  l.snap.Summaries(metrics.Action, l.held),
+		Window:    result.Window{Start: since(l.hold), End: since(l.end), Seconds: l.held.Seconds()},
+		Totals:    l.snap.Total(metrics.Request, metrics.NewStat()).Summarize("all requests", l.held),
+		Requests:  l.snap.Summaries(metrics.Request, l.held),
+		Actions:   l.snap.Summaries(metrics.Action, l.held),
+		Connected: result.ConnectedOf(l.snap, l.held),
 	}
 	if !l.settle.IsZero() {
 		out.Setup = setupOf(l.setup, int64(l.users-l.prev), l.settle.Sub(l.start))
@@ -336,6 +337,7 @@ func (r *stepRun) finish(status string) {
 	res.Totals = r.held.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.Requests = r.held.Summaries(metrics.Request, win)
 	res.Actions = r.held.Summaries(metrics.Action, win)
+	res.Connected = result.ConnectedOf(r.held, win)
 	res.RampTotals = r.excluded.Total(metrics.Request, scratch).Summarize("setup and settling", r.exclTime)
 	res.Setup = setupOf(r.s.all, r.s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 

@@ -28,6 +28,7 @@ func predeclared() starlark.StringDict {
 		"base64":    base64Module,
 		"clock":     clockModule,
 		"data":      dataModule,
+		"delivery":  deliveryModule,
 		"vars":      varsDict(nil), // the --var values; Load sets them
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),

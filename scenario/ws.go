@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -25,14 +24,6 @@ const MessageAction = "(ws message)"
 // inboxSize bounds the messages a user's connections hold for its handlers; a message that finds the
 // inbox full is dropped and counted (User.Dropped).
 const inboxSize = 256
-
-// Message is one WebSocket message waiting for its connection's handler (see User.Inbox).
-type Message struct {
-	conn   *wsConn
-	binary bool
-	data   []byte
-	at     time.Time // when it was read
-}
 
 // wsValue is user.ws: connect, and the methods of the user's first connection.
 type wsValue struct {
@@ -57,6 +48,11 @@ type wsConn struct {
 	header    http.Header
 	protocols []string
 	onMessage starlark.Callable // nil: messages are dropped unread
+	// typeField and seqField name top-level JSON fields of the messages
+	// received: the first is the type they are counted under, the second
+	// a sequence number whose jumps are gaps, passed to onGap.
+	typeField, seqField string
+	onGap               starlark.Callable
 	// backoff bounds the waits between automatic reconnects after the server closes the connection or
 	// it breaks (doubling from the first, with jitter); zero: no automatic reconnect.
 	backoff    [2]time.Duration
@@ -98,16 +94,21 @@ func (w *wsValue) Attr(name string) (starlark.Value, error) {
 	}), nil
 }
 
-// user.ws.connect(url, name=None, headers=None, subprotocols=None, on_message=None, reconnect=None)
+// user.ws.connect(url, name=None, headers=None, subprotocols=None, on_message=None, reconnect=None,
+// type_field=None, seq_field=None, on_gap=None)
 func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	var raw, name string
+	var raw, name, typeField, seqField string
 	var headers *starlark.Dict
 	var protocols *starlark.List
-	var onMessage starlark.Callable
+	var onMessage, onGap starlark.Callable
 	var reconnect starlark.Value = starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &raw, "name?", &name, "headers?", &headers,
-		"subprotocols?", &protocols, "on_message?", &onMessage, "reconnect?", &reconnect); err != nil {
+		"subprotocols?", &protocols, "on_message?", &onMessage, "reconnect?", &reconnect,
+		"type_field?", &typeField, "seq_field?", &seqField, "on_gap?", &onGap); err != nil {
 		return nil, err
+	}
+	if onGap != nil && seqField == "" {
+		return nil, fmt.Errorf("%s: on_gap needs seq_field=, the JSON field that numbers the messages (\"seq\")", b.Name())
 	}
 	backoff, err := backoffOf(reconnect)
 	if err != nil {
@@ -118,7 +119,8 @@ func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlar
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
-	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage, backoff: backoff}
+	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage, backoff: backoff,
+		typeField: typeField, seqField: seqField, onGap: onGap}
 	if c.name == "" {
 		c.name = "WS " + pathOf(full)
 	}
@@ -227,6 +229,7 @@ func (c *wsConn) dial() {
 		return
 	}
 	c.c, c.err, c.closed = ws, "", false
+	u.env.Record.Record(metrics.Sample{Kind: metrics.Opened, Name: c.name})
 	go c.read(ws)
 }
 
@@ -300,6 +303,7 @@ func (c *wsConn) redial() {
 		}
 		ws, s := c.handshake(false)
 		c.u.env.Record.Record(s)
+		c.u.env.Record.Record(metrics.Sample{Kind: metrics.Reconnect, Name: c.name})
 		c.reconnects.Add(1)
 		if ws != nil {
 			c.mu.Lock()
@@ -310,6 +314,7 @@ func (c *wsConn) redial() {
 			}
 			c.c, c.err = ws, ""
 			c.mu.Unlock()
+			c.u.env.Record.Record(metrics.Sample{Kind: metrics.Opened, Name: c.name})
 			go c.read(ws)
 			return
 		}
@@ -331,26 +336,56 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// read hands ws's messages to the user's inbox until ws ends.
+// read hands ws's messages to the user's inbox until ws ends, counting
+// each, and watches the sequence field: a number above the one expected is
+// a gap (counted, and passed to on_gap); one below starts the count again
+// (a server that numbers each connection from 0).
 func (c *wsConn) read(ws *websocket.Conn) {
+	u := c.u
+	next := int64(-1) // the sequence number expected; -1 until the first
 	for {
 		typ, data, err := ws.ReadMessage()
 		if err != nil {
-			c.mu.Lock()
-			mine := c.c == ws
-			if mine {
-				c.c = nil
-				c.err = "closed: " + err.Error()
-			}
-			again := mine && !c.closed && c.backoff[0] > 0
-			c.mu.Unlock()
-			ws.Close()
-			if again {
-				c.redial()
-			}
+			c.ended(ws, err)
 			return
 		}
-		c.u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, data: data, at: c.u.env.Now()})
+		mt, seq, hasSeq := c.fields(typ, data)
+		u.env.Record.Record(metrics.Sample{Kind: metrics.MessageIn, Name: c.name, Type: mt, BytesIn: int64(len(data))})
+		if hasSeq {
+			if next >= 0 && seq > next {
+				u.env.Record.Record(metrics.Sample{Kind: metrics.Gap, Name: c.name, N: seq - next})
+				if c.onGap != nil {
+					u.deliver(&Message{conn: c, gap: [2]int64{next, seq}, at: u.env.Now()})
+				}
+			}
+			next = seq + 1
+		}
+		u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, data: data, at: u.env.Now()})
+	}
+}
+
+// ended is read's end: unless the user closed ws first, the connection is
+// counted closed (normally for a close frame 1000 or 1001, abnormally
+// otherwise) and reconnected if its policy says so.
+func (c *wsConn) ended(ws *websocket.Conn, err error) {
+	c.mu.Lock()
+	mine := c.c == ws
+	if mine {
+		c.c = nil
+		c.err = "closed: " + err.Error()
+	}
+	again := mine && !c.closed && c.backoff[0] > 0
+	c.mu.Unlock()
+	ws.Close()
+	if mine {
+		s := metrics.Sample{Kind: metrics.Closed, Name: c.name}
+		if !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
+			s.Outcome, s.Message = metrics.Failed, "closed: "+err.Error()
+		}
+		c.u.env.Record.Record(s)
+	}
+	if again {
+		c.redial()
 	}
 }
 
@@ -363,6 +398,7 @@ func (c *wsConn) close() {
 	if ws != nil {
 		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		ws.Close()
+		c.u.env.Record.Record(metrics.Sample{Kind: metrics.Closed, Name: c.name})
 	}
 }
 
@@ -402,6 +438,7 @@ func (c *wsConn) Attr(name string) (starlark.Value, error) {
 		}), nil
 	case "reconnect":
 		return starlark.NewBuiltin("websocket.reconnect", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			c.u.env.Record.Record(metrics.Sample{Kind: metrics.Reconnect, Name: c.name})
 			c.close()
 			c.dial()
 			return starlark.Bool(c.isOpen()), nil
@@ -409,7 +446,8 @@ func (c *wsConn) Attr(name string) (starlark.Value, error) {
 	case "send", "send_json":
 		return starlark.NewBuiltin("websocket."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 			var v starlark.Value
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &v); err != nil {
+			var mt string
+			if err := starlark.UnpackArgs(b.Name(), args, kw, "message", &v, "type?", &mt); err != nil {
 				return nil, err
 			}
 			typ, data := websocket.TextMessage, []byte(nil)
@@ -426,7 +464,10 @@ func (c *wsConn) Attr(name string) (starlark.Value, error) {
 			} else {
 				return nil, fmt.Errorf("%s: got a %s, want a string (a text message) or bytes (binary)", b.Name(), v.Type())
 			}
-			return starlark.Bool(c.send(typ, data)), nil
+			if mt == "" {
+				mt = typeName(typ)
+			}
+			return starlark.Bool(c.send(typ, mt, data)), nil
 		}), nil
 	}
 	return nil, nil
@@ -440,7 +481,7 @@ func (c *wsConn) isOpen() bool {
 
 // send writes one message; false (and the action failed, saying why) when the connection is not open or
 // the write fails.
-func (c *wsConn) send(typ int, data []byte) bool {
+func (c *wsConn) send(typ int, mt string, data []byte) bool {
 	c.mu.Lock()
 	ws := c.c
 	c.mu.Unlock()
@@ -454,99 +495,7 @@ func (c *wsConn) send(typ int, data []byte) bool {
 		u.failAction(c.name + ": send: " + err.Error())
 		return false
 	}
+	u.env.Record.Record(metrics.Sample{Kind: metrics.MessageOut, Name: c.name, Type: mt, BytesOut: int64(len(data))})
 	return true
 }
 
-// toJSON encodes a Starlark value as JSON, as json.encode does.
-func toJSON(v starlark.Value) ([]byte, error) {
-	s, err := starlark.Call(&starlark.Thread{}, jsonModule.Members["encode"], starlark.Tuple{v}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(string(s.(starlark.String))), nil
-}
-
-// messageValue is what a handler receives.
-type messageValue struct{ m *Message }
-
-var _ starlark.HasAttrs = (*messageValue)(nil)
-
-func (v *messageValue) String() string        { return fmt.Sprintf("<message %d bytes>", len(v.m.data)) }
-func (v *messageValue) Type() string          { return "message" }
-func (v *messageValue) Freeze()               {}
-func (v *messageValue) Truth() starlark.Bool  { return true }
-func (v *messageValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
-func (v *messageValue) AttrNames() []string {
-	return []string{"binary", "bytes", "json", "text", "websocket"}
-}
-func (v *messageValue) Attr(name string) (starlark.Value, error) {
-	switch name {
-	case "text":
-		return starlark.String(v.m.data), nil
-	case "bytes":
-		return starlark.Bytes(v.m.data), nil
-	case "binary":
-		return starlark.Bool(v.m.binary), nil
-	case "websocket":
-		return v.m.conn, nil
-	case "json":
-		return starlark.NewBuiltin("message.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
-				return nil, err
-			}
-			if !json.Valid(v.m.data) {
-				return nil, fmt.Errorf("message.json: the message is not JSON: %q", clip(string(v.m.data), 80))
-			}
-			return starlark.Call(th, jsonModule.Members["decode"], starlark.Tuple{starlark.String(v.m.data)}, nil)
-		}), nil
-	}
-	return nil, nil
-}
-
-// deliver puts m into the user's inbox for its handler, or drops and counts it when the inbox is full
-// or its connection has no handler. Called from connections' reader goroutines.
-func (u *User) deliver(m *Message) {
-	if m.conn.onMessage == nil {
-		return
-	}
-	select {
-	case u.inbox <- m:
-	default:
-		u.dropped.Add(1)
-	}
-}
-
-// Inbox is the channel of messages waiting for their handlers: the engine passes each to Handle on the
-// user's goroutine, between actions and during its pauses. nil until the user connects a WebSocket.
-func (u *User) Inbox() <-chan *Message { return u.inbox }
-
-// Dropped is the number of messages dropped because the user's inbox was full.
-func (u *User) Dropped() int64 { return u.dropped.Load() }
-
-// Handle runs m's handler, on_message(user, msg), recorded as the action MessageAction. A message of a
-// connection closed since it arrived is dropped.
-func (u *User) Handle(m *Message) metrics.Outcome {
-	m.conn.mu.Lock()
-	closed := m.conn.closed
-	m.conn.mu.Unlock()
-	if closed {
-		return metrics.OK
-	}
-	_, s := u.invokeWith(MessageAction, m.conn.onMessage, starlark.Tuple{u.value, &messageValue{m}})
-	u.env.Record.Record(s)
-	return s.Outcome
-}
-
-// closeWebSockets closes every WebSocket of the user with a close frame; safe from any goroutine.
-func (u *User) closeWebSockets() {
-	for _, c := range u.value.ws.all() {
-		c.close()
-	}
-}
-
-// failAction fails the running action with why, unless something failed it first.
-func (u *User) failAction(why string) {
-	if !u.failed {
-		u.failed, u.why = true, why
-	}
-}

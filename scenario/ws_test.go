@@ -46,6 +46,10 @@ func echoServer(t *testing.T) (*url.URL, chan int) {
 				closes <- -1
 				return
 			}
+			if string(data) == "drop me" { // the connection breaks: no close frame
+				closes <- -1
+				return
+			}
 			if ws.WriteMessage(typ, data) != nil {
 				return
 			}
@@ -58,13 +62,13 @@ func echoServer(t *testing.T) (*url.URL, chan int) {
 }
 
 // wsUser loads src (with an action A running act) as a user of the target.
-func wsUser(t *testing.T, src string, target *url.URL) (*User, *samples) {
+func wsUser(t *testing.T, src string, target *url.URL) (*User, *lockedSamples) {
 	t.Helper()
 	sc, err := load("w.star", src+"\nactions = [action('A', act)]\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &samples{}
+	rec := &lockedSamples{}
 	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, Target: target, Timeout: 5 * time.Second})
 	t.Cleanup(u.Close)
 	return u, rec
@@ -95,9 +99,9 @@ def act(user):
     user.ws.send_json({"seq": 1, "action": "ping"})
 `, target)
 	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
-		t.Fatalf("action: %v %v", out, (*rec)[len(*rec)-1].Message)
+		t.Fatalf("action: %v %v", out, rec.last(metrics.Action).Message)
 	}
-	hs := (*rec)[0]
+	hs := rec.all()[0]
 	if hs.Kind != metrics.Request || hs.Name != "WS /echo" || hs.Status != http.StatusSwitchingProtocols || hs.Outcome != metrics.OK {
 		t.Errorf("handshake sample %+v, want request WS /echo, status 101, ok", hs)
 	}
@@ -110,7 +114,7 @@ def act(user):
 	if p, _, _ := u.value.state.Get(starlark.String("proto")); p != starlark.String("chat.v1") {
 		t.Errorf("subprotocol %v, want chat.v1", p)
 	}
-	last := (*rec)[len(*rec)-1]
+	last := rec.last(metrics.Action)
 	if last.Kind != metrics.Action || last.Name != MessageAction || last.Outcome != metrics.OK {
 		t.Errorf("the handler's run recorded as %+v, want the action %s", last, MessageAction)
 	}
@@ -137,7 +141,7 @@ def act(user):
 	if out := u.Run(u.Type().Actions[0]); out != metrics.Failed {
 		t.Errorf("action outcome %v, want failed", out)
 	}
-	hs := (*rec)[0]
+	hs := rec.all()[0]
 	if hs.Name != "WS echo" || hs.Status != http.StatusUnauthorized || hs.Outcome != metrics.Failed {
 		t.Errorf("handshake sample %+v, want WS echo, 401, failed", hs)
 	}
@@ -158,7 +162,7 @@ func TestWebSocketMistakes(t *testing.T) {
 	} {
 		u, rec := wsUser(t, "def act(user):\n    "+src+"\n", target)
 		u.Run(u.Type().Actions[0])
-		last := (*rec)[len(*rec)-1]
+		last := rec.last(metrics.Action)
 		if last.Outcome != metrics.Failed || !strings.Contains(last.Message, want) {
 			t.Errorf("%s: %v %q, want a failure saying %q", src, last.Outcome, last.Message, want)
 		}
@@ -196,11 +200,32 @@ func (l *lockedSamples) Record(x metrics.Sample) {
 	l.s = append(l.s, x)
 }
 
-func (l *lockedSamples) named(name string) (n int) {
+func (l *lockedSamples) all() []metrics.Sample {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]metrics.Sample(nil), l.s...)
+}
+
+// last returns the last sample of kind k.
+func (l *lockedSamples) last(k metrics.Kind) metrics.Sample {
+	all := l.all()
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Kind == k {
+			return all[i]
+		}
+	}
+	return metrics.Sample{}
+}
+
+// named counts the handshakes (request samples) of name.
+func (l *lockedSamples) named(name string) int { return l.count(name, metrics.Request) }
+
+// count counts the samples of name and kind.
+func (l *lockedSamples) count(name string, k metrics.Kind) (n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, x := range l.s {
-		if x.Name == name {
+		if x.Name == name && x.Kind == k {
 			n++
 		}
 	}
@@ -215,7 +240,7 @@ def connect(user):
     user.state["auto"] = user.ws.connect("/echo", name="auto", reconnect=("20ms", "100ms"), on_message=lambda user, msg: None)
     user.state["manual"] = user.ws.connect("/echo", name="manual", on_message=lambda user, msg: None)
     user.state["auto"].send("close me")
-    user.state["manual"].send("close me")
+    user.state["manual"].send("drop me")
 def reconnect(user):
     user.state["ok"] = user.state["manual"].reconnect()
 actions = [action("Connect", connect), action("Reconnect", reconnect)]
@@ -255,6 +280,27 @@ actions = [action("Connect", connect), action("Reconnect", reconnect)]
 	}
 	if out := u.Run(sc.Actions[1]); out != metrics.OK || !manual.isOpen() || rec.named("manual") != 2 {
 		t.Errorf("reconnect(): %v, open %v, %d handshakes; want ok, open, 2", out, manual.isOpen(), rec.named("manual"))
+	}
+	// Each connection's life is counted: auto opened twice, closed by the
+	// server once (normally: 1001 going away) and reconnected once by its
+	// policy; manual broken once (abnormally: no close frame) and
+	// reconnected by the scenario.
+	for _, c := range []struct {
+		name                             string
+		opened, closed, abnormal, reconn int
+	}{{"auto", 2, 1, 0, 1}, {"manual", 2, 1, 1, 1}} {
+		abnormal := 0
+		rec.mu.Lock()
+		for _, x := range rec.s {
+			if x.Name == c.name && x.Kind == metrics.Closed && x.Outcome == metrics.Failed {
+				abnormal++
+			}
+		}
+		rec.mu.Unlock()
+		if o, cl, r := rec.count(c.name, metrics.Opened), rec.count(c.name, metrics.Closed), rec.count(c.name, metrics.Reconnect); o != c.opened || cl != c.closed || r != c.reconn || abnormal != c.abnormal {
+			t.Errorf("%s: %d opened, %d closed (%d abnormally), %d reconnects; want %d, %d (%d), %d",
+				c.name, o, cl, abnormal, r, c.opened, c.closed, c.abnormal, c.reconn)
+		}
 	}
 }
 

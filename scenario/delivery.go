@@ -1,0 +1,79 @@
+package scenario
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// stampPrefix starts a delivery stamp: "hr-stamp-" and the send time in
+// nanoseconds since 1970. It is plain ASCII so it survives any payload
+// (a chat message's text, a JSON string, a URL) unchanged.
+const stampPrefix = "hr-stamp-"
+
+// deliveryModule is `delivery`: the time from a message's send to its
+// arrival at another user, the fan-out latency of a chat server. The
+// sender puts delivery.stamp() into what it sends; whoever receives it
+// passes the text to delivery.record, which finds the stamp and records
+// now minus its time under name. Nothing is kept between the two, so a
+// stamp may reach any number of users, on any agent whose clock agrees.
+var deliveryModule = &starlarkstruct.Module{Name: "delivery", Members: starlark.StringDict{
+	"stamp":  starlark.NewBuiltin("delivery.stamp", deliveryStamp),
+	"record": starlark.NewBuiltin("delivery.record", deliveryRecord),
+}}
+
+// delivery.stamp() -> "hr-stamp-<ns>"
+func deliveryStamp(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
+		return nil, err
+	}
+	u := userOf(th)
+	if u == nil {
+		return nil, &argError{"delivery.stamp is for setup, actions and handlers, not the top level",
+			"call it inside a function a user runs, when it sends the message"}
+	}
+	return starlark.String(stampPrefix + strconv.FormatInt(u.env.Now().UnixNano(), 10)), nil
+}
+
+// delivery.record(text, name="delivery") -> seconds since the stamp in text, or None
+func deliveryRecord(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var text string
+	name := "delivery"
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "text", &text, "name?", &name); err != nil {
+		return nil, err
+	}
+	u := userOf(th)
+	if u == nil {
+		return nil, &argError{"delivery.record is for actions and handlers, not the top level",
+			"call it in the on_message handler that receives the stamped message"}
+	}
+	at, ok := findStamp(text)
+	if !ok {
+		return starlark.None, nil
+	}
+	d := max(u.env.Now().Sub(at), 0) // another agent's clock may be ahead
+	u.env.Record.Record(metrics.Sample{Kind: metrics.Delivery, Name: name, Latency: d})
+	return starlark.Float(d.Seconds()), nil
+}
+
+// findStamp returns the time of the first stamp in text.
+func findStamp(text string) (time.Time, bool) {
+	for {
+		i := strings.Index(text, stampPrefix)
+		if i < 0 {
+			return time.Time{}, false
+		}
+		text = text[i+len(stampPrefix):]
+		j := 0
+		for j < len(text) && j < 19 && text[j] >= '0' && text[j] <= '9' {
+			j++
+		}
+		if ns, err := strconv.ParseInt(text[:j], 10, 64); err == nil && j > 0 {
+			return time.Unix(0, ns), true
+		}
+	}
+}

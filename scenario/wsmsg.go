@@ -1,0 +1,194 @@
+package scenario
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/headroom-dev/headroom/metrics"
+	"go.starlark.net/starlark"
+)
+
+// Message is one WebSocket message waiting for its connection's handler (see User.Inbox).
+type Message struct {
+	conn   *wsConn
+	binary bool
+	data   []byte
+	at     time.Time // when it was read
+	// gap, when set, makes this a gap for on_gap instead of a message:
+	// the sequence number expected and the one that came.
+	gap [2]int64
+}
+
+// GapAction is the action name under which on_gap's runs are recorded.
+const GapAction = "(ws gap)"
+
+// typeName is how a message with no type_field value is counted.
+func typeName(typ int) string {
+	if typ == websocket.BinaryMessage {
+		return "binary"
+	}
+	return "text"
+}
+
+// fields reads a received message's type (its type_field, else "text" or
+// "binary") and sequence number (its seq_field, an integer). Only the top
+// level of a JSON object is looked at; the rest of it is skipped unread.
+func (c *wsConn) fields(typ int, data []byte) (mt string, seq int64, hasSeq bool) {
+	mt = typeName(typ)
+	if c.typeField == "" && c.seqField == "" || typ != websocket.TextMessage {
+		return mt, 0, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return mt, 0, false
+	}
+	found := 0
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return mt, seq, hasSeq
+		}
+		key, _ := k.(string)
+		switch {
+		case key != "" && key == c.typeField:
+			if t, err := dec.Token(); err == nil {
+				if v, ok := t.(string); ok && v != "" {
+					mt = v
+				}
+			}
+			found++
+		case key != "" && key == c.seqField:
+			if t, err := dec.Token(); err == nil {
+				if n, ok := t.(json.Number); ok {
+					if v, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+						seq, hasSeq = v, true
+					}
+				}
+			}
+			found++
+		default:
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return mt, seq, hasSeq
+			}
+		}
+		if found == 2 || (found == 1 && (c.typeField == "" || c.seqField == "")) {
+			break
+		}
+	}
+	return mt, seq, hasSeq
+}
+
+// toJSON encodes a Starlark value as JSON, as json.encode does.
+func toJSON(v starlark.Value) ([]byte, error) {
+	s, err := starlark.Call(&starlark.Thread{}, jsonModule.Members["encode"], starlark.Tuple{v}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(string(s.(starlark.String))), nil
+}
+
+// messageValue is what a handler receives.
+type messageValue struct{ m *Message }
+
+var _ starlark.HasAttrs = (*messageValue)(nil)
+
+func (v *messageValue) String() string        { return fmt.Sprintf("<message %d bytes>", len(v.m.data)) }
+func (v *messageValue) Type() string          { return "message" }
+func (v *messageValue) Freeze()               {}
+func (v *messageValue) Truth() starlark.Bool  { return true }
+func (v *messageValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
+func (v *messageValue) AttrNames() []string {
+	return []string{"binary", "bytes", "json", "text", "websocket"}
+}
+func (v *messageValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "text":
+		return starlark.String(v.m.data), nil
+	case "bytes":
+		return starlark.Bytes(v.m.data), nil
+	case "binary":
+		return starlark.Bool(v.m.binary), nil
+	case "websocket":
+		return v.m.conn, nil
+	case "json":
+		return starlark.NewBuiltin("message.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
+				return nil, err
+			}
+			if !json.Valid(v.m.data) {
+				return nil, fmt.Errorf("message.json: the message is not JSON: %q", clip(string(v.m.data), 80))
+			}
+			return starlark.Call(th, jsonModule.Members["decode"], starlark.Tuple{starlark.String(v.m.data)}, nil)
+		}), nil
+	}
+	return nil, nil
+}
+
+// deliver puts m into the user's inbox for its handler, or drops and counts it when the inbox is full
+// or its connection has no handler. Called from connections' reader goroutines.
+func (u *User) deliver(m *Message) {
+	if m.handler() == nil {
+		return
+	}
+	select {
+	case u.inbox <- m:
+	default:
+		u.dropped.Add(1)
+		u.env.Record.Record(metrics.Sample{Kind: metrics.Dropped, Name: m.conn.name, N: 1})
+	}
+}
+
+// handler is the function m goes to: on_gap for a gap, else on_message.
+func (m *Message) handler() starlark.Callable {
+	if m.gap != [2]int64{} {
+		return m.conn.onGap
+	}
+	return m.conn.onMessage
+}
+
+// Inbox is the channel of messages waiting for their handlers: the engine passes each to Handle on the
+// user's goroutine, between actions and during its pauses. nil until the user connects a WebSocket.
+func (u *User) Inbox() <-chan *Message { return u.inbox }
+
+// Dropped is the number of messages dropped because the user's inbox was full.
+func (u *User) Dropped() int64 { return u.dropped.Load() }
+
+// Handle runs m's handler, on_message(user, msg) recorded as the action MessageAction, or for a gap
+// on_gap(user, ws, expected, got) recorded as GapAction. A message of a
+// connection closed since it arrived is dropped.
+func (u *User) Handle(m *Message) metrics.Outcome {
+	m.conn.mu.Lock()
+	closed := m.conn.closed
+	m.conn.mu.Unlock()
+	if closed {
+		return metrics.OK
+	}
+	var s metrics.Sample
+	if m.gap != [2]int64{} {
+		_, s = u.invokeWith(GapAction, m.conn.onGap, starlark.Tuple{u.value, m.conn, starlark.MakeInt64(m.gap[0]), starlark.MakeInt64(m.gap[1])})
+	} else {
+		_, s = u.invokeWith(MessageAction, m.conn.onMessage, starlark.Tuple{u.value, &messageValue{m}})
+	}
+	u.env.Record.Record(s)
+	return s.Outcome
+}
+
+// closeWebSockets closes every WebSocket of the user with a close frame; safe from any goroutine.
+func (u *User) closeWebSockets() {
+	for _, c := range u.value.ws.all() {
+		c.close()
+	}
+}
+
+// failAction fails the running action with why, unless something failed it first.
+func (u *User) failAction(why string) {
+	if !u.failed {
+		u.failed, u.why = true, why
+	}
+}

@@ -1,0 +1,132 @@
+package scenario
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/headroom-dev/headroom/metrics"
+	"go.starlark.net/starlark"
+)
+
+// eventServer answers each text message with the lines of its text, one
+// message per line: a script of what the server sends.
+func eventServer(t *testing.T) *url.URL {
+	t.Helper()
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				if ws.WriteMessage(websocket.TextMessage, []byte(line)) != nil {
+					return
+				}
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u
+}
+
+func TestWebSocketCountsTypesGapsAndDeliveries(t *testing.T) {
+	u, rec := wsUser(t, `
+def on_message(user, msg):
+    ev = msg.json()
+    user.state["seen"] = user.state.get("seen", 0) + 1
+    if ev.get("event") == "posted":
+        user.state["delay"] = delivery.record(ev["text"], name="posted")
+def on_gap(user, ws, expected, got):
+    user.state["gap"] = (expected, got)
+def act(user):
+    c = user.ws.connect("/", name="events", type_field="event", seq_field="seq", on_message=on_message, on_gap=on_gap)
+    lines = [
+        '{"seq": 0, "event": "hello"}',
+        '{"event": "typing", "data": {"seq": 99}, "seq": 1}',
+        '{"seq": 4, "event": "posted", "text": "hi ' + delivery.stamp() + '"}',
+        '{"seq": 5, "event": "posted", "text": "no stamp"}',
+        'not json',
+    ]
+    c.send("\n".join(lines), type="script")
+`, eventServer(t))
+	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
+		t.Fatalf("action: %v %s", out, rec.last(metrics.Action).Message)
+	}
+	for range 6 { // five messages and one gap
+		next(t, u)
+	}
+	if g, _, _ := u.value.state.Get(starlark.String("gap")); g == nil || g.String() != "(2, 4)" {
+		t.Errorf("on_gap saw %v, want (2, 4): seq 2 expected after 1, 4 came", g)
+	}
+	if d, _, _ := u.value.state.Get(starlark.String("delay")); d != starlark.None {
+		t.Errorf("delivery.record of a text with no stamp = %v, want None", d)
+	}
+	snap := metrics.NewSnapshot()
+	for _, x := range rec.all() {
+		snap.Add(&x)
+	}
+	s := snap.Sockets["events"]
+	if s == nil {
+		t.Fatal("no socket figures for events")
+	}
+	in := map[string]int64{}
+	for typ, f := range s.In {
+		in[typ] = f.Messages
+	}
+	if in["hello"] != 1 || in["typing"] != 1 || in["posted"] != 2 || in["text"] != 1 || len(in) != 4 {
+		t.Errorf("messages in by type %v, want hello 1, typing 1 (the nested seq ignored), posted 2, text 1", in)
+	}
+	if f := s.Out["script"]; f == nil || f.Messages != 1 {
+		t.Errorf("messages out %v, want one of type script", s.Out)
+	}
+	if s.Opened != 1 || s.Gaps != 1 || s.Missed != 2 {
+		t.Errorf("opened %d, gaps %d missing %d; want 1, 1, 2", s.Opened, s.Gaps, s.Missed)
+	}
+	d := snap.Deliveries["posted"]
+	if d == nil || d.Count != 1 || d.Hist.Max() > int64(5*time.Second/time.Microsecond) {
+		t.Errorf("deliveries %+v, want one, of less than 5 s", d)
+	}
+	u.Close()
+	snap = metrics.NewSnapshot()
+	for _, x := range rec.all() {
+		snap.Add(&x)
+	}
+	if open := snap.OpenSockets(); open != 0 {
+		t.Errorf("%d open after the user closed, want 0", open)
+	}
+}
+
+func TestDeliveryStampsAreFoundInText(t *testing.T) {
+	at := time.Unix(1700000000, 123456789)
+	for text, ok := range map[string]bool{
+		"hr-stamp-1700000000123456789":                           true,
+		`{"message":"hello hr-stamp-1700000000123456789 there"}`: true,
+		"hr-stamp-x hr-stamp-1700000000123456789":                true,
+		"hr-stamp-": false,
+		"nothing":   false,
+	} {
+		got, found := findStamp(text)
+		if found != ok || (ok && !got.Equal(at)) {
+			t.Errorf("findStamp(%q) = %v, %v; want %v", text, got, found, ok)
+		}
+	}
+}
+
+func TestDeliveryOutsideAUser(t *testing.T) {
+	_, err := load("d.star", "x = delivery.stamp()\nactions = [action('A', lambda user: None)]\n")
+	if err == nil || !strings.Contains(err.Error(), "not the top level") {
+		t.Errorf("a stamp at the top level: %v, want refused", err)
+	}
+}
