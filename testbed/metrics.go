@@ -29,6 +29,9 @@ type metrics struct {
 	// because a connection's queue was full.
 	wsEvents  *prometheus.CounterVec
 	wsDropped prometheus.Counter
+	// wsCloses counts connections that ended, by the code of the client's
+	// close frame ("none": the connection ended without one).
+	wsCloses *prometheus.CounterVec
 }
 
 func newMetrics(p *pool, h *hub) *metrics {
@@ -52,6 +55,10 @@ func newMetrics(p *pool, h *hub) *metrics {
 			Name: "testbed_websocket_events_dropped_total",
 			Help: "Events dropped because a WebSocket connection's queue was full.",
 		}),
+		wsCloses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "testbed_websocket_closes_total",
+			Help: "WebSocket connections ended, by the code of the client's close frame (\"none\": without one).",
+		}, []string{"code"}),
 	}
 	workers := float64(p.size())
 	m.reg.MustRegister(
@@ -59,6 +66,7 @@ func newMetrics(p *pool, h *hub) *metrics {
 		m.storeTime,
 		m.wsEvents,
 		m.wsDropped,
+		m.wsCloses,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "testbed_websocket_connections",
 			Help: "Open WebSocket connections.",

@@ -73,6 +73,7 @@ func newHub() *hub { return &hub{conns: map[string]map[*wsConn]bool{}} }
 // wsConn is one open connection: its writer goroutine sends what out holds, in order, with seq set.
 type wsConn struct {
 	userID string
+	ws     *websocket.Conn
 	out    chan any
 	done   chan struct{} // closed when the reader ends
 	dead   chan struct{} // closed when the writer ends
@@ -105,6 +106,21 @@ func (h *hub) remove(c *wsConn) {
 	if h.open.Add(-1) == 0 {
 		close(h.quit)
 	}
+}
+
+// DropWebSockets breaks every open WebSocket connection without a closing frame, as a restart or a
+// network fault would, and returns how many it broke. Clients see an abnormal close (1006).
+func (s *Server) DropWebSockets() int {
+	s.hub.mu.RLock()
+	defer s.hub.mu.RUnlock()
+	n := 0
+	for _, cs := range s.hub.conns {
+		for c := range cs {
+			c.ws.NetConn().Close()
+			n++
+		}
+	}
+	return n
 }
 
 // send queues ev for every connection of users (but not of except, "" for none), dropping it for a
@@ -204,7 +220,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c := &wsConn{userID: userID, out: make(chan any, wsQueue), done: make(chan struct{}), dead: make(chan struct{})}
+	c := &wsConn{userID: userID, ws: ws, out: make(chan any, wsQueue), done: make(chan struct{}), dead: make(chan struct{})}
 	c.out <- event{Event: "hello", Data: map[string]any{"server_version": "headroom-testbed", "connection_id": strconv.FormatInt(time.Now().UnixNano(), 36)},
 		Broadcast: map[string]any{"user_id": userID}}
 	// On the way out: remove c from the hub, then let the writer send the closing frame and end, then
@@ -224,6 +240,11 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request) {
 	for {
 		var a wsAction
 		if err := ws.ReadJSON(&a); err != nil {
+			code := "none"
+			if ce, ok := err.(*websocket.CloseError); ok {
+				code = strconv.Itoa(ce.Code)
+			}
+			s.metrics.wsCloses.WithLabelValues(code).Inc()
 			return // closed, broken or not JSON: the connection ends
 		}
 		select {
