@@ -230,3 +230,62 @@ func (s *Server) Ceiling(mix map[string]float64, meanThink time.Duration) float6
 	}
 	return float64(s.cfg.Workers) * (meanThink.Seconds() + S) / S
 }
+
+// ConnectedCeiling returns the users N at which the mean response time reaches rt when each of them
+// also holds one WebSocket connection (docs/TESTBED.md, "What connections cost"). A request of route r
+// then takes S_r + EventCost·reach(r, N), reach being the connections its events go to at N users, and
+// the connections' upkeep takes N·ConnCost of worker time a second, so past saturation
+//
+//	R(N) = N·S(N) / (Workers − N·ConnCost) − Z,  S(N) = Σ w_r·(S_r + EventCost·reach(r, N)) / Σ w_r
+//
+// while below it R(N) = S(N), which grows with N too. The answer is the N at which the larger of the two
+// reaches rt: the smaller of the N solving S(N) = rt and the N solving N·S(N) = (Z + rt)·(Workers −
+// N·ConnCost). With rt = S(N) it is the saturation point, N·(S(N)/(Z + S(N)) + ConnCost) = Workers.
+// reach may be nil (no events). It returns 0 if mix names no route.
+func (s *Server) ConnectedCeiling(mix map[string]float64, meanThink, rt time.Duration, reach func(route string, n float64) float64) float64 {
+	var weights float64
+	for name, w := range mix {
+		if _, ok := s.routes[name]; ok && w > 0 {
+			weights += w
+		}
+	}
+	if weights == 0 {
+		return 0
+	}
+	service := func(n float64) float64 { // S(N), seconds
+		var sum float64
+		for name, w := range mix {
+			r, ok := s.routes[name]
+			if !ok || !(w > 0) {
+				continue
+			}
+			x := r.service.Seconds()
+			if reach != nil {
+				x += s.eventCost.Seconds() * reach(name, n)
+			}
+			sum += w * x
+		}
+		return sum / weights
+	}
+	z, c, workers := (meanThink + rt).Seconds(), s.connCost.Seconds(), float64(s.cfg.Workers)
+	queued := func(n float64) float64 { return n*service(n) - z*(workers-n*c) }
+	served := func(n float64) float64 { return service(n) - rt.Seconds() }
+	return min(root(queued), root(served))
+}
+
+// root returns the n >= 0 at which f, increasing, passes 0 (a bound of 1e9 if it does not).
+func root(f func(n float64) float64) float64 {
+	lo, hi := 0.0, 1.0
+	for f(hi) <= 0 && hi < 1e9 {
+		lo, hi = hi, 2*hi
+	}
+	for range 100 {
+		mid := (lo + hi) / 2
+		if f(mid) <= 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}

@@ -134,3 +134,36 @@ func TestDocsTable(t *testing.T) {
 		t.Errorf("docs/TESTBED.md has %d route rows, code has %d routes", len(rows), len(routeTable()))
 	}
 }
+
+func TestConnectedCeiling(t *testing.T) {
+	// Without connections' costs it is the HTTP-only ceiling.
+	mix := map[string]float64{"GetChannelPosts": 6, "ViewChannel": 2, "CreatePost": 1, "GetChannelUnread": 1}
+	s := New(Config{Scale: 10, EventCost: -1, ConnCost: -1})
+	S := time.Duration(0.038 * float64(time.Second))
+	if got, want := s.ConnectedCeiling(mix, time.Second, S, nil), s.Ceiling(mix, time.Second); math.Abs(got-want) > 1e-6*want {
+		t.Errorf("no costs: %v, want Ceiling's %v", got, want)
+	}
+	// The runner's test: 4 workers at Scale 10 (posts 60 ms), every action a post that reaches all N
+	// connections at 1 ms each, 1 ms of upkeep per connection a second, Z = 1 s, rt = 0.2 s:
+	// N·(0.06 + 0.001·N) = 1.2·(4 − 0.001·N), so 0.001·N² + 0.0612·N − 4.8 = 0: 45.1 users (where
+	// S(N) is 105 ms, below rt), against 80 over HTTP alone.
+	s = New(Config{Workers: 4, Scale: 10})
+	reach := func(route string, n float64) float64 {
+		if route == "CreatePost" {
+			return n
+		}
+		return 0
+	}
+	want := (-0.0612 + math.Sqrt(0.0612*0.0612+4*0.001*4.8)) / (2 * 0.001)
+	got := s.ConnectedCeiling(map[string]float64{"CreatePost": 1}, time.Second, 200*time.Millisecond, reach)
+	if math.Abs(got-want) > 1e-6*want {
+		t.Errorf("with connections: %v, want %v", got, want)
+	}
+	if http := 4 * 1.2 / 0.06; got > 0.6*http {
+		t.Errorf("connections cost nothing: %v users, HTTP alone %v", got, http)
+	}
+	// With rt = 0.1 s, S(N) reaches rt first, at 40 users, before the queue does.
+	if got := s.ConnectedCeiling(map[string]float64{"CreatePost": 1}, time.Second, 100*time.Millisecond, reach); math.Abs(got-40) > 1e-6 {
+		t.Errorf("rt = 0.1 s: %v users, want 40, where S(N) = rt", got)
+	}
+}
