@@ -50,12 +50,12 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 		},
 		{
 			Name:      "client 5xx errors (%)",
-			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[$window])) or vector(0)) / `+requests+` * 100`),
+			Query:     q(`(sum(rate(loadtest_http_errors_total{status_code=~"5.."}[$window])) or vector(0)) / ` + requests + ` * 100`),
 			Threshold: 0.025,
 		},
 		{
 			Name:      "client timeouts (%)",
-			Query:     q(`(sum(rate(loadtest_http_timeouts_total[$window])) or vector(0)) / `+requests+` * 100`),
+			Query:     q(`(sum(rate(loadtest_http_timeouts_total[$window])) or vector(0)) / ` + requests + ` * 100`),
 			Threshold: 0.025,
 		},
 	}

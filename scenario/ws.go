@@ -498,4 +498,3 @@ func (c *wsConn) send(typ int, mt string, data []byte) bool {
 	u.env.Record.Record(metrics.Sample{Kind: metrics.MessageOut, Name: c.name, Type: mt, BytesOut: int64(len(data))})
 	return true
 }
-
