@@ -139,9 +139,6 @@ func (u *User) startLane(what string, fnV, nameV starlark.Value, period time.Dur
 		}
 		name = s
 	}
-	if u.env.NewHTTP == nil {
-		return fmt.Errorf("%s: this user has no way to open a second connection (scenario.Env.NewHTTP is nil)", what)
-	}
 	state, err := laneCopy(u.value.state, "user.state", 0, map[starlark.Value]starlark.Value{})
 	if err != nil {
 		return fmt.Errorf("%s: %v", what, err)
@@ -160,6 +157,9 @@ func (u *User) startLane(what string, fnV, nameV starlark.Value, period time.Dur
 	}
 	if ls.shut != "" {
 		return fmt.Errorf("%s: %s", what, ls.shut)
+	}
+	if u.env.NewHTTP == nil {
+		return fmt.Errorf("%s: this user has no way to open a second connection (scenario.Env.NewHTTP is nil)", what)
 	}
 	ls.n++
 	l := &lane{http: u.env.NewHTTP(cookies), fn: fn, action: LaneAction(name)}
@@ -218,6 +218,7 @@ func (l *lane) run(wg *sync.WaitGroup) {
 			return
 		}
 		began := since()
+		u.setup = u.parent.settingUp.Load() // a call of the user's setup time is setup's
 		_, s := u.invoke(l.action, l.fn)
 		u.env.Record.Record(s)
 		if s.Outcome == metrics.Canceled {

@@ -273,8 +273,8 @@ def act(user):
 			t.Errorf("the long poll took %v to end after Cancel, want at once", waited)
 		}
 		polls, calls := rec.all("GET /sync"), rec.all(LaneAction("sync"))
-		if len(polls) != 1 || polls[0].Kind != metrics.Poll || polls[0].Outcome != metrics.Canceled {
-			t.Errorf("polls %+v, want one Poll sample, cancelled", polls)
+		if len(polls) != 1 || polls[0].Kind != metrics.Poll || polls[0].Outcome != metrics.Canceled || polls[0].Setup {
+			t.Errorf("polls %+v, want one Poll sample, cancelled, not of setup", polls)
 		}
 		if len(calls) != 1 || calls[0].Outcome != metrics.Canceled || calls[0].Message != "cancelled: user removed" {
 			t.Errorf("calls %+v, want one, cancelled: user removed", calls)
@@ -320,6 +320,7 @@ def sync(user):
     user.http.get("/sync?hold", long_poll=True)
 def setup(user):
     user.background(sync)
+    sleep("1s")   # the lane's poll begins meanwhile
     fail("login refused")
 def act(user):
     pass
@@ -332,8 +333,12 @@ def act(user):
 		if now := len(n.sentTo("/sync")); now != polls || polls > 1 {
 			t.Errorf("%d polls at the failed setup's end, %d a minute later: want the lane stopped", polls, now)
 		}
-		if calls := rec.all(LaneAction("sync")); len(calls) > 0 && calls[0].Message != "cancelled: setup failed" {
-			t.Errorf("the lane's call %+v, want cancelled: setup failed", calls[0])
+		calls, ps := rec.all(LaneAction("sync")), rec.all("GET /sync")
+		if len(calls) != 1 || calls[0].Message != "cancelled: setup failed" || !calls[0].Setup {
+			t.Errorf("the lane's calls %+v, want one, of setup, cancelled: setup failed", calls)
+		}
+		if len(ps) != 1 || !ps[0].Setup {
+			t.Errorf("its polls %+v, want one, of setup (it began while the user set up)", ps)
 		}
 	})
 }
@@ -363,7 +368,7 @@ func TestLaneMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := &laneNet{}
-	u := NewUser(sc, Env{ID: 0, HTTP: n.newClient(nil), NewHTTP: n.newClient, Record: &samples{}})
+	u := NewUser(sc, Env{ID: 0, HTTP: n.newClient(nil), Record: &samples{}}) // as the engine makes init's user
 	defer u.Close()
 	if _, err := u.Init(); err == nil || !strings.Contains(err.Error(), "not in init") {
 		t.Errorf("background in init: %v, want an error saying not in init", err)

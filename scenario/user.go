@@ -91,12 +91,15 @@ type User struct {
 
 	canceled atomic.Pointer[string] // the reason given to Cancel, once it was called
 	setup    bool                   // in setup or init: samples are marked metrics.Sample.Setup
-	cancelCh chan struct{}          // closed by the first Cancel: wakes a sleep
-	picks    []pick                 // the dataset rows this user holds (see data.go); Close gives them back
-	inbox    chan *Message          // WebSocket messages for their handlers (ws.go); nil until a connect
-	dropped  atomic.Int64           // messages the full inbox dropped
-	lanes    laneSet                // background loops (lane.go)
-	parent   *User                  // for a lane's own user, the user it belongs to; nil otherwise
+	// settingUp is setup, for the user's lanes' goroutines: a lane's call
+	// that begins while the user sets up is counted as setup too.
+	settingUp atomic.Bool
+	cancelCh  chan struct{} // closed by the first Cancel: wakes a sleep
+	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
+	inbox     chan *Message // WebSocket messages for their handlers (ws.go); nil until a connect
+	dropped   atomic.Int64  // messages the full inbox dropped
+	lanes     laneSet       // background loops (lane.go)
+	parent    *User         // for a lane's own user, the user it belongs to; nil otherwise
 
 	// the action running now
 	failed, timedOut bool
@@ -192,8 +195,10 @@ func (u *User) Setup() metrics.Outcome {
 		return metrics.OK
 	}
 	u.setup = true
+	u.settingUp.Store(true)
 	out := u.call(SetupAction, u.typ.Setup)
 	u.setup = false
+	u.settingUp.Store(false)
 	if out != metrics.OK {
 		u.StopLanes("setup failed")
 	}
