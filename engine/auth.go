@@ -19,11 +19,11 @@ type basicAuth struct {
 	header transport.Header
 }
 
-var _ scenario.Doer = (*basicAuth)(nil)
+var _ scenario.HTTPClient = (*basicAuth)(nil)
 
 // withCredentials wraps c when target carries credentials; else it
 // returns c.
-func withCredentials(c *transport.Client, target *url.URL) scenario.Doer {
+func withCredentials(c *transport.Client, target *url.URL) scenario.HTTPClient {
 	if target == nil || target.User == nil {
 		return c
 	}

@@ -134,14 +134,17 @@ func (e *Engine) newUser(id int) *vu {
 
 // userOf makes user id's scenario runtime and HTTP client, both new: no
 // state, headers, cookies or connection.
+// Its background lanes get clients made the same way (Env.NewHTTP).
 func (e *Engine) userOf(id int) (*scenario.User, *transport.Client) {
-	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody}
-	if n := len(e.cfg.SourceAddrs); n > 0 {
-		opt.LocalAddr = e.cfg.SourceAddrs[(id-1)%n]
-	}
+	opt := e.clientOptions(id)
 	client := transport.NewClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		NewHTTP: func(cookies map[string]string) scenario.HTTPClient {
+			o := opt
+			o.Cookies = cookies
+			return withCredentials(transport.NewClient(o), e.cfg.Target)
+		},
 		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
 	})
 	return user, client

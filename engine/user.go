@@ -17,6 +17,10 @@ import (
 //	Stopping -> TearingDown -> Done
 //	Stopping -> Done                          (cancelled, or no teardown)
 //
+// Its background lanes (user.background, user.every) run beside it from
+// the moment its code starts them until Stopping, which cuts them and
+// waits for them to end; a failed setup stops those it started.
+//
 // A failed setup is retried after a think-time pause, from a new
 // scenario.User and transport.Client (see vu.renew); the user stays in
 // SettingUp meanwhile.
@@ -73,14 +77,15 @@ func (v *vu) set(s State) { v.state.Store(int32(s)) }
 func (v *vu) run(onAction func(user int, action string)) {
 	defer close(v.done)
 	// Whichever user and client v holds at the end (renew replaces them):
-	// the connection, and the dataset rows for users added later.
+	// the connection, and the dataset rows for users added later. The
+	// user's lanes end (user.Close waits for them) before it is Done.
 	defer func() { v.client.Close() }()
-	defer func() { v.user.Close() }()
 	defer func() {
 		if v.State() != Done {
 			v.set(Done) // only a panic gets here before finish
 		}
 	}()
+	defer func() { v.user.Close() }()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	// pause waits d, or less if the user is stopped; false means stop.
@@ -178,8 +183,12 @@ func (v *vu) run(onAction func(user int, action string)) {
 	}
 }
 
+// finish ends the user: its background lanes first (their requests in
+// flight cut, waited for), so teardown runs alone and a Done user has no
+// goroutine left but its own.
 func (v *vu) finish() {
 	v.set(Stopping)
+	v.user.StopLanes("user stopped")
 	if !v.canceled.Load() {
 		v.set(TearingDown)
 		v.user.Teardown()

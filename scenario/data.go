@@ -327,6 +327,10 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 			return d.row(p.row), nil
 		}
 	}
+	if u.parent != nil && (d.Pick == PickUnique || d.Pick == PickRandom) {
+		return nil, fmt.Errorf(`%s: %s (pick=%q) in a background lane gives the row the user held when the lane started, and it held none: call ds.row(user) in setup before starting the lane`,
+			b.Name(), d.What(), d.Pick)
+	}
 	n := len(d.rows)
 	switch d.Pick {
 	case PickCycle:
@@ -377,11 +381,13 @@ func (d *Dataset) release(i int) {
 	d.free = append(d.free, int32(i))
 }
 
-// Close closes the user's WebSockets (with a close frame) and gives back
+// Close stops the user's background lanes and waits for them (see
+// StopLanes), closes its WebSockets (with a close frame) and gives back
 // the dataset rows it holds (pick="unique"), for users that start later.
 // Call it once the user's calls are over: the engine does when its
 // goroutine ends. Later calls do nothing.
 func (u *User) Close() {
+	u.StopLanes("user ended")
 	u.closeWebSockets()
 	for _, p := range u.picks {
 		if p.d.Pick == PickUnique {

@@ -91,10 +91,11 @@ type requestArgs struct {
 	params, headers             *starlark.Dict
 	json, body, expect, timeout starlark.Value
 	name                        string
+	longPoll                    bool // long_poll=True: the sample is a metrics.Poll
 }
 
 // unpackRequest reads url, params=, headers=, json=, body=, name=,
-// expect=, timeout= (url may also be given by keyword). It does what
+// expect=, timeout=, long_poll= (url may also be given by keyword). It does what
 // starlark.UnpackArgs would, without its per-call allocations: this runs
 // for every request.
 func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a requestArgs, err error) {
@@ -104,7 +105,7 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 	case 1:
 		urlV = args[0]
 	default:
-		return a, fmt.Errorf("%s: got %d positional arguments, want 1 (the URL); the rest are keywords: params=, headers=, json=, body=, name=, expect=, timeout=", fn, len(args))
+		return a, fmt.Errorf("%s: got %d positional arguments, want 1 (the URL); the rest are keywords: params=, headers=, json=, body=, name=, expect=, timeout=, long_poll=", fn, len(args))
 	}
 	dict := func(k string, v starlark.Value) (*starlark.Dict, error) {
 		if v == starlark.None {
@@ -143,6 +144,12 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 				return a, fmt.Errorf("%s: name= is a %s, want a string", fn, v.Type())
 			}
 			a.name = n
+		case "long_poll":
+			b, ok := v.(starlark.Bool)
+			if !ok {
+				return a, fmt.Errorf("%s: long_poll= is a %s, want True or False", fn, v.Type())
+			}
+			a.longPoll = bool(b)
 		default:
 			return a, fmt.Errorf("%s: unexpected keyword argument %s=", fn, k)
 		}
@@ -161,35 +168,40 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 	return a, nil
 }
 
-// do sends one request: url, params=, headers=, json=, body=, name=, expect=, timeout=.
+// do sends one request: url, params=, headers=, json=, body=, name=, expect=, timeout=, long_poll=.
 //
 // Its frame is on the stack under the whole request (a dial included), so
 // building the request is left to build, whose larger frame is gone by
 // then: a user's goroutine stack then stays within 8 KB (see
 // docs/BENCHMARKS.md, memory per idle user).
 func (h *httpValue) do(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	name, expect, err := h.build(th, method, b, args, kw)
+	name, expect, kind, err := h.build(th, method, b, args, kw)
 	if err != nil {
 		return nil, err
 	}
-	return h.u.send(name, &h.req, expect), nil
+	return h.u.send(name, &h.req, expect, kind), nil
 }
 
 // build fills h.req from a request call's arguments and returns the
-// request's name and expected statuses.
+// request's name, expected statuses and sample kind (metrics.Poll for
+// long_poll=True, else metrics.Request).
 //
 //go:noinline
-func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (string, []int, error) {
+func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (string, []int, metrics.Kind, error) {
 	a, err := unpackRequest(b.Name(), args, kw)
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
+	}
+	kind := metrics.Request
+	if a.longPoll {
+		kind = metrics.Poll
 	}
 	rawURL, params, headers, jsonV, bodyV, name, expectV, timeoutV := a.url, a.params, a.headers, a.json, a.body, a.name, a.expect, a.timeout
 	if err := checkMethod(b.Name(), method); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	if err := checkURL(b.Name(), rawURL); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	req := &h.req
 	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0]}
@@ -208,7 +220,7 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		for _, it := range h.headers.Items() {
 			k, v := plain(it[0]), plain(it[1])
 			if err := checkHeader(b.Name(), " (from user.http.headers)", k, v); err != nil {
-				return "", nil, err
+				return "", nil, 0, err
 			}
 			req.Defaults = append(req.Defaults, transport.Header{Key: k, Value: v})
 		}
@@ -217,18 +229,18 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		for _, it := range headers.Items() {
 			k, v := plain(it[0]), plain(it[1])
 			if err := checkHeader(b.Name(), "", k, v); err != nil {
-				return "", nil, err
+				return "", nil, 0, err
 			}
 			req.Header = append(req.Header, transport.Header{Key: k, Value: v})
 		}
 	}
 	switch {
 	case jsonV != nil && bodyV != nil:
-		return "", nil, fmt.Errorf("%s: give json= or body=, not both", b.Name())
+		return "", nil, 0, fmt.Errorf("%s: give json= or body=, not both", b.Name())
 	case jsonV != nil:
 		enc, err := starlark.Call(th, jsonModule.Members["encode"], starlark.Tuple{jsonV}, nil)
 		if err != nil {
-			return "", nil, fmt.Errorf("%s: json=: %w", b.Name(), err)
+			return "", nil, 0, fmt.Errorf("%s: json=: %w", b.Name(), err)
 		}
 		req.Body = []byte(enc.(starlark.String))
 		req.Header = append(req.Header, transport.Header{Key: "Content-Type", Value: "application/json"})
@@ -239,27 +251,27 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		case starlark.Bytes:
 			req.Body = []byte(x)
 		default:
-			return "", nil, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
+			return "", nil, 0, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
 		}
 	}
 	expect, err := expectSet(expectV)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", b.Name(), err)
+		return "", nil, 0, fmt.Errorf("%s: %w", b.Name(), err)
 	}
 	if timeoutV != nil {
 		d, err := Duration(timeoutV)
 		if err != nil {
-			return "", nil, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
+			return "", nil, 0, fmt.Errorf("%s: timeout=: %w", b.Name(), err)
 		}
 		if d <= 0 { // the transport would take it for "the default"
-			return "", nil, fmt.Errorf("%s: timeout= must be more than 0, got %v; leave it out for the run's --timeout", b.Name(), d)
+			return "", nil, 0, fmt.Errorf("%s: timeout= must be more than 0, got %v; leave it out for the run's --timeout", b.Name(), d)
 		}
 		req.Timeout = d
 	}
 	if name == "" {
 		name = defaultName(method, rawURL)
 	}
-	return name, expect, nil
+	return name, expect, kind, nil
 }
 
 // defaultName is METHOD plus the path without its query: the request name
@@ -328,12 +340,13 @@ func plain(v starlark.Value) string {
 	return v.String()
 }
 
-// send does the request, records it, and notes failures for the action.
-func (u *User) send(name string, req *transport.Request, expect []int) *responseValue {
+// send does the request, records it as a sample of kind (metrics.Request
+// or metrics.Poll), and notes failures for the action.
+func (u *User) send(name string, req *transport.Request, expect []int, kind metrics.Kind) *responseValue {
 	rv := &responseValue{url: req.URL}
 	resp := &rv.r
 	u.env.HTTP.Do(req, resp)
-	s := metrics.Sample{Kind: metrics.Request, Name: name, Status: resp.Status, Latency: resp.Latency,
+	s := metrics.Sample{Kind: kind, Name: name, Status: resp.Status, Latency: resp.Latency,
 		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut, Setup: u.setup}
 	switch {
 	case resp.Canceled:

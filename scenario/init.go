@@ -46,6 +46,9 @@ func (u *User) Init() (starlark.Value, error) {
 		return starlark.None, nil
 	}
 	u.setup = true
+	u.lanes.mu.Lock()
+	u.lanes.shut = "not in init, which runs once before any user starts; start lanes in setup or an action"
+	u.lanes.mu.Unlock()
 	v, s := u.invoke(InitAction, u.sc.Init)
 	u.setup = false
 	if s.Outcome == metrics.OK {

@@ -27,19 +27,32 @@ type Recorder interface {
 	Record(metrics.Sample) // by value: a pointer would escape, one allocation per request
 }
 
+// HTTPClient is a Doer its owner stops: Cancel cuts the request in flight and every later one (safe
+// from any goroutine); Close closes its connections. A background lane owns one (Env.NewHTTP).
+type HTTPClient interface {
+	Doer
+	Cancel()
+	Close()
+}
+
 var (
-	_ Doer     = (*transport.Client)(nil)
-	_ Recorder = (*metrics.Shard)(nil)
+	_ HTTPClient = (*transport.Client)(nil)
+	_ Recorder   = (*metrics.Shard)(nil)
 )
 
 // Env is what a user gets from the engine.
 type Env struct {
-	ID     int    // 1-based, unique in a run
-	Seed   uint64 // the run's seed; with ID it fixes the user's random streams
-	HTTP   Doer
-	Record Recorder
-	Print  func(user int, msg string) // where print() goes; nil drops it
-	Now    func() time.Time
+	ID   int    // 1-based, unique in a run
+	Seed uint64 // the run's seed; with ID it fixes the user's random streams
+	HTTP Doer
+	// NewHTTP makes another client like HTTP (the same target, timeout,
+	// source address and credentials; a connection of its own) that
+	// starts with the given cookies: a background lane's (lane.go). nil:
+	// user.background and user.every fail.
+	NewHTTP func(cookies map[string]string) HTTPClient
+	Record  Recorder
+	Print   func(user int, msg string) // where print() goes; nil drops it
+	Now     func() time.Time
 	// Shared is what the scenario's init returned (see (*User).Init),
 	// frozen; users read it as user.shared. nil reads as None.
 	Shared starlark.Value
@@ -78,10 +91,15 @@ type User struct {
 
 	canceled atomic.Pointer[string] // the reason given to Cancel, once it was called
 	setup    bool                   // in setup or init: samples are marked metrics.Sample.Setup
-	cancelCh chan struct{}          // closed by the first Cancel: wakes a sleep
-	picks    []pick                 // the dataset rows this user holds (see data.go); Close gives them back
-	inbox    chan *Message          // WebSocket messages for their handlers (ws.go); nil until a connect
-	dropped  atomic.Int64           // messages the full inbox dropped
+	// settingUp is setup, for the user's lanes' goroutines: a lane's call
+	// that begins while the user sets up is counted as setup too.
+	settingUp atomic.Bool
+	cancelCh  chan struct{} // closed by the first Cancel: wakes a sleep
+	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
+	inbox     chan *Message // WebSocket messages for their handlers (ws.go); nil until a connect
+	dropped   atomic.Int64  // messages the full inbox dropped
+	lanes     laneSet       // background loops (lane.go)
+	parent    *User         // for a lane's own user, the user it belongs to; nil otherwise
 
 	// the action running now
 	failed, timedOut bool
@@ -99,17 +117,7 @@ func NewUser(sc *Scenario, env Env) *User {
 	u := &User{sc: sc, typ: sc.TypeOf(env.ID), env: env, cancelCh: make(chan struct{})}
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
-	u.thread = &starlark.Thread{Name: fmt.Sprintf("user %d", env.ID)}
-	u.thread.SetLocal(userKey, u)
-	u.thread.OnMaxSteps = stopAtLine(func(*starlark.Thread) bool { return true }, func(th *starlark.Thread) {
-		u.overSteps = true
-		th.Cancel("step limit")
-	})
-	u.thread.Print = func(_ *starlark.Thread, msg string) {
-		if env.Print != nil {
-			env.Print(env.ID, msg)
-		}
-	}
+	u.newThread(fmt.Sprintf("user %d", env.ID))
 	u.value = &userValue{id: env.ID, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
 	if u.value.shared == nil {
 		u.value.shared = starlark.None
@@ -129,6 +137,22 @@ func NewUser(sc *Scenario, env Env) *User {
 	}
 	u.factor = u.typ.Think.Factor(u.choose)
 	return u
+}
+
+// newThread gives u its Starlark thread: sleep, print and the builtins
+// find u through it.
+func (u *User) newThread(name string) {
+	u.thread = &starlark.Thread{Name: name}
+	u.thread.SetLocal(userKey, u)
+	u.thread.OnMaxSteps = stopAtLine(func(*starlark.Thread) bool { return true }, func(th *starlark.Thread) {
+		u.overSteps = true
+		th.Cancel("step limit")
+	})
+	u.thread.Print = func(_ *starlark.Thread, msg string) {
+		if u.env.Print != nil {
+			u.env.Print(u.env.ID, msg)
+		}
+	}
 }
 
 // mix derives a stream seed (SplitMix64 finalizer over the inputs).
@@ -164,14 +188,21 @@ func (u *User) Next() *Action {
 func (u *User) Think() time.Duration { return u.typ.Think.Next(u.choose, u.factor) }
 
 // Setup runs setup(user), if the scenario has one, and records it as the
-// action "(setup)". It returns the outcome.
+// action "(setup)". It returns the outcome. A setup that fails stops the
+// lanes it started (see StopLanes): a retry starts from a clean user.
 func (u *User) Setup() metrics.Outcome {
 	if u.typ.Setup == nil {
 		return metrics.OK
 	}
 	u.setup = true
-	defer func() { u.setup = false }()
-	return u.call(SetupAction, u.typ.Setup)
+	u.settingUp.Store(true)
+	out := u.call(SetupAction, u.typ.Setup)
+	u.setup = false
+	u.settingUp.Store(false)
+	if out != metrics.OK {
+		u.StopLanes("setup failed")
+	}
+	return out
 }
 
 // Teardown runs teardown(user), if any.
@@ -188,13 +219,16 @@ func (u *User) Run(a *Action) metrics.Outcome { return u.call(a.Name, a.Fn) }
 // Cancel stops the Starlark code at its next step, and a sleep at once.
 // Safe from any goroutine. The engine pairs it with cancelling the user's
 // HTTP client. The action running then, and any later call, ends as
-// metrics.Canceled with the message "cancelled: " + reason.
+// metrics.Canceled with the message "cancelled: " + reason. The user's
+// background lanes are cancelled too, their requests in flight cut;
+// StopLanes waits for them to end.
 func (u *User) Cancel(reason string) {
 	if u.canceled.CompareAndSwap(nil, &reason) { // before the thread's, which call reads after it
 		close(u.cancelCh)
 	}
 	u.thread.Cancel(reason)
 	u.closeWebSockets()
+	u.cancelLanes(reason)
 }
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
@@ -331,6 +365,7 @@ type userValue struct {
 	state  *starlark.Dict
 	rand   *randValue
 	shared starlark.Value // init's value, frozen; None without init
+	lane   string         // the lane's name, for a background lane's view of the user; "" otherwise
 }
 
 var _ starlark.HasAttrs = (*userValue)(nil)
@@ -341,7 +376,7 @@ func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
 func (v *userValue) AttrNames() []string {
-	return []string{"http", "id", "rand", "shared", "state", "type", "ws"}
+	return []string{"background", "every", "http", "id", "rand", "shared", "state", "type", "ws"}
 }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
@@ -358,7 +393,20 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 	case "type":
 		return v.typ, nil
 	case "ws":
+		if v.lane != "" {
+			return nil, fmt.Errorf("user.ws in the background lane %q: WebSockets belong to the user's own thread; "+
+				"connect in setup or an action and handle messages with on_message", v.lane)
+		}
 		return v.ws, nil
+	case "background", "every":
+		u := v.http.u
+		if v.lane != "" {
+			return nil, fmt.Errorf("user.%s in the background lane %q: a lane cannot start lanes; start them from setup or an action", name, v.lane)
+		}
+		if name == "every" {
+			return starlark.NewBuiltin("user.every", u.every), nil
+		}
+		return starlark.NewBuiltin("user.background", u.background), nil
 	}
 	return nil, nil
 }

@@ -93,6 +93,7 @@ func TestRequestArgumentMistakesFailTheAction(t *testing.T) {
 		"def act(user):\n    user.http.get('/x', expect='200')\n":       "expect= is a string",
 		"def act(user):\n    user.http.get('/x', timeout='soon')\n":     "bad duration",
 		"def act(user):\n    user.http.get('/x').json()\n":              "body is not JSON",
+		"def act(user):\n    user.http.get('/x', long_poll=1)\n":        "long_poll= is a int, want True or False",
 	} {
 		d := &fakeDoer{status: 200, body: "not json"}
 		rec, out := runAction(t, src, d)
@@ -103,6 +104,31 @@ func TestRequestArgumentMistakesFailTheAction(t *testing.T) {
 		if !strings.HasPrefix(last.Message, "u.star:2:") {
 			t.Errorf("%q: message %q does not name the line", src, last.Message)
 		}
+	}
+}
+
+// TestLongPollIsAPollSample: long_poll=True files the request as a metrics.Poll (time waited, not
+// served); it still counts as a request of the action, and a failed one still fails it.
+func TestLongPollIsAPollSample(t *testing.T) {
+	d := &fakeDoer{status: 200}
+	rec, out := runAction(t, `
+def act(user):
+    user.http.get("/sync?timeout=30000", name="GET /sync", long_poll=True)
+    user.http.request("POST", "/events", name="POST /events", long_poll=True, expect=204)
+    user.http.get("/plain", long_poll=False)
+`, d)
+	if out != metrics.Failed { // POST /events answered 200, not 204
+		t.Errorf("action outcome %v, want failed by POST /events", out)
+	}
+	kinds := map[string]metrics.Kind{}
+	for _, s := range *rec {
+		kinds[s.Name] = s.Kind
+	}
+	if kinds["GET /sync"] != metrics.Poll || kinds["POST /events"] != metrics.Poll || kinds["GET /plain"] != metrics.Request {
+		t.Errorf("kinds %v, want the two long polls Poll and GET /plain Request", kinds)
+	}
+	if act := (*rec)[len(*rec)-1]; act.Kind != metrics.Action || act.Requests != 3 {
+		t.Errorf("action sample %+v, want an action of 3 requests", act)
 	}
 }
 

@@ -181,6 +181,9 @@ func (u *User) Handle(m *Message) metrics.Outcome {
 
 // closeWebSockets closes every WebSocket of the user with a close frame; safe from any goroutine.
 func (u *User) closeWebSockets() {
+	if u.value.ws == nil { // a lane's user has none
+		return
+	}
 	for _, c := range u.value.ws.all() {
 		c.close()
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -90,7 +91,11 @@ type Options struct {
 	// target (its ephemeral ports), so a large run spreads its users over
 	// several (any 127.x.y.z reaches a loopback target).
 	LocalAddr netip.Addr
-	Now       func() time.Time
+	// Cookies, if any, are the target host's cookies the client starts
+	// with (copied): a second client of one user (a background lane) sends
+	// the cookies the user held when it began.
+	Cookies map[string]string
+	Now     func() time.Time
 }
 
 // ErrCanceled is the error of a request stopped by Cancel.
@@ -126,6 +131,9 @@ func NewClient(opt Options) *Client {
 		opt.Now = time.Now
 	}
 	c := &Client{opt: opt}
+	if len(opt.Cookies) > 0 {
+		c.jar = maps.Clone(opt.Cookies)
+	}
 	c.targetAddr, c.targetTLS = hostPort(opt.Target)
 	c.basePath = strings.TrimSuffix(opt.Target.Path, "/")
 	return c

@@ -73,6 +73,15 @@ func TestCookiesArePerUser(t *testing.T) {
 	if _, ok := a.Cookies()["session"]; ok {
 		t.Errorf("deleted cookie still kept: %v", a.Cookies())
 	}
+
+	// A client may start with cookies (a user's second connection): a copy.
+	start := map[string]string{"session": "carol"}
+	c := NewClient(Options{Target: u, Cookies: start})
+	start["session"] = "mallory"
+	c.Do(&Request{Method: "GET", URL: "/cookies"}, &r)
+	if !strings.Contains(string(r.Body), "carol") {
+		t.Errorf("the starting cookie not sent: %s", r.Body)
+	}
 }
 
 func TestServerClosingIdleConnectionIsRetriedOnce(t *testing.T) {
