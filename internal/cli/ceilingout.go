@@ -35,7 +35,7 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 	if x.Started > x.Users { // some still setting up: not yet load
 		fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Users)
 	}
-	fmt.Fprintf(&b, "  req/s %.0f", x.Last.RPS)
+	fmt.Fprintf(&b, "  req/s %.0f%s", x.Last.RPS, connectedLine(x.Last))
 	for _, r := range x.Results {
 		if r.Inactive {
 			continue
@@ -157,6 +157,7 @@ func printCeiling(w io.Writer, r *result.Result) {
 	}
 	fmt.Fprintf(w, "\nat the supported users (%s):\n", c.StatsWindow)
 	table(w, "REQUEST", append(r.Requests, r.Totals))
+	printConnected(w, r.Connected)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -64,6 +64,7 @@ func (p *progress) update(x runner.Progress) {
 	}
 	line := fmt.Sprintf("%s %s/%s  users %d/%d (%d set up)  req/s %.0f  p50 %s  p99 %s  errors %.2f%%  timeouts %d",
 		phase, clock(x.Elapsed), clock(x.Total), x.Users, x.Want, x.Ready, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+	line += connectedLine(x.Last)
 	if n := x.Last.SetupErrors; n > 0 {
 		line += fmt.Sprintf("  setup errors %d/s", n)
 	}
@@ -106,6 +107,7 @@ func printSummary(w io.Writer, r *result.Result) {
 	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
+	printConnected(w, r.Connected)
 	printSetup(w, r.Setup)
 	if len(r.Config.UserTypes) > 0 {
 		fmt.Fprintf(w, "users by type: %s\n", usersByType(r))

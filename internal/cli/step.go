@@ -160,8 +160,8 @@ func (p *stepProgress) update(x runner.StepProgress) {
 		fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", x.Users)
 		return
 	}
-	line := fmt.Sprintf("%s level %d/%d, %d users: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d",
-		clock(x.Elapsed), x.Level+1, len(p.levels), x.Want, what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts)
+	line := fmt.Sprintf("%s level %d/%d, %d users: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d%s",
+		clock(x.Elapsed), x.Level+1, len(p.levels), x.Want, what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts, connectedLine(x.Last))
 	p.show(line, false)
 }
 
@@ -190,6 +190,7 @@ func printStep(w io.Writer, r *result.Result) {
 		fmt.Fprintf(w, "\n%d users (held %s from %s%s):\n", l.Users, secs(l.Window.Seconds), clock(time.Duration(l.Window.Start*float64(time.Second))), cut)
 		stepTable(w, "REQUEST", append(l.Requests, l.Totals))
 		stepTable(w, "ACTION", l.Actions)
+		printConnected(w, l.Connected)
 	}
 	if len(s.Levels) > 0 {
 		fmt.Fprintln(w, "\nlevels (all requests):")
