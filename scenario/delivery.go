@@ -19,7 +19,9 @@ const stampPrefix = "hr-stamp-"
 // arrival at another user, the fan-out latency of a chat server. The
 // sender puts delivery.stamp() into what it sends; whoever receives it
 // passes the text to delivery.record, which finds the stamp and records
-// now minus its time under name. Nothing is kept between the two, so a
+// the time since under name: until the message was read off its
+// connection, when called in its handler (the handler may run later, once
+// its user's action ends), else until now. Nothing is kept between the two, so a
 // stamp may reach any number of users, on any agent whose clock agrees.
 var deliveryModule = &starlarkstruct.Module{Name: "delivery", Members: starlark.StringDict{
 	"stamp":  starlark.NewBuiltin("delivery.stamp", deliveryStamp),
@@ -55,7 +57,11 @@ func deliveryRecord(th *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if !ok {
 		return starlark.None, nil
 	}
-	d := max(u.env.Now().Sub(at), 0) // another agent's clock may be ahead
+	arrived := u.env.Now()
+	if u.handling != nil { // in a handler: when the message arrived, not when its user got to it
+		arrived = u.handling.at
+	}
+	d := max(arrived.Sub(at), 0) // another agent's clock may be ahead
 	u.env.Record.Record(metrics.Sample{Kind: metrics.Delivery, Name: name, Latency: d})
 	return starlark.Float(d.Seconds()), nil
 }

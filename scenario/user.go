@@ -98,6 +98,7 @@ type User struct {
 	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
 	inbox     chan *Message // WebSocket messages for their handlers (ws.go); nil until a connect
 	dropped   atomic.Int64  // messages the full inbox dropped
+	handling  *Message      // the message whose handler runs now, if one does
 	lanes     laneSet       // background loops (lane.go)
 	parent    *User         // for a lane's own user, the user it belongs to; nil otherwise
 

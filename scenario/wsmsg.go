@@ -170,6 +170,8 @@ func (u *User) Handle(m *Message) metrics.Outcome {
 		return metrics.OK
 	}
 	var s metrics.Sample
+	u.handling = m
+	defer func() { u.handling = nil }()
 	if m.gap != [2]int64{} {
 		_, s = u.invokeWith(GapAction, m.conn.onGap, starlark.Tuple{u.value, m.conn, starlark.MakeInt64(m.gap[0]), starlark.MakeInt64(m.gap[1])})
 	} else {
