@@ -140,8 +140,11 @@ func timelineCharts(prefix string, runs []namedRun) []Block {
 		}
 		out = append(out, c)
 	}
-	return out
+	return append(out, connectedCharts(prefix, runs)...)
 }
+
+// nanNone is a point a chart leaves out.
+var nanNone = math.NaN()
 
 func nanIfNone(p metrics.Point, v float64) float64 {
 	if p.Requests == 0 {

@@ -35,6 +35,7 @@ func ForResult(r *result.Result) *Doc {
 			add(&Para{Text: NoRequestNote})
 		}
 	}
+	add(connectedBlocks(r.Connected)...)
 	if st := r.Setup; st != nil {
 		add(&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: setupText(st)})
 		if len(st.Requests) > 0 {
