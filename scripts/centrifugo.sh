@@ -64,6 +64,16 @@ install() {
 		echo "centrifugo $VERSION: installed in $INSTALL_DIR"
 		return 0
 	fi
+	# One install at a time per cache (two test commands at once): the
+	# second waits for the first's build, then finds it done.
+	mkdir -p "$(dirname "$INSTALL_DIR")"
+	local lock
+	exec {lock}>"$INSTALL_DIR.lock"
+	flock "$lock"
+	if installed; then
+		echo "centrifugo $VERSION: installed in $INSTALL_DIR"
+		return 0
+	fi
 	local go=${GO:-go}
 	command -v "$go" >/dev/null || die "install: $go not found; install Go 1.26 or later (or set GO=/path/to/go)"
 	echo "centrifugo $VERSION: building into $INSTALL_DIR (pinned modules of ${MODULE#"$ROOT"/}/go.mod; 1 to 2 minutes)"
