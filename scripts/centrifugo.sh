@@ -12,7 +12,9 @@
 #   ./scripts/centrifugo.sh stop DIR           # by the PID in DIR/centrifugo.pid
 #
 #   headroom run examples/centrifugo.star --target http://127.0.0.1:8000 \
-#     --scrape http://127.0.0.1:8000/metrics --users 50 --ramp 5s --duration 60s
+#     --scrape http://127.0.0.1:8000/metrics \
+#     --server-latency centrifugo_api_command_duration_seconds_histogram:method \
+#     --users 50 --ramp 5s --duration 60s
 #
 # Everything is on one port: WebSockets at /connection/websocket, the HTTP
 # API at /api/..., Prometheus metrics at /metrics, /health.
