@@ -7,7 +7,7 @@
 # HTTP API takes the key API_KEY; channels keep a history so that every
 # publication carries an offset (a subscriber sees a lost one as a gap).
 #
-#   ./scripts/centrifugo.sh install            # 1-2 min the first time (go build); instant after
+#   ./scripts/centrifugo.sh install            # 2-4 min the first time (go build); instant after
 #   ./scripts/centrifugo.sh start DIR [PORT]   # config and log in DIR
 #   ./scripts/centrifugo.sh stop DIR           # by the PID in DIR/centrifugo.pid
 #
@@ -78,7 +78,7 @@ install() {
 	fi
 	local go=${GO:-go}
 	command -v "$go" >/dev/null || die "install: $go not found; install Go 1.26 or later (or set GO=/path/to/go)"
-	echo "centrifugo $VERSION: building into $INSTALL_DIR (pinned modules of ${MODULE#"$ROOT"/}/go.mod; 1 to 2 minutes)"
+	echo "centrifugo $VERSION: building into $INSTALL_DIR (pinned modules of ${MODULE#"$ROOT"/}/go.mod; 2 to 4 minutes the first time)"
 	# A half-made install (a build that failed or was cut short) is made again.
 	rm -rf "$INSTALL_DIR"
 	mkdir -p "$INSTALL_DIR"
