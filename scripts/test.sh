@@ -2,11 +2,13 @@
 # Every test, as CI runs it (.ci/run calls this). Installs what the tests
 # need (Go modules; Debian's prometheus, prometheus-node-exporter and
 # chromium, which opens the HTML report as a reader would; Synapse, a real
-# Matrix homeserver, from pinned PyPI packages into a venv), then
+# Matrix homeserver, from pinned PyPI packages into a venv; Centrifugo, a
+# real WebSocket pub/sub server, built from its pinned Go module), then
 # vets, checks formatting, runs every test (35 hostile servers among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector. Takes about 11 minutes on 2
-# cores, most of it real ceiling searches against the testbed.
+# cores, most of it real ceiling searches against the testbed (the first
+# time a few more: Synapse's venv, Centrifugo's build).
 #
 #   ./scripts/test.sh
 #   FUZZTIME=30s ./scripts/test.sh   # fuzz longer (./scripts/fuzz.sh alone: 2 minutes a target)
@@ -43,7 +45,10 @@ if ! python3 -m venv --help >/dev/null 2>&1; then # Debian splits venv out of py
 fi
 ./scripts/synapse.sh install
 
-echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse; headless Chromium)"
+echo "== Centrifugo 5.4.9 (built from its pinned Go module into \${HEADROOM_CACHE:-~/.cache/headroom}; 2-4 min the first time)"
+./scripts/centrifugo.sh install
+
+echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
 fuzzlog=$(mktemp)

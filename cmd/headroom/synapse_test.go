@@ -417,7 +417,7 @@ func matrixGet(t *testing.T, url, token string, v any) {
 }
 
 // scraped sums the samples of series at url whose labels include every
-// one of want (each as name="value").
+// one of want (each as name="value"; see promSum).
 func scraped(t *testing.T, url, series string, want ...string) float64 {
 	t.Helper()
 	resp, err := matrixClient.Get(url)
@@ -429,23 +429,7 @@ func scraped(t *testing.T, url, series string, want ...string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || name != series {
-			continue
-		}
-		labels, value, _ := strings.Cut(rest, "} ")
-		if !containsAll(strings.Split(labels, ","), want) {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", url, line, err)
-		}
-		sum += v
-	}
-	return sum
+	return promSum(string(b), series, want...)
 }
 
 func containsAll(have, want []string) bool {
