@@ -264,12 +264,20 @@ func TestCentrifugo(t *testing.T) {
 		if r.Setup == nil || r.Setup.Users != users || len(r.Setup.Requests) != 1 || r.Setup.Requests[0].Status["101"] != users {
 			t.Fatalf("setup: %+v; want %d users set up, each with one WebSocket handshake (101)", r.Setup, users)
 		}
-		// TODO(issue 12): when result.json has `websockets` (messages in and
-		// out by type, connections) and `deliveries` (user.delivery.stamp()
-		// in the data, user.delivery.record in the handler), assert here:
-		// publications received = the users' counts below, pings and pongs =
-		// Centrifugo's server_ping and client_pong, one delivery sample per
-		// publication received; then drop --var counts=print.
+		// headroom's connected figures: the connections held, and deliveries
+		// timed from each publication's stamp.
+		var deliveries, sent, peak int64
+		for _, p := range r.Timeline {
+			deliveries += p.Deliveries
+			sent += p.MessagesOut
+			peak = max(peak, p.Connections)
+		}
+		if peak != users || len(r.WebSockets) != 1 || r.WebSockets[0].Abnormal != 0 || r.WebSockets[0].Reconnects != 0 {
+			t.Errorf("connections: peak %d, websockets %+v; want %d, none closed abnormally or reconnected", peak, r.WebSockets, users)
+		}
+		if len(r.Deliveries) != 1 || r.Deliveries[0].Name != "publication" || r.Deliveries[0].Count == 0 || r.Deliveries[0].P99Ms <= 0 {
+			t.Errorf("deliveries in the window: %+v; want publications', timed", r.Deliveries)
+		}
 
 		counts := cfUsers(t, stderr)
 		if len(counts) != users {
@@ -289,6 +297,14 @@ func TestCentrifugo(t *testing.T) {
 			sum.Published += u.Published
 			sum.Received += u.Received
 			sum.Pings += u.Pings
+		}
+		// Every publication received was timed, once; every message a user
+		// sent (connect, subscribe, pongs) is one Centrifugo received.
+		if deliveries != sum.Received {
+			t.Errorf("%d deliveries timed over the run, the users received %d publications: want equal", deliveries, sum.Received)
+		}
+		if got := promSum(final, "centrifugo_transport_messages_received"); float64(sent) != got {
+			t.Errorf("headroom sent %d messages, Centrifugo received %v", sent, got)
 		}
 		if float64(answered) != published || sum.Published != answered {
 			t.Errorf("publications: Centrifugo took %v, headroom counted %d answered (window %d, ramp %d, stop %d), the users made %d; want all equal",
