@@ -213,3 +213,29 @@ stop_testbed() {
 	[[ -n $TESTBED ]] && kill "$TESTBED" 2>/dev/null && wait "$TESTBED" 2>/dev/null
 	TESTBED=""
 }
+
+# find_k6: sets K6_BIN to k6 $K6_VERSION (default v1.8.1, the version the
+# figures in docs/BENCHMARKS.md were measured with): $K6_BIN if set, else a
+# k6 on PATH that reports that version, else one built once from the Go module
+# go.k6.io/k6 at that version (`go install`, ~2 minutes on 2 cores) into
+# ${HEADROOM_CACHE:-~/.cache/headroom}/k6-$K6_VERSION/. k6 is not in Debian.
+# Run it with --no-usage-report (it would otherwise call home at the end).
+find_k6() {
+	K6_VERSION=${K6_VERSION:-v1.8.1}
+	if [ -n "${K6_BIN:-}" ]; then
+		[ -x "$K6_BIN" ] || die "K6_BIN=$K6_BIN is not an executable"
+	elif command -v k6 >/dev/null 2>&1 && k6 version 2>/dev/null | grep -q "k6 $K6_VERSION "; then
+		K6_BIN=$(command -v k6)
+	else
+		local dir=${HEADROOM_CACHE:-$HOME/.cache/headroom}/k6-$K6_VERSION
+		if [ ! -x "$dir/k6" ]; then
+			command -v go >/dev/null || die "go is required to build k6 $K6_VERSION (or set K6_BIN=/path/to/k6)"
+			log "building k6 $K6_VERSION -> $dir/k6 (go install go.k6.io/k6@$K6_VERSION; once)"
+			mkdir -p "$dir"
+			(cd "$dir" && GOBIN=$dir GOFLAGS=-buildvcs=false go install "go.k6.io/k6@$K6_VERSION") ||
+				die "could not build k6 $K6_VERSION"
+		fi
+		K6_BIN=$dir/k6
+	fi
+	log "using $("$K6_BIN" version | head -1) ($K6_BIN)"
+}

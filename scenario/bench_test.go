@@ -1,8 +1,21 @@
 package scenario
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/transport"
@@ -29,4 +42,169 @@ func BenchmarkActionOverhead(b *testing.B) {
 	for b.Loop() {
 		u.Run(u.Next())
 	}
+}
+
+// postedEvent is a WebSocket event shaped like Mattermost's "posted" (the post itself a JSON string
+// inside the event), 808 bytes: what a chat client receives most.
+var postedEvent = func() []byte {
+	id := func(c byte) string { return strings.Repeat(string(c), 26) }
+	post, _ := json.Marshal(map[string]any{"id": id('p'), "create_at": 1764000000000, "update_at": 1764000000000,
+		"edit_at": 0, "delete_at": 0, "is_pinned": false, "user_id": id('u'), "channel_id": id('c'), "root_id": "",
+		"original_id": "", "message": "a message of a usual length, said in a channel of many members", "type": "",
+		"props": map[string]any{}, "hashtag": "", "pending_post_id": "", "reply_count": 0, "metadata": map[string]any{}})
+	ev, _ := json.Marshal(map[string]any{"event": "posted", "seq": 42,
+		"data": map[string]any{"channel_display_name": "Town Square", "channel_name": "town-square", "channel_type": "O",
+			"post": string(post), "sender_name": "@user1", "set_online": true, "team_id": id('t')},
+		"broadcast": map[string]any{"omit_users": nil, "user_id": "", "channel_id": id('c'), "team_id": "",
+			"connection_id": "", "omit_connection_id": ""}})
+	return ev
+}()
+
+// pushServer is a WebSocket server on 127.0.0.1 that, once start is called, sends msg, as text
+// messages, to every connection as fast as the connection takes them, until the client goes; sent
+// counts the messages written. It writes ready-made frames straight to the socket, 64 to a write, so
+// that it costs little of the process's CPU next to the client's. (Pushing before every user is
+// connected would starve the handshakes of the users still connecting.)
+func pushServer(b *testing.B, msg []byte) (target *url.URL, start func(), sent *atomic.Int64) {
+	b.Helper()
+	var frame []byte
+	switch n := len(msg); {
+	case n < 126:
+		frame = []byte{0x81, byte(n)}
+	case n < 1<<16:
+		frame = []byte{0x81, 126, byte(n >> 8), byte(n)}
+	default:
+		b.Fatalf("a %d-byte message: keep it under 64 KiB", n)
+	}
+	frame = append(frame, msg...)
+	const perWrite = 64
+	batch := bytes.Repeat(frame, perWrite)
+	sent = new(atomic.Int64)
+	begin := make(chan struct{})
+	start = sync.OnceFunc(func() { close(begin) })
+	b.Cleanup(start)
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		<-begin
+		for {
+			if _, err := ws.NetConn().Write(batch); err != nil {
+				return
+			}
+			sent.Add(perWrite)
+		}
+	}))
+	b.Cleanup(srv.Close)
+	target, _ = url.Parse(srv.URL)
+	return target, start, sent
+}
+
+// BenchmarkWebSocketMessages is how many WebSocket messages a second headroom receives and hands to
+// a scenario's on_message handler, by the path a run takes: each connection's reader goroutine reads
+// a message into its user's inbox, and the user's goroutine takes it and runs the handler
+// (User.Handle, recorded into a real shard), as the engine's pause does between actions. pushServer
+// sends postedEvent to every user as fast as it can, so messages that find an inbox full are dropped
+// (drop-%). One op is one message handled. Besides ns/op it reports msgs/s and msgs/cpu-s, the
+// messages handled per second of the process's CPU time (user + system, the server's small share
+// included): per core, whatever else the machine does. For one core:
+//
+//	go test -run '^$' -bench WebSocketMessages -cpu 1 ./scenario/
+//
+// handler=none connects without on_message, so messages are read and dropped unread: the reading
+// alone, counted as the server sent them (up to the sockets' buffers, a few thousand messages, more
+// than were read). pass runs an empty handler; json decodes each message and counts the posts, as
+// bench/ws-events.sh's users do.
+func BenchmarkWebSocketMessages(b *testing.B) {
+	handlers := []struct{ name, body string }{
+		{"none", ""},
+		{"pass", "pass"},
+		{"json", `if msg.json()["event"] == "posted":
+        user.state["posts"] = user.state.get("posts", 0) + 1`},
+	}
+	for _, h := range handlers {
+		for _, users := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("handler=%s/users=%d", h.name, users), func(b *testing.B) {
+				benchMessages(b, h.body, users)
+			})
+		}
+	}
+}
+
+// benchMessages runs BenchmarkWebSocketMessages for n users whose on_message has body ("": none).
+func benchMessages(b *testing.B, body string, n int) {
+	src := "def setup(user):\n    user.ws.connect('/push')\ndef act(user):\n    pass\nactions = [action('A', act)]\n"
+	if body != "" {
+		src = strings.Replace(src, "'/push'", "'/push', on_message=on_message", 1) +
+			"def on_message(user, msg):\n    " + body + "\n"
+	}
+	sc, err := load("ws.star", src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	target, push, sent := pushServer(b, postedEvent)
+	rec := metrics.NewRecorder(min(runtime.GOMAXPROCS(0), 8), metrics.NewProm(), time.Now)
+	var handled atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	users := make([]*User, n)
+	for i := range users {
+		u := NewUser(sc, Env{ID: i + 1, Seed: 1, HTTP: nopDoer{}, Record: rec.Shard(i), Target: target, Timeout: 10 * time.Second})
+		if out := u.Setup(); out != metrics.OK {
+			b.Fatalf("user %d's setup: %v", i+1, out)
+		}
+		users[i] = u
+		wg.Go(func() { // the engine's pause, for a think time that never ends
+			for {
+				select {
+				case <-stop:
+					return
+				case m := <-u.Inbox():
+					if u.Handle(m) != metrics.OK {
+						b.Error("a handler failed")
+					}
+					handled.Add(1)
+				}
+			}
+		})
+	}
+	dropped := func() (sum int64) {
+		for _, u := range users {
+			sum += u.Dropped()
+		}
+		return sum
+	}
+	count := handled.Load // messages handled
+	if body == "" {
+		count = sent.Load // messages read, near enough
+	}
+	push()
+	time.Sleep(10 * time.Millisecond) // every connection under way
+	b.ResetTimer()
+	c0, d0, cpu0, start := count(), dropped(), cpuTime(), time.Now()
+	for count()-c0 < int64(b.N) { // polling costs next to nothing
+		time.Sleep(time.Millisecond)
+	}
+	elapsed, cpu, got, drop := time.Since(start), cpuTime()-cpu0, count()-c0, dropped()-d0
+	b.StopTimer()
+	close(stop)
+	wg.Wait()
+	for _, u := range users {
+		u.Close()
+	}
+	b.ReportMetric(float64(got)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(got)/cpu.Seconds(), "msgs/cpu-s")
+	if body != "" {
+		b.ReportMetric(100*float64(drop)/float64(got+drop), "drop-%")
+	}
+}
+
+// cpuTime is the CPU time (user + system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
