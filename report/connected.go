@@ -23,10 +23,10 @@ func connectedBlocks(c result.Connected) []Block {
 		for _, s := range c.WebSockets {
 			t.Rows = append(t.Rows, []string{s.Name, count(s.Opened), count(s.Closed), count(s.Abnormal), count(s.Reconnects),
 				num(s.InPerS), num(s.OutPerS), num(float64(s.BytesIn) / 1024), num(float64(s.BytesOut) / 1024), count(s.Missed), count(s.Dropped)})
-			if ty := typeText(s.Types); ty != "" {
+			if ty := TypeCounts(s.Types); ty != "" {
 				notes = append(notes, s.Name+" messages by type: "+ty)
 			}
-			for _, r := range byCount(s.Reasons) {
+			for _, r := range ByCount(s.Reasons) {
 				notes = append(notes, fmt.Sprintf("%s abnormal closes: %s × %s", s.Name, count(s.Reasons[r]), r))
 			}
 		}
@@ -50,7 +50,7 @@ func connectedBlocks(c result.Connected) []Block {
 }
 
 // typeText is "in: posted 1,200, typing 30; out: user_typing 30", most first.
-func typeText(types []metrics.TypeSummary) string {
+func TypeCounts(types []metrics.TypeSummary) string {
 	var parts []string
 	for _, in := range []bool{true, false} {
 		n := func(t metrics.TypeSummary) int64 {
@@ -75,7 +75,7 @@ func typeText(types []metrics.TypeSummary) string {
 }
 
 // byCount returns the keys of m, most frequent first.
-func byCount(m map[string]int64) []string {
+func ByCount(m map[string]int64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -3,11 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/report"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -34,53 +33,13 @@ func printConnected(w io.Writer, c result.Connected) {
 	}
 	tw.Flush()
 	for _, s := range c.WebSockets {
-		if t := typeCounts(s.Types); t != "" {
+		if t := report.TypeCounts(s.Types); t != "" {
 			fmt.Fprintf(w, "  %s messages: %s\n", s.Name, t)
 		}
-		for _, r := range reasons(s.Reasons) {
+		for _, r := range report.ByCount(s.Reasons) {
 			fmt.Fprintf(w, "  %s abnormal close: %6d  %s\n", s.Name, s.Reasons[r], r)
 		}
 	}
-}
-
-// typeCounts is "in: posted 1200, typing 30; out: user_typing 30", most first.
-func typeCounts(types []metrics.TypeSummary) string {
-	var parts []string
-	for _, dir := range []string{"in", "out"} {
-		n := func(t metrics.TypeSummary) int64 {
-			if dir == "in" {
-				return t.In
-			}
-			return t.Out
-		}
-		ts := append([]metrics.TypeSummary(nil), types...)
-		sort.SliceStable(ts, func(i, j int) bool { return n(ts[i]) > n(ts[j]) })
-		var each []string
-		for _, t := range ts {
-			if n(t) > 0 {
-				each = append(each, fmt.Sprintf("%s %d", t.Type, n(t)))
-			}
-		}
-		if len(each) > 0 {
-			parts = append(parts, dir+": "+strings.Join(each, ", "))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// reasons returns the keys of m, most frequent first.
-func reasons(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if m[out[i]] != m[out[j]] {
-			return m[out[i]] > m[out[j]]
-		}
-		return out[i] < out[j]
-	})
-	return out
 }
 
 // connectedLine is the live line's part for connected users: "" when none.
