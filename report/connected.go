@@ -49,7 +49,7 @@ func connectedBlocks(c result.Connected) []Block {
 	return out
 }
 
-// typeText is "in: posted 1,200, typing 30; out: user_typing 30", most first.
+// TypeCounts is how a connection's messages by type read: "in: posted 1,200, typing 30; out: user_typing 30", most first.
 func TypeCounts(types []metrics.TypeSummary) string {
 	var parts []string
 	for _, in := range []bool{true, false} {
