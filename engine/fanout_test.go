@@ -18,7 +18,7 @@ import (
 
 // fanoutScenario: every user joins one channel and holds the testbed's WebSocket, counting the posted
 // events it receives and recording each one's delivery latency; the last user added (id 6) posts ten
-// stamped messages, one per action. The connection reconnects by itself after 50-200 ms.
+// stamped messages, one per action, once its own connection has said hello. The connection reconnects by itself after 50-200 ms.
 const fanoutScenario = `
 POSTER = 6
 
@@ -40,11 +40,13 @@ def setup(user):
 
 def on_event(user, msg):
     ev = msg.json()
+    if ev["event"] == "hello":  # the testbed sends it once the connection is in its hub
+        user.state["hello"] = True
     if ev["event"] == "posted":
         delivery.record(ev["data"]["post"], name="posted")
 
 def act(user):
-    if user.id == POSTER and user.state["posts"] < 10:
+    if user.id == POSTER and user.state.get("hello") and user.state["posts"] < 10:
         user.state["posts"] += 1
         user.http.post("/api/v4/posts", json={"channel_id": user.shared["ch"], "message": "hi " + delivery.stamp()})
 
@@ -89,8 +91,11 @@ func TestWebSocketFanOutOnTheTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetUsers(5) // the members, connected before the poster starts
-	waitFor(t, "5 users set up", func() bool { return e.Ready() == 5 })
-	e.SetUsers(6)
+	// The server may count a connection a little after the client saw its 101: wait for its count.
+	waitFor(t, "5 users set up and connected", func() bool {
+		return e.Ready() == 5 && serverMetric(t, srv.URL, "testbed_websocket_connections") == 5
+	})
+	e.SetUsers(6) // it posts once its own connection said hello
 	all := metrics.NewSnapshot()
 	drain := func() *metrics.Snapshot {
 		s := metrics.NewSnapshot()
