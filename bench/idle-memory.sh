@@ -230,9 +230,10 @@ measure() {
 		if [ "$errs" != 0 ]; then log "$name: $errs requests failed (see $dir.txt)"; fi
 	else
 		[ "$rc" = 0 ] || die "$name: k6 failed (exit $rc): $(tail -5 "$dir.err")"
+		local sessions=""
+		[ "$MODE" = ws ] && sessions=" and $(jq -r '.metrics.ws_sessions.count // 0' "$dir/summary.json") WebSocket sessions"
 		log "$name: k6 made $(jq -r '.metrics.http_reqs.count // 0' "$dir/summary.json") requests" \
-			"($(jq -r '.metrics.http_req_failed.value // .metrics.http_req_failed.rate // 0' "$dir/summary.json") failed)" \
-			"and $(jq -r '.metrics.ws_sessions.count // 0' "$dir/summary.json") WebSocket sessions"
+			"($(jq -r '.metrics.http_req_failed.value // .metrics.http_req_failed.rate // 0' "$dir/summary.json") failed)$sessions"
 	fi
 }
 

@@ -121,7 +121,7 @@ round() {
 	# Every user set up, then two seconds for the events to flow.
 	local deadline=$((SECONDS + 60)) ready=0
 	while [ $SECONDS -lt "$deadline" ]; do
-		ready=$(scrape "http://127.0.0.1:$mport/metrics" loadtest_users_ready 2>/dev/null || echo 0)
+		ready=$(scrape "http://127.0.0.1:$mport/metrics" loadtest_users_ready 2>/dev/null) || ready=0
 		[ "$ready" -ge "$total" ] && break
 		kill -0 "$hpid" 2>/dev/null || die "round $n: headroom exited early: $(tail -5 "$dir/run.err")"
 		sleep 0.5

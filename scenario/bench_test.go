@@ -60,12 +60,22 @@ var postedEvent = func() []byte {
 	return ev
 }()
 
-// pushServer is a WebSocket server on 127.0.0.1 that, once start is called, sends msg, as text
-// messages, to every connection as fast as the connection takes them, until the client goes; sent
-// counts the messages written. It writes ready-made frames straight to the socket, 64 to a write, so
-// that it costs little of the process's CPU next to the client's. (Pushing before every user is
-// connected would starve the handshakes of the users still connecting.)
-func pushServer(b *testing.B, msg []byte) (target *url.URL, start func(), sent *atomic.Int64) {
+// pusher is a WebSocket server on 127.0.0.1 that, from start until halt, sends one message over and
+// over to every connection, then closes it; sent counts the messages written. It writes ready-made
+// frames straight to the socket, many to a write, so that it costs little of the process's CPU next to
+// the client's. With window 0 it floods: it writes as fast as the connection takes the bytes. With a
+// window, it writes that many messages for each credit its connection's reader gives back (two to
+// begin with), so at most two windows are unhandled at once: set under the user's inbox (256), no
+// message is dropped and the rate is what the client can handle.
+type pusher struct {
+	target  *url.URL
+	sent    atomic.Int64
+	credits chan chan struct{} // with a window: each connection's credits, in the order they connect
+	start   func()
+	halt    func()
+}
+
+func newPusher(b *testing.B, msg []byte, window int) *pusher {
 	b.Helper()
 	var frame []byte
 	switch n := len(msg); {
@@ -77,12 +87,16 @@ func pushServer(b *testing.B, msg []byte) (target *url.URL, start func(), sent *
 		b.Fatalf("a %d-byte message: keep it under 64 KiB", n)
 	}
 	frame = append(frame, msg...)
-	const perWrite = 64
+	perWrite := window
+	if window == 0 {
+		perWrite = 64
+	}
 	batch := bytes.Repeat(frame, perWrite)
-	sent = new(atomic.Int64)
-	begin := make(chan struct{})
-	start = sync.OnceFunc(func() { close(begin) })
-	b.Cleanup(start)
+	begin, end := make(chan struct{}), make(chan struct{})
+	p := &pusher{credits: make(chan chan struct{}, 1<<16),
+		start: sync.OnceFunc(func() { close(begin) }), halt: sync.OnceFunc(func() { close(end) })}
+	b.Cleanup(p.start)
+	b.Cleanup(p.halt)
 	up := websocket.Upgrader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -90,34 +104,55 @@ func pushServer(b *testing.B, msg []byte) (target *url.URL, start func(), sent *
 			return
 		}
 		defer ws.Close()
+		var credit chan struct{}
+		if window > 0 {
+			credit = make(chan struct{}, 2)
+			credit <- struct{}{}
+			credit <- struct{}{}
+			p.credits <- credit
+		}
 		<-begin
 		for {
+			if credit != nil {
+				select {
+				case <-credit:
+				case <-end:
+					return
+				}
+			}
+			select {
+			case <-end:
+				return
+			default:
+			}
 			if _, err := ws.NetConn().Write(batch); err != nil {
 				return
 			}
-			sent.Add(perWrite)
+			p.sent.Add(int64(perWrite))
 		}
 	}))
 	b.Cleanup(srv.Close)
-	target, _ = url.Parse(srv.URL)
-	return target, start, sent
+	p.target, _ = url.Parse(srv.URL)
+	return p
 }
 
 // BenchmarkWebSocketMessages is how many WebSocket messages a second headroom receives and hands to
 // a scenario's on_message handler, by the path a run takes: each connection's reader goroutine reads
 // a message into its user's inbox, and the user's goroutine takes it and runs the handler
-// (User.Handle, recorded into a real shard), as the engine's pause does between actions. pushServer
-// sends postedEvent to every user as fast as it can, so messages that find an inbox full are dropped
-// (drop-%). One op is one message handled. Besides ns/op it reports msgs/s and msgs/cpu-s, the
-// messages handled per second of the process's CPU time (user + system, the server's small share
-// included): per core, whatever else the machine does. For one core:
+// (User.Handle, recorded into a real shard), as the engine's pause does between actions. A local
+// server (pusher) sends postedEvent to every user. One op is one message handled. Besides ns/op it
+// reports msgs/s and msgs/cpu-s, the messages handled per second of the process's CPU time (user +
+// system, the server's small share included): per core, whatever else the machine does. For one core:
 //
 //	go test -run '^$' -bench WebSocketMessages -cpu 1 ./scenario/
 //
-// handler=none connects without on_message, so messages are read and dropped unread: the reading
-// alone, counted as the server sent them (up to the sockets' buffers, a few thousand messages, more
-// than were read). pass runs an empty handler; json decodes each message and counts the posts, as
-// bench/ws-events.sh's users do.
+// send=window: the server sends 100 messages per 100 handled (two windows ahead), so none is dropped:
+// the rate is what headroom can handle. send=flood: as fast as the sockets take them; messages that
+// find an inbox full are dropped (drop-%), and the rate is what headroom handles when overwhelmed.
+// handler=none connects one user without on_message, flooded: the messages are read and dropped
+// unread, the reading alone, counted as the server sent them (more than were read by what the sockets
+// buffer, a few thousand messages: too many to count this way for more users). pass runs an empty
+// handler; json decodes each message and counts the posts, as bench/ws-events.sh's users do.
 func BenchmarkWebSocketMessages(b *testing.B) {
 	handlers := []struct{ name, body string }{
 		{"none", ""},
@@ -125,17 +160,27 @@ func BenchmarkWebSocketMessages(b *testing.B) {
 		{"json", `if msg.json()["event"] == "posted":
         user.state["posts"] = user.state.get("posts", 0) + 1`},
 	}
-	for _, h := range handlers {
-		for _, users := range []int{1, 100, 1000} {
-			b.Run(fmt.Sprintf("handler=%s/users=%d", h.name, users), func(b *testing.B) {
-				benchMessages(b, h.body, users)
-			})
+	for _, send := range []string{"window", "flood"} {
+		for _, h := range handlers {
+			for _, users := range []int{1, 100, 1000} {
+				if h.body == "" && (send == "window" || users > 1) {
+					continue
+				}
+				b.Run(fmt.Sprintf("send=%s/handler=%s/users=%d", send, h.name, users), func(b *testing.B) {
+					window := 0
+					if send == "window" {
+						window = 100
+					}
+					benchMessages(b, h.body, users, window)
+				})
+			}
 		}
 	}
 }
 
-// benchMessages runs BenchmarkWebSocketMessages for n users whose on_message has body ("": none).
-func benchMessages(b *testing.B, body string, n int) {
+// benchMessages runs BenchmarkWebSocketMessages for n users whose on_message has body ("": none), the
+// server sending window messages per credit (0: flooding).
+func benchMessages(b *testing.B, body string, n, window int) {
 	src := "def setup(user):\n    user.ws.connect('/push')\ndef act(user):\n    pass\nactions = [action('A', act)]\n"
 	if body != "" {
 		src = strings.Replace(src, "'/push'", "'/push', on_message=on_message", 1) +
@@ -145,19 +190,24 @@ func benchMessages(b *testing.B, body string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	target, push, sent := pushServer(b, postedEvent)
+	srv := newPusher(b, postedEvent, window)
 	rec := metrics.NewRecorder(min(runtime.GOMAXPROCS(0), 8), metrics.NewProm(), time.Now)
 	var handled atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	users := make([]*User, n)
 	for i := range users {
-		u := NewUser(sc, Env{ID: i + 1, Seed: 1, HTTP: nopDoer{}, Record: rec.Shard(i), Target: target, Timeout: 10 * time.Second})
+		u := NewUser(sc, Env{ID: i + 1, Seed: 1, HTTP: nopDoer{}, Record: rec.Shard(i), Target: srv.target, Timeout: 10 * time.Second})
 		if out := u.Setup(); out != metrics.OK {
 			b.Fatalf("user %d's setup: %v", i+1, out)
 		}
 		users[i] = u
+		var credit chan struct{}
+		if window > 0 {
+			credit = <-srv.credits // users connect one after the other: this one's
+		}
 		wg.Go(func() { // the engine's pause, for a think time that never ends
+			mine := 0
 			for {
 				select {
 				case <-stop:
@@ -167,6 +217,9 @@ func benchMessages(b *testing.B, body string, n int) {
 						b.Error("a handler failed")
 					}
 					handled.Add(1)
+					if mine++; credit != nil && mine%window == 0 {
+						credit <- struct{}{}
+					}
 				}
 			}
 		})
@@ -179,9 +232,9 @@ func benchMessages(b *testing.B, body string, n int) {
 	}
 	count := handled.Load // messages handled
 	if body == "" {
-		count = sent.Load // messages read, near enough
+		count = srv.sent.Load // messages read, near enough
 	}
-	push()
+	srv.start()
 	time.Sleep(10 * time.Millisecond) // every connection under way
 	b.ResetTimer()
 	c0, d0, cpu0, start := count(), dropped(), cpuTime(), time.Now()
@@ -190,6 +243,7 @@ func benchMessages(b *testing.B, body string, n int) {
 	}
 	elapsed, cpu, got, drop := time.Since(start), cpuTime()-cpu0, count()-c0, dropped()-d0
 	b.StopTimer()
+	srv.halt() // before closing: while it floods, a user's close waits for the CPU
 	close(stop)
 	wg.Wait()
 	for _, u := range users {
