@@ -121,10 +121,12 @@ func (v *messageValue) Attr(name string) (starlark.Value, error) {
 			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
 				return nil, err
 			}
-			if !json.Valid(v.m.data) {
+			// json.decode checks the text itself: checking it first as well cost a third of a handler's time.
+			out, err := starlark.Call(th, jsonModule.Members["decode"], starlark.Tuple{starlark.String(v.m.data)}, nil)
+			if err != nil && !json.Valid(v.m.data) {
 				return nil, fmt.Errorf("message.json: the message is not JSON: %q", clip(string(v.m.data), 80))
 			}
-			return starlark.Call(th, jsonModule.Members["decode"], starlark.Tuple{starlark.String(v.m.data)}, nil)
+			return out, err
 		}), nil
 	}
 	return nil, nil
