@@ -215,6 +215,9 @@ func backoffOf(v starlark.Value) ([2]time.Duration, error) {
 	return [2]time.Duration{}, errors.New(`want True (1 s doubling to 30 s), False, or ("first", "most"), e.g. ("500ms", "10s")`)
 }
 
+// writeBuffers lends connections their write buffer only while they write: an idle connection holds none.
+var writeBuffers websocket.BufferPool = &sync.Pool{}
+
 // dial opens the connection, on the user's goroutine: the handshake is a request under c.name, and a
 // failed one fails the action, as a failed request does.
 func (c *wsConn) dial() {
@@ -236,7 +239,8 @@ func (c *wsConn) dial() {
 // handshake dials, from any goroutine, and returns the connection (nil on failure) and its sample.
 func (c *wsConn) handshake(setup bool) (*websocket.Conn, metrics.Sample) {
 	u := c.u
-	d := websocket.Dialer{HandshakeTimeout: u.env.Timeout, Subprotocols: c.protocols, ReadBufferSize: 1024, WriteBufferSize: 1024}
+	d := websocket.Dialer{HandshakeTimeout: u.env.Timeout, Subprotocols: c.protocols, ReadBufferSize: 1024, WriteBufferSize: 1024,
+		WriteBufferPool: writeBuffers}
 	if d.HandshakeTimeout <= 0 {
 		d.HandshakeTimeout = 10 * time.Second
 	}
@@ -256,7 +260,20 @@ func (c *wsConn) handshake(setup bool) (*websocket.Conn, metrics.Sample) {
 		}
 	}()
 	start := u.env.Now()
-	ws, resp, err := d.DialContext(ctx, c.url, c.header)
+	// The dial runs on a goroutine of its own: it needs a deep stack (TLS, the handshake's parsing), which
+	// would otherwise stay with the user's goroutine, idle, for the rest of the run.
+	type dialed struct {
+		ws   *websocket.Conn
+		resp *http.Response
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		ws, resp, err := d.DialContext(ctx, c.url, c.header)
+		done <- dialed{ws, resp, err}
+	}()
+	r := <-done
+	ws, resp, err := r.ws, r.resp, r.err
 	s := metrics.Sample{Kind: metrics.Request, Name: c.name, Latency: u.env.Now().Sub(start), Setup: setup}
 	if resp != nil {
 		s.Status = resp.StatusCode
