@@ -190,14 +190,41 @@ def act(user):
 
 // lockedSamples is a Recorder safe for the background reconnects.
 type lockedSamples struct {
-	mu sync.Mutex
-	s  []metrics.Sample
+	mu      sync.Mutex
+	s       []metrics.Sample
+	changed chan struct{} // closed at the next Record
 }
 
 func (l *lockedSamples) Record(x metrics.Sample) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.s = append(l.s, x)
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// await waits until cond holds, looking again at each sample recorded; it fails the test after 5 s.
+func (l *lockedSamples) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		l.mu.Lock()
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no %s within 5 s", what)
+		}
+	}
 }
 
 func (l *lockedSamples) all() []metrics.Sample {
@@ -261,17 +288,13 @@ actions = [action("Connect", connect), action("Reconnect", reconnect)]
 	}
 	auto := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("auto")); return v.(*wsConn) }()
 	manual := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("manual")); return v.(*wsConn) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !(auto.isOpen() && auto.reconnects.Load() == 1) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the reconnect runs in the background after 10-20 ms
-	}
+	// The reconnect runs in the background after 10-20 ms; it is open once its Opened is recorded.
+	rec.await(t, "reopened auto", func() bool { return rec.count("auto", metrics.Opened) == 2 })
 	if !auto.isOpen() || auto.reconnects.Load() != 1 || rec.named("auto") != 2 {
 		t.Errorf("auto: open %v, %d reconnects, %d handshakes; want open again after 1 reconnect, 2 handshakes",
 			auto.isOpen(), auto.reconnects.Load(), rec.named("auto"))
 	}
-	for manual.isOpen() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the reader sees the close frame
-	}
+	rec.await(t, "closed manual", func() bool { return rec.count("manual", metrics.Closed) == 1 }) // its reader saw the break
 	if manual.isOpen() || rec.named("manual") != 1 {
 		t.Errorf("manual (no reconnect=): open %v, %d handshakes; want closed, 1", manual.isOpen(), rec.named("manual"))
 	}

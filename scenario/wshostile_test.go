@@ -75,14 +75,14 @@ def act(user):
 		target := rawServer(t, func(c net.Conn) {
 			if upgrade(c) {
 				c.Write([]byte("HTTP/1.1 200 OK\r\n\r\nthis is not a frame \xff\xfe\x00"))
-				time.Sleep(time.Second)
+				io.Copy(io.Discard, c) // until the client goes
 			}
 		})
 		u, rec := wsUserTimeout(t, connect, target, 5*time.Second)
 		if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
 			t.Fatalf("connect: %v %s", out, rec.last(metrics.Action).Message)
 		}
-		waitUntil(t, "an abnormal close", func() bool { return rec.count("ws", metrics.Closed) == 1 })
+		rec.await(t, "an abnormal close", func() bool { return rec.count("ws", metrics.Closed) == 1 })
 		if c := rec.last(metrics.Closed); c.Outcome != metrics.Failed || c.Message == "" {
 			t.Errorf("close %+v, want abnormal, saying why", c)
 		}
@@ -90,11 +90,11 @@ def act(user):
 	t.Run("a message over the limit", func(t *testing.T) {
 		srv := wsServer(t, func(ws *websocket.Conn) {
 			ws.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 64<<10)))
-			time.Sleep(time.Second)
+			untilClosed(ws)
 		})
 		u, rec := wsUserEnv(t, connect, Env{Target: srv, Timeout: 5 * time.Second, MaxMessage: 4 << 10})
 		u.Run(u.Type().Actions[0])
-		waitUntil(t, "the connection closed", func() bool { return rec.count("ws", metrics.Closed) == 1 })
+		rec.await(t, "the connection closed", func() bool { return rec.count("ws", metrics.Closed) == 1 })
 		if c := rec.last(metrics.Closed); c.Outcome != metrics.Failed || !strings.Contains(c.Message, "read limit") {
 			t.Errorf("close %+v, want abnormal: read limit exceeded", c)
 		}
@@ -110,11 +110,11 @@ def act(user):
 					return
 				}
 			}
-			time.Sleep(time.Second)
+			untilClosed(ws)
 		})
 		u, rec := wsUserEnv(t, connect, Env{Target: srv, Timeout: 5 * time.Second})
 		u.Run(u.Type().Actions[0]) // nothing handles the inbox meanwhile: it fills
-		waitUntil(t, "every message read", func() bool { return rec.count("ws", metrics.MessageIn) == flood })
+		rec.await(t, "every message read", func() bool { return rec.count("ws", metrics.MessageIn) == flood })
 		var dropped int64
 		for _, x := range rec.all() {
 			if x.Kind == metrics.Dropped {
@@ -163,19 +163,18 @@ func wsUserEnv(t *testing.T, src string, env Env) (*User, *lockedSamples) {
 	return u, rec
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 5 s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // acceptKey is RFC 6455's answer to a Sec-WebSocket-Key.
 func acceptKey(key string) string {
 	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// untilClosed reads ws until the client closes it or it breaks.
+func untilClosed(ws *websocket.Conn) {
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return
+		}
+	}
 }
