@@ -39,6 +39,7 @@
 # Centrifugo keeps nothing on disk (memory engine): every `start` is an empty
 # server. `start` refuses a DIR whose server is still running.
 set -euo pipefail
+source "$(dirname "$0")/pidfile.sh"
 
 VERSION=5.4.9
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,14 +100,7 @@ install() {
 }
 
 # running DIR: true when DIR/centrifugo.pid names a live Centrifugo of DIR.
-running() {
-	local pid
-	[[ -f $1/centrifugo.pid ]] || return 1
-	pid=$(cat "$1/centrifugo.pid")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	# The PID must still be this Centrifugo (a PID is reused once its process is gone).
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$BIN --config $1/config.json"
-}
+running() { running_as centrifugo "$1" "$BIN --config $1/config.json"; }
 
 # configure DIR: the whole config, written on every start.
 configure() {
@@ -167,25 +161,7 @@ $(tail -n 15 "$dir/centrifugo.log" 2>/dev/null)"
 stop() {
 	[[ $# -eq 1 ]] || usage
 	[[ -d $1 ]] || die "stop: no directory $1"
-	local dir pid
-	dir=$(cd "$1" && pwd)
-	if ! running "$dir"; then
-		rm -f "$dir/centrifugo.pid"
-		echo "centrifugo: not running on $dir"
-		return 0
-	fi
-	pid=$(cat "$dir/centrifugo.pid")
-	kill -TERM "$pid"
-	for _ in $(seq 1 100); do # 10 s, then KILL
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid" 2>/dev/null || true
-		echo "centrifugo: pid $pid did not stop within 10s of TERM; killed"
-	fi
-	rm -f "$dir/centrifugo.pid"
-	echo "centrifugo: stopped pid $pid"
+	stop_pidfile centrifugo "$(cd "$1" && pwd)"
 }
 
 PORT=${PORT:-8000}

@@ -32,6 +32,7 @@
 # rooms) and its keys, and rewrites the settings below; use a new DIR for a
 # fresh server. It refuses a DIR whose server is still running.
 set -euo pipefail
+source "$(dirname "$0")/pidfile.sh"
 
 VERSION=1.163.2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,14 +82,7 @@ install() {
 }
 
 # running DIR: true when DIR/synapse.pid names a live Synapse process.
-running() {
-	local pid
-	[[ -f $1/synapse.pid ]] || return 1
-	pid=$(cat "$1/synapse.pid")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	# The PID must still be this Synapse (a PID is reused once its process is gone).
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "synapse.app.homeserver --config-path $1/homeserver.yaml"
-}
+running() { running_as synapse "$1" "synapse.app.homeserver --config-path $1/homeserver.yaml"; }
 
 # configure DIR: generates the config (and signing key) once, then sets what
 # the load test needs, on every start.
@@ -212,25 +206,7 @@ $(tail -n 15 "$dir/homeserver.log" 2>/dev/null)"
 stop() {
 	[[ $# -eq 1 ]] || usage
 	[[ -d $1 ]] || die "stop: no directory $1"
-	local dir pid
-	dir=$(cd "$1" && pwd)
-	if ! running "$dir"; then
-		rm -f "$dir/synapse.pid"
-		echo "synapse: not running on $dir"
-		return 0
-	fi
-	pid=$(cat "$dir/synapse.pid")
-	kill -TERM "$pid"
-	for _ in $(seq 1 100); do # 10 s, then KILL
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid" 2>/dev/null || true
-		echo "synapse: pid $pid did not stop within 10s of TERM; killed"
-	fi
-	rm -f "$dir/synapse.pid"
-	echo "synapse: stopped pid $pid"
+	stop_pidfile synapse "$(cd "$1" && pwd)"
 }
 
 PORT=${PORT:-8008}
