@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -40,21 +38,7 @@ func startCentrifugo(t *testing.T, env ...string) centrifugo {
 	script := abs(t, "../../scripts/centrifugo.sh")
 	port := strconv.Itoa(freePorts(t, 1)[0])
 	c := centrifugo{dir: t.TempDir(), base: "http://127.0.0.1:" + port}
-	start := exec.Command(script, "start", c.dir, port)
-	start.Env = append(os.Environ(), env...)
-	out, err := start.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
-		t.Fatalf("Centrifugo is not installed: run ./scripts/centrifugo.sh install (scripts/test.sh does it before the tests)\n%s", out)
-	}
-	// Registered even when start failed: a server it left running is stopped.
-	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", c.dir).CombinedOutput(); err != nil {
-			t.Errorf("stop centrifugo: %v\n%s", err, out)
-		}
-	})
-	if err != nil {
-		t.Fatalf("scripts/centrifugo.sh start: %v\n%s", err, out)
-	}
+	startScript(t, "Centrifugo", script, c.dir, env, port)
 	return c
 }
 

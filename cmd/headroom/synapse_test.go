@@ -39,22 +39,31 @@ func startSynapse(t *testing.T, env ...string) synapse {
 		client:  "http://127.0.0.1:" + strconv.Itoa(ports[0]),
 		metrics: "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/_synapse/metrics",
 	}
-	start := exec.Command(script, "start", s.dir)
-	start.Env = append(append(os.Environ(), "PORT="+strconv.Itoa(ports[0]), "METRICS_PORT="+strconv.Itoa(ports[1])), env...)
+	startScript(t, "Synapse", script, s.dir, append([]string{"PORT=" + strconv.Itoa(ports[0]), "METRICS_PORT=" + strconv.Itoa(ports[1])}, env...))
+	return s
+}
+
+// startScript starts a server with `script start dir args...` (env added to the environment) and stops
+// it with `script stop dir` at the test's end. A server that is not installed (the script's exit 3)
+// fails the test saying how to install it: never a skip.
+func startScript(t *testing.T, name, script, dir string, env []string, args ...string) {
+	t.Helper()
+	rel := "./scripts/" + filepath.Base(script)
+	start := exec.Command(script, append([]string{"start", dir}, args...)...)
+	start.Env = append(os.Environ(), env...)
 	out, err := start.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
-		t.Fatalf("Synapse is not installed: run ./scripts/synapse.sh install (scripts/test.sh does it before the tests)\n%s", out)
+		t.Fatalf("%s is not installed: run %s install (scripts/test.sh does it before the tests)\n%s", name, rel, out)
 	}
 	// Registered even when start failed: a server it left running is stopped.
 	t.Cleanup(func() {
-		if out, err := exec.Command(script, "stop", s.dir).CombinedOutput(); err != nil {
-			t.Errorf("stop synapse: %v\n%s", err, out)
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("%s stop: %v\n%s", rel, err, out)
 		}
 	})
 	if err != nil {
-		t.Fatalf("scripts/synapse.sh start: %v\n%s", err, out)
+		t.Fatalf("%s start: %v\n%s", rel, err, out)
 	}
-	return s
 }
 
 // freePorts returns n TCP ports of 127.0.0.1 that nothing listened on a
