@@ -54,6 +54,8 @@ type Prom struct {
 	dropped  *prometheus.CounterVec
 	types    types
 	cache    sync.Map // request name -> prometheus.Observer
+	msgMu    sync.RWMutex
+	msgCache map[msgKey][2]prometheus.Counter // messages and their bytes, by name, type and direction
 	acts     sync.Map // action name -> *[Canceled]prometheus.Counter, by outcome
 }
 
@@ -168,6 +170,12 @@ func (t *types) admit(name, typ string) string {
 	return typ
 }
 
+// msgKey is a message's series: a struct key, so that looking it up allocates nothing.
+type msgKey struct {
+	name, typ string
+	kind      Kind
+}
+
 // observeSocket counts one sample of a WebSocket's kinds.
 func (p *Prom) observeSocket(x Sample) {
 	switch x.Kind {
@@ -176,15 +184,22 @@ func (p *Prom) observeSocket(x Sample) {
 		if x.Kind == MessageOut {
 			dir, n = "out", x.BytesOut
 		}
-		key := x.Name + "\x00" + x.Type + "\x00" + dir
-		c, ok := p.cache.Load(key)
+		key := msgKey{x.Name, x.Type, x.Kind}
+		p.msgMu.RLock()
+		cs, ok := p.msgCache[key]
+		p.msgMu.RUnlock()
 		if !ok {
-			c, _ = p.cache.LoadOrStore(key, [2]prometheus.Counter{
+			cs = [2]prometheus.Counter{
 				p.msgs.WithLabelValues(x.Name, p.types.admit(x.Name, x.Type), dir),
 				p.msgBytes.WithLabelValues(x.Name, dir),
-			})
+			}
+			p.msgMu.Lock()
+			if p.msgCache == nil {
+				p.msgCache = map[msgKey][2]prometheus.Counter{}
+			}
+			p.msgCache[key] = cs
+			p.msgMu.Unlock()
 		}
-		cs := c.([2]prometheus.Counter)
 		cs[0].Inc()
 		cs[1].Add(float64(n))
 	case Opened:
