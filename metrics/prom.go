@@ -56,7 +56,7 @@ type Prom struct {
 	cache    sync.Map // request name -> prometheus.Observer
 	msgMu    sync.RWMutex
 	msgCache map[msgKey][2]prometheus.Counter // messages and their bytes, by name, type and direction
-	acts     sync.Map // action name -> *[Canceled]prometheus.Counter, by outcome
+	acts     sync.Map                         // action name -> *[Canceled]prometheus.Counter, by outcome
 }
 
 var _ Observer = (*Prom)(nil)

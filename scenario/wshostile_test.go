@@ -163,7 +163,6 @@ func wsUserEnv(t *testing.T, src string, env Env) (*User, *lockedSamples) {
 	return u, rec
 }
 
-
 // acceptKey is RFC 6455's answer to a Sec-WebSocket-Key.
 func acceptKey(key string) string {
 	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
