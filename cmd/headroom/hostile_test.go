@@ -28,8 +28,8 @@ func TestRunsAgainstHostileServers(t *testing.T) {
 		scenario string
 		args     []string
 		env      []string // added to the run's environment
-		code     int   // the exit code: 4 when not one request succeeded
-		rssMB    int64 // peak resident memory allowed
+		code     int      // the exit code: 4 when not one request succeeded
+		rssMB    int64    // peak resident memory allowed
 		check    func(t *testing.T, res *result.Result, srv *hostile.Server)
 	}{
 		{name: "100 Continue forever", serve: hostile.Endless("", "HTTP/1.1 100 Continue\r\n\r\n"), scenario: get, code: 4, rssMB: 120,
