@@ -92,18 +92,28 @@ func (v *vu) run(onAction func(user int, action string)) {
 	// Meanwhile, and first, it runs the handlers of the WebSocket messages
 	// that arrive (never while an action runs): they take from the pause,
 	// as a person reads a notification while idle.
-	pause := func(d time.Duration) bool {
-		inbox := v.user.Inbox()
-		for { // what arrived during the action first
+	// handle runs the handlers of the WebSocket messages waiting, checking
+	// for a stop between each; false means stop.
+	handle := func() bool {
+		for m := v.user.NextMessage(); m != nil; m = v.user.NextMessage() {
 			select {
 			case <-v.stop:
 				return false
-			case m := <-inbox:
-				v.user.Handle(m)
-				continue
 			default:
 			}
-			break
+			v.user.Handle(m)
+		}
+		return true
+	}
+	pause := func(d time.Duration) bool {
+		waiting := v.user.Waiting()
+		if !handle() { // what arrived during the action first
+			return false
+		}
+		select {
+		case <-v.stop:
+			return false
+		default:
 		}
 		if d <= 0 {
 			return true
@@ -115,8 +125,11 @@ func (v *vu) run(onAction func(user int, action string)) {
 			case <-v.stop:
 				timer.Stop()
 				return false
-			case m := <-inbox:
-				v.user.Handle(m)
+			case <-waiting:
+				if !handle() {
+					timer.Stop()
+					return false
+				}
 			case <-timer.C:
 				if time.Since(want) > lateAfter {
 					v.late.Add(1)

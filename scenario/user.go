@@ -96,7 +96,7 @@ type User struct {
 	settingUp atomic.Bool
 	cancelCh  chan struct{} // closed by the first Cancel: wakes a sleep
 	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
-	inbox     chan *Message // WebSocket messages for their handlers (ws.go); nil until a connect
+	inbox     *inbox        // WebSocket messages for their handlers (ws.go); nil until a connect
 	dropped   atomic.Int64  // messages the full inbox dropped
 	handling  *Message      // the message whose handler runs now, if one does
 	lanes     laneSet       // background loops (lane.go)

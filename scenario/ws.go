@@ -21,10 +21,6 @@ import (
 // MessageAction is the action name under which a WebSocket message handler's runs are recorded.
 const MessageAction = "(ws message)"
 
-// inboxSize bounds the messages a user's connections hold for its handlers; a message that finds the
-// inbox full is dropped and counted (User.Dropped).
-const inboxSize = 256
-
 // wsValue is user.ws: connect, and the methods of the user's first connection.
 type wsValue struct {
 	u     *User
@@ -147,7 +143,7 @@ func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlar
 		}
 	}
 	if u.inbox == nil {
-		u.inbox = make(chan *Message, inboxSize)
+		u.inbox = newInbox()
 	}
 	w.mu.Lock()
 	w.conns = append(w.conns, c)

@@ -77,12 +77,17 @@ func wsUser(t *testing.T, src string, target *url.URL) (*User, *lockedSamples) {
 // next waits for the user's next message and handles it.
 func next(t *testing.T, u *User) metrics.Outcome {
 	t.Helper()
-	select {
-	case m := <-u.Inbox():
-		return u.Handle(m)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no WebSocket message within 5 s")
-		return 0
+	deadline := time.After(5 * time.Second)
+	for {
+		if m := u.NextMessage(); m != nil {
+			return u.Handle(m)
+		}
+		select {
+		case <-u.Waiting():
+		case <-deadline:
+			t.Fatal("no WebSocket message within 5 s")
+			return 0
+		}
 	}
 }
 

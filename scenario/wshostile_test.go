@@ -121,9 +121,18 @@ def act(user):
 				dropped += x.N
 			}
 		}
-		if len(u.Inbox()) != inboxSize || dropped != flood-inboxSize || u.Dropped() != dropped {
+		if u.inbox.len() != inboxSize || dropped != flood-inboxSize || u.Dropped() != dropped {
 			t.Errorf("inbox %d, dropped %d (user says %d); want %d kept and the rest dropped, counted",
-				len(u.Inbox()), dropped, u.Dropped(), inboxSize)
+				u.inbox.len(), dropped, u.Dropped(), inboxSize)
+		}
+		// The first message kept is the first sent, in order, and the room is given back once handled.
+		for i := range inboxSize {
+			if m := u.NextMessage(); m == nil || string(m.data) != `{"event":"posted"}` {
+				t.Fatalf("message %d: %v", i, m)
+			}
+		}
+		if m := u.NextMessage(); m != nil || u.inbox.ring != nil {
+			t.Errorf("after %d taken: next %v, room %d; want none and the room given back", inboxSize, m, len(u.inbox.ring))
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// Message is one WebSocket message waiting for its connection's handler (see User.Inbox).
+// Message is one WebSocket message waiting for its connection's handler (see User.Waiting).
 type Message struct {
 	conn   *wsConn
 	binary bool
@@ -138,11 +139,12 @@ func (u *User) deliver(m *Message) {
 	if m.handler() == nil {
 		return
 	}
-	select {
-	case u.inbox <- m:
-	default:
+	if !u.inbox.put(m) {
 		u.dropped.Add(1)
 		u.env.Record.Record(metrics.Sample{Kind: metrics.Dropped, Name: m.conn.name, N: 1})
+		// A flooded reader always has data waiting and would keep its core reading
+		// messages to drop while the user's goroutine waits to empty the inbox.
+		runtime.Gosched()
 	}
 }
 
@@ -154,9 +156,23 @@ func (m *Message) handler() starlark.Callable {
 	return m.conn.onMessage
 }
 
-// Inbox is the channel of messages waiting for their handlers: the engine passes each to Handle on the
-// user's goroutine, between actions and during its pauses. nil until the user connects a WebSocket.
-func (u *User) Inbox() <-chan *Message { return u.inbox }
+// Waiting holds a token while WebSocket messages wait for their handlers: the engine then takes each
+// with NextMessage and passes it to Handle on the user's goroutine, between actions and during its pauses.
+// nil (never ready) until the user connects a WebSocket.
+func (u *User) Waiting() <-chan struct{} {
+	if u.inbox == nil {
+		return nil
+	}
+	return u.inbox.wake
+}
+
+// NextMessage returns the oldest message waiting for its handler, or nil.
+func (u *User) NextMessage() *Message {
+	if u.inbox == nil {
+		return nil
+	}
+	return u.inbox.take()
+}
 
 // Dropped is the number of messages dropped because the user's inbox was full.
 func (u *User) Dropped() int64 { return u.dropped.Load() }
