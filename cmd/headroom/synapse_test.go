@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -174,6 +175,31 @@ func TestSynapse(t *testing.T) {
 		if count < 100 || failed*100 > count {
 			t.Errorf("%d requests in the window, %d failed: want at least 100, at most 1%% failed", count, failed)
 		}
+
+		// Each user held a /sync long poll in the background (matrix.star's
+		// sync_loop): Synapse answered them as events came, or after 30 s.
+		// They are polls (time waited), not requests; the posts they brought
+		// carry delivery stamps: the fan-out latency of a real server.
+		var polls, posted metrics.Summary
+		for _, p := range r.Polls {
+			if p.Name == "GET /sync (long poll)" {
+				polls = p
+			}
+		}
+		for _, d := range r.Deliveries {
+			if d.Name == "posted" {
+				posted = d
+			}
+		}
+		if polls.Count < 20 || polls.Errors+polls.Timeouts > 0 || names["GET /sync (long poll)"] {
+			t.Errorf("long polls %+v (in the requests too: %v): want 20 or more, none failed, apart from the requests", polls, names["GET /sync (long poll)"])
+		}
+		// Every user is in every room: each post reaches the other 19.
+		if posted.Count < 20 || posted.P50Ms <= 0 || posted.P99Ms > 5000 {
+			t.Errorf("deliveries of posts %+v: want 20 or more, each within 5 s of its send", posted)
+		}
+		t.Logf("long polls: %d, waited p50 %.0f ms; posts delivered: %d, p50 %.1f ms, p99 %.1f ms",
+			polls.Count, polls.P50Ms, posted.Count, posted.P50Ms, posted.P99Ms)
 
 		if r.Server == nil || len(r.Server.Targets) != 1 {
 			t.Fatalf("server figures: %+v, want one target (%s)", r.Server, s.metrics)
