@@ -21,6 +21,7 @@ import (
 const CrashFile = "crash.txt"
 
 func main() {
+	fixedStackStart()
 	// A fatal runtime error (out of memory, a data race the runtime
 	// catches, ...) cannot be recovered. Go would exit with 2, the code
 	// for bad input; "crash" makes it die by SIGABRT instead (134 in a
