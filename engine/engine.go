@@ -41,6 +41,12 @@ type Config struct {
 	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
 	// connections to one target.
 	SourceAddrs []netip.Addr
+	// IDs, if set, is the id of the engine's nth user (n from 1): the
+	// users of one agent among several take ids that interleave with the
+	// others' (agent a of k: a+1, a+1+k, ...), so that ids, the random
+	// streams and user types fixed by them, are unique across a run and
+	// mixed as in one process. Default: the id is n.
+	IDs         func(n int) int
 	Recorder    *metrics.Recorder // where users record
 	Print       func(user int, msg string)
 	// OnAction, if set, is called from a user's goroutine as each action starts.
@@ -66,7 +72,7 @@ type Engine struct {
 	cfg    Config
 	mu     sync.Mutex
 	users  []*vu // in the order they were added
-	nextID int
+	added  int   // users ever added: the last one was the added-th (see Config.IDs)
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
@@ -92,6 +98,14 @@ func New(cfg Config) *Engine {
 	return &Engine{cfg: cfg, abort: make(chan struct{})}
 }
 
+// id is the id of the nth user added (Config.IDs).
+func (e *Engine) id(n int) int {
+	if e.cfg.IDs == nil {
+		return n
+	}
+	return e.cfg.IDs(n)
+}
+
 // SetUsers adds or removes users until n are running. Removal takes the
 // most recently added first; each removed user finishes its action (within
 // the grace period) and its teardown in the background.
@@ -108,8 +122,8 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 		n = min(n, len(e.users))
 	}
 	for added := 0; len(e.users) < n && added < maxAdd; added++ {
-		e.nextID++
-		v := e.newUser(e.nextID)
+		e.added++
+		v := e.newUser(e.id(e.added))
 		e.users = append(e.users, v)
 		go func() {
 			defer e.recover(v)

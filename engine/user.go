@@ -246,7 +246,14 @@ func (v *vu) cancel(reason string) {
 // included, by the name of their scenario.UserType.
 func (e *Engine) UsersByType() map[string]int {
 	e.mu.Lock()
-	n := e.nextID
+	n := e.added
 	e.mu.Unlock()
-	return e.cfg.Scenario.UsersByType(n)
+	if e.cfg.IDs == nil {
+		return e.cfg.Scenario.UsersByType(n)
+	}
+	out := e.cfg.Scenario.UsersByType(0)
+	for i := 1; i <= n; i++ {
+		out[e.cfg.Scenario.TypeOf(e.cfg.IDs(i)).Name]++
+	}
+	return out
 }

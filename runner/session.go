@@ -122,8 +122,7 @@ type session struct {
 	cancel      context.CancelCauseFunc
 	unwatch     func() // ends the memory watch's hold on the Go memory limit
 
-	rec      *metrics.Recorder
-	eng      *engine.Engine
+	eng      Fleet // this process's users (localFleet), or agents'
 	res      *result.Result
 	start    time.Time
 	cpu0     time.Duration
@@ -158,17 +157,17 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	}
 	rec := metrics.NewRecorder(0, obs, time.Now)
 	s := &session{
-		c: c, rec: rec, parent: ctx,
+		c: c, parent: ctx,
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
 		cpu0: cpuTime(), start: time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.unwatch = func() {}
-	s.eng = engine.New(engine.Config{
+	s.eng = localFleet{Engine: engine.New(engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
 		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) },
-	})
+	}), rec: rec}
 	// init runs once, before any user and before the scrape's baseline: its
 	// work on the server is setup, not the run's.
 	if err := s.eng.Init(ctx); err != nil {
@@ -252,7 +251,7 @@ func (s *session) setUsers(n int) {
 // and s.all, and appends a timeline point.
 func (s *session) collect() metrics.Point {
 	s.interval.Reset()
-	s.rec.Drain(s.interval)
+	s.eng.Drain(s.interval)
 	s.all.Merge(s.interval)
 	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
 	p.Connections = s.all.OpenSockets()
@@ -338,7 +337,7 @@ func (s *session) generator(actions int64) string {
 
 // namesNote says when request names overflowed MaxNames.
 func (s *session) namesNote() string {
-	if !s.rec.Overflowed() {
+	if !s.eng.Overflowed() {
 		return ""
 	}
 	return fmt.Sprintf("more than %d distinct request names: the rest are counted under %q; give requests whose URL holds ids a name= such as \"GET /items/{id}\"",

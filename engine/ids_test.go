@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// Two agents' engines whose Config.IDs interleave run the users one engine
+// would (ids 1..2k, each once) with the same mix of user types.
+func TestInterleavedIDsAreOneRunsUsers(t *testing.T) {
+	sc, err := scenario.Load(context.Background(), "ids.star", []byte(`
+def act(user):
+    pass
+reader = user_type("reader", weight=3, actions=[action("Read", act)], think_time=think.constant("1h"))
+poster = user_type("poster", actions=[action("Post", act)], think_time=think.constant("1h"))
+user_types = [reader, poster]
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k, agents = 10, 2
+	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
+	run := func(ids func(int) int, n int) []int {
+		var got []int
+		synctest.Test(t, func(t *testing.T) {
+			var mu sync.Mutex
+			e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Spread: -1, IDs: ids,
+				OnAction: func(user int, _ string) { mu.Lock(); got = append(got, user); mu.Unlock() }})
+			e.SetUsers(n)
+			synctest.Wait()
+			e.Stop()
+		})
+		slices.Sort(got)
+		return got
+	}
+	one := run(nil, agents*k)
+	var both []int
+	byType := map[string]int{}
+	for a := range agents {
+		ids := func(n int) int { return a + 1 + (n-1)*agents }
+		got := run(ids, k)
+		both = append(both, got...)
+		e := New(Config{Scenario: sc, Recorder: metrics.NewRecorder(1, nil, time.Now), IDs: ids})
+		e.added = k // as if k users had been added
+		for name, n := range e.UsersByType() {
+			byType[name] += n
+		}
+	}
+	slices.Sort(both)
+	if !slices.Equal(one, both) || len(one) != agents*k {
+		t.Errorf("one engine ran users %v; two interleaved, %v", one, both)
+	}
+	if want := sc.UsersByType(agents * k); !maps.Equal(byType, want) || want["reader"] != 15 {
+		t.Errorf("users by type across agents %v, want one engine's %v", byType, want)
+	}
+}

@@ -1,0 +1,41 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/metrics"
+)
+
+// Fleet is the users a run drives, wherever they run: this process's
+// engine (localFleet), or agents' (issue 13: the coordinator's fleet
+// satisfies the same interface, so the runners do not care which). Counts
+// are the whole fleet's; Drain merges what every part recorded since the
+// last Drain, exactly.
+type Fleet interface {
+	// Init runs the scenario's init, once, before any user.
+	Init(ctx context.Context) error
+	// SetUsersBy moves the user count towards n, adding at most maxAdd
+	// users; it returns the users running after it.
+	SetUsersBy(n, maxAdd int) int
+	Users() int                   // users running (not those stopping)
+	Ready() int                   // users running past their setup
+	Began() int64                 // users that began setup, ever
+	SetUp() int64                 // users that finished setup, ever
+	Late() int64                  // think-time wake-ups more than 50 ms late, ever
+	Doing() map[string]int        // what running users do now, by action (or setup)
+	UsersByType() map[string]int  // users started, by type
+	Abort(reason string)          // no more users: headroom is stopping the run
+	Stop()                        // removes every user and waits until all are done
+	Drain(into *metrics.Snapshot) // merges the samples recorded since the last Drain into into
+	Overflowed() bool             // request names passed metrics.MaxNames
+}
+
+// localFleet is the users of this process: an engine and its recorder.
+type localFleet struct {
+	*engine.Engine
+	rec *metrics.Recorder
+}
+
+func (f localFleet) Drain(into *metrics.Snapshot) { f.rec.Drain(into) }
+func (f localFleet) Overflowed() bool             { return f.rec.Overflowed() }
