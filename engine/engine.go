@@ -46,9 +46,9 @@ type Config struct {
 	// others' (agent a of k: a+1, a+1+k, ...), so that ids, the random
 	// streams and user types fixed by them, are unique across a run and
 	// mixed as in one process. Default: the id is n.
-	IDs         func(n int) int
-	Recorder    *metrics.Recorder // where users record
-	Print       func(user int, msg string)
+	IDs      func(n int) int
+	Recorder *metrics.Recorder // where users record
+	Print    func(user int, msg string)
 	// OnAction, if set, is called from a user's goroutine as each action starts.
 	OnAction func(user int, action string)
 	// OnPanic, if set, is called (from the goroutine that panicked) with
@@ -71,8 +71,8 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic in %s: %v", e.Wh
 type Engine struct {
 	cfg    Config
 	mu     sync.Mutex
-	users  []*vu // in the order they were added
-	added  int   // users ever added: the last one was the added-th (see Config.IDs)
+	users  []*vu          // in the order they were added
+	added  int            // users ever added: the last one was the added-th (see Config.IDs)
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
