@@ -1,0 +1,154 @@
+package agents
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The handshake (docs/AGENTS.md, "Security"): each side proves it knows
+// the shared token by answering the other's random challenge with an
+// HMAC-SHA256 under the token, so the token never crosses the wire and an
+// answer is good for one stream only. The roles are in what is signed, so
+// an answer cannot be reflected back to the side that asked.
+//
+//	coordinator → agent   challenge {nonce_c}
+//	agent → coordinator   hello {nonce_a, mac_a = HMAC(token, "agent", nonce_c, nonce_a), name, cores}
+//	coordinator → agent   welcome {mac_c = HMAC(token, "coordinator", nonce_a, nonce_c), index}
+//
+// An agent takes no work before it has checked mac_c: a coordinator that
+// cannot prove the token could make it run any code.
+
+// nonceSize is the size of a challenge, in bytes.
+const nonceSize = 32
+
+// Challenge is the coordinator's first frame.
+type Challenge struct {
+	Nonce []byte `json:"nonce"`
+}
+
+// Hello is an agent's answer to the challenge, and what it tells of itself.
+type Hello struct {
+	Nonce   []byte `json:"nonce"` // the agent's challenge to the coordinator
+	MAC     []byte `json:"mac"`
+	Version string `json:"version"` // headroom's version
+	Name    string `json:"name"`    // host or pod name, for the result
+	Cores   int    `json:"cores"`   // GOMAXPROCS: users are split by it
+}
+
+// Welcome is the coordinator's answer: its proof, and the agent's place.
+type Welcome struct {
+	MAC   []byte `json:"mac"`
+	Index int    `json:"index"` // the agent's number in the run, from 0
+}
+
+// Refused ends a stream with the reason the other side was not trusted.
+type Refused struct {
+	Reason string `json:"reason"`
+}
+
+// ErrRefused is returned when the other side refused this one, or failed to prove the token.
+var ErrRefused = errors.New("refused")
+
+// prove is role's answer to the challenge theirs, with its own nonce ours.
+func prove(token []byte, role string, theirs, ours []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte("headroom agents v1 " + role + "\x00"))
+	m.Write(theirs)
+	m.Write(ours)
+	return m.Sum(nil)
+}
+
+func nonce() []byte {
+	b := make([]byte, nonceSize)
+	rand.Read(b) // never fails (crypto/rand)
+	return b
+}
+
+// send sends a control message as a frame of kind k.
+func send(s Stream, k Kind, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.Send(&Frame{Kind: k, Body: body})
+}
+
+// recv receives the next frame, which must be of kind k, into v. A
+// Refused frame is an ErrRefused with its reason.
+func recv(s Stream, k Kind, v any) error {
+	f, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	if f.Kind == KindRefused {
+		var r Refused
+		_ = json.Unmarshal(f.Body, &r)
+		return fmt.Errorf("%w: %s", ErrRefused, r.Reason)
+	}
+	if f.Kind != k {
+		return fmt.Errorf("agents: got a %s frame, want %s", f.Kind, k)
+	}
+	if err := json.Unmarshal(f.Body, v); err != nil {
+		return fmt.Errorf("agents: a bad %s frame: %v", k, err)
+	}
+	return nil
+}
+
+// refuse tells the other side why, then returns the error for this side.
+func refuse(s Stream, why string) error {
+	_ = send(s, KindRefused, Refused{Reason: why})
+	return fmt.Errorf("%w: %s", ErrRefused, why)
+}
+
+// Accept is the coordinator's side of the handshake on s. It returns the
+// agent's Hello once the agent has proved it knows token; place then
+// gives the agent its Welcome (its index; an error refuses it).
+func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, error) {
+	mine := nonce()
+	if err := send(s, KindChallenge, Challenge{Nonce: mine}); err != nil {
+		return Hello{}, err
+	}
+	var h Hello
+	if err := recv(s, KindHello, &h); err != nil {
+		return Hello{}, err
+	}
+	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, prove(token, "agent", mine, h.Nonce)) {
+		return Hello{}, refuse(s, "the agent's token does not match the coordinator's (--token-file)")
+	}
+	w, err := place(h)
+	if err != nil {
+		return Hello{}, refuse(s, err.Error())
+	}
+	w.MAC = prove(token, "coordinator", h.Nonce, mine)
+	return h, send(s, KindWelcome, w)
+}
+
+// Greet is the agent's side of the handshake on s: it answers the
+// coordinator's challenge with h (its nonce and proof filled in here) and
+// returns the Welcome once the coordinator has proved it knows token.
+func Greet(s Stream, token []byte, h Hello) (Welcome, error) {
+	var c Challenge
+	if err := recv(s, KindChallenge, &c); err != nil {
+		return Welcome{}, err
+	}
+	if len(c.Nonce) != nonceSize {
+		return Welcome{}, refuse(s, "a challenge of the wrong size")
+	}
+	h.Nonce = nonce()
+	h.MAC = prove(token, "agent", c.Nonce, h.Nonce)
+	if err := send(s, KindHello, h); err != nil {
+		return Welcome{}, err
+	}
+	var w Welcome
+	if err := recv(s, KindWelcome, &w); err != nil {
+		return Welcome{}, err
+	}
+	if !hmac.Equal(w.MAC, prove(token, "coordinator", h.Nonce, c.Nonce)) {
+		return Welcome{}, refuse(s, "the coordinator's token does not match the agent's (--token-file)")
+	}
+	return w, nil
+}
