@@ -41,6 +41,7 @@ type loader struct {
 	files    map[string][]byte
 	order    []dataFile // in the order first read, for the hash
 	datasets []*Dataset
+	given    map[string][]byte // Limits.Files: when not nil, the files there are, by path as written
 }
 
 // dataFile is one file a scenario read, for its hash.
@@ -49,8 +50,8 @@ type dataFile struct {
 	content []byte
 }
 
-func newLoader(scenarioPath string, max int64) *loader {
-	return &loader{dir: filepath.Dir(scenarioPath), max: max, files: map[string][]byte{}}
+func newLoader(scenarioPath string, max int64, given map[string][]byte) *loader {
+	return &loader{dir: filepath.Dir(scenarioPath), max: max, files: map[string][]byte{}, given: given}
 }
 
 // hash is "sha256:<hex>" of src followed, for each data file in the order
@@ -97,6 +98,20 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 	cannot := func(err error) error {
 		return &argError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)),
 			fmt.Sprintf("data paths are relative to the scenario's directory: this one is %s", full)}
+	}
+	if ld.given != nil {
+		b, ok := ld.given[path]
+		if !ok {
+			return nil, &argError{fmt.Sprintf("%s: %s was not sent with the scenario", fn, path),
+				"an agent reads the data files its coordinator read, by the same path: is the scenario the coordinator's?"}
+		}
+		if int64(len(b)) > ld.max-ld.used {
+			return nil, &argError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together", fn, path, mib(ld.max)), "use a smaller file, or fewer"}
+		}
+		ld.used += int64(len(b))
+		ld.files[full] = b
+		ld.order = append(ld.order, dataFile{path: path, content: b})
+		return b, nil
 	}
 	// A device could be endless, and opening a pipe waits for a writer:
 	// a data file is a regular file, checked before it is opened.

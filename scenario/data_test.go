@@ -327,3 +327,48 @@ def act(user):
 		}
 	}
 }
+
+// A scenario loaded elsewhere from the source and files another load read
+// (an agent's, from its coordinator's) is the same scenario: the same hash
+// and rows, with no disk. A file left out, or changed, is found.
+func TestLoadFromTheFilesSent(t *testing.T) {
+	src := `
+users = data.csv("users.csv")
+extra = data.json("extra.json")
+def act(user):
+    user.state["out"] = users[1]["name"] + extra["k"] + vars["x"]
+`
+	lim := Limits{Vars: map[string]string{"x": "!"}}
+	sc, err := scenarioIn(t, map[string]string{"users.csv": "name\nada\nbob\n", "extra.json": `{"k": "?"}`}, src, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Files) != 2 || sc.Files[0].Path != "users.csv" || sc.Files[1].Path != "extra.json" {
+		t.Fatalf("files read: %+v", sc.Files)
+	}
+	sent := map[string][]byte{}
+	for _, f := range sc.Files {
+		sent[f.Path] = f.Content
+	}
+	lim.Files = sent
+	path := "/nowhere/s.star" // no disk to read from
+	again, err := Load(context.Background(), path, sc.Source, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash != sc.Hash {
+		t.Errorf("hash %s, the original's %s", again.Hash, sc.Hash)
+	}
+	if _, out, _ := act(t, again, 1); out != starlark.String("bob?!") {
+		t.Errorf("the user read %v, want bob?!", out)
+	}
+
+	delete(sent, "extra.json")
+	if _, err := Load(context.Background(), path, sc.Source, lim); err == nil || !strings.Contains(err.Error(), "extra.json was not sent with the scenario") {
+		t.Errorf("a file not sent: %v", err)
+	}
+	sent["extra.json"] = []byte(`{"k": "?", "more": 1}`)
+	if changed, err := Load(context.Background(), path, sc.Source, lim); err != nil || changed.Hash == sc.Hash {
+		t.Errorf("a changed file: %v; the hash must change", err)
+	}
+}

@@ -43,6 +43,10 @@ type Limits struct {
 	// limits because both are the run's options for loading a scenario;
 	// they bound nothing. Each name must appear in the scenario's source.
 	Vars map[string]string
+	// Files, when not nil, are the only data files the scenario may read,
+	// by the path its source gives (Scenario.Files): an agent loads the
+	// scenario its coordinator sent, with the files it sent, from no disk.
+	Files map[string][]byte
 }
 
 const (

@@ -38,6 +38,11 @@ import (
 type Scenario struct {
 	Path string
 	Hash string            // "sha256:<hex>" of the source and its data files (see loader.hash)
+	// Source and Files are what was loaded: the source, and the data files
+	// it read at load, in the order read, by the path it gave. A coordinator
+	// sends them to its agents, which load them with Limits.Files.
+	Source []byte
+	Files  []DataFile
 	Init starlark.Callable // once per run, before any user: see (*User).Init; nil if none
 	// Types are the kinds of users, in the order user_types lists them;
 	// one, named DefaultType, when the scenario defines setup, actions and
@@ -51,6 +56,12 @@ type Scenario struct {
 	mix     *typeMix
 
 	datasets []*Dataset // what data.csv returned, in order
+}
+
+// DataFile is one data file a scenario read at load.
+type DataFile struct {
+	Path    string // as the scenario gave it
+	Content []byte
 }
 
 // Action is one weighted thing a user does.
@@ -116,12 +127,16 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 	if err := checkVars(path, src, lim.Vars, fail); err != nil {
 		return nil, err
 	}
-	ld := newLoader(path, lim.MaxData)
+	ld := newLoader(path, lim.MaxData, lim.Files)
 	globals, err := execTop(ctx, path, src, lim, fail, ld)
 	if err != nil {
 		return nil, err
 	}
 	sc.Hash, sc.datasets = ld.hash(src, lim.Vars), ld.datasets
+	sc.Source = src
+	for _, f := range ld.order {
+		sc.Files = append(sc.Files, DataFile{Path: f.path, Content: f.content})
+	}
 	if v, ok := globals["init"]; ok && v != starlark.None {
 		if sc.Init, err = userFunc(v); err != nil {
 			return nil, fail(globalPos(lines, "init"), "init "+err.Error(), "define it as: def init(user): ... (once per run, before any user; return what every user reads as user.shared)")
