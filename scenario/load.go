@@ -37,13 +37,13 @@ import (
 // Starlark values are frozen.
 type Scenario struct {
 	Path string
-	Hash string            // "sha256:<hex>" of the source and its data files (see loader.hash)
+	Hash string // "sha256:<hex>" of the source and its data files (see loader.hash)
 	// Source and Files are what was loaded: the source, and the data files
 	// it read at load, in the order read, by the path it gave. A coordinator
 	// sends them to its agents, which load them with Limits.Files.
 	Source []byte
 	Files  []DataFile
-	Init starlark.Callable // once per run, before any user: see (*User).Init; nil if none
+	Init   starlark.Callable // once per run, before any user: see (*User).Init; nil if none
 	// Types are the kinds of users, in the order user_types lists them;
 	// one, named DefaultType, when the scenario defines setup, actions and
 	// think_time at top level. TypeOf gives a user's.
