@@ -117,14 +117,20 @@ func (s *SocketStat) Merge(o *SocketStat) {
 		flow(s.Out, t, f.Messages, f.Bytes)
 	}
 	for key, k := range o.Reasons {
-		d, ok := s.Reasons[key]
-		if !ok && len(s.Reasons) >= maxMessages {
-			key, k = "other", MessageKind{Count: k.Count}
-			d = s.Reasons[key]
-		}
-		d.merge(k)
-		s.Reasons[key] = d
+		s.mergeReason(key, k)
 	}
+}
+
+// mergeReason adds k, the abnormal closes stored under key in another
+// SocketStat, into s.
+func (s *SocketStat) mergeReason(key string, k MessageKind) {
+	d, ok := s.Reasons[key]
+	if !ok && len(s.Reasons) >= maxMessages {
+		key, k = "other", MessageKind{Count: k.Count}
+		d = s.Reasons[key]
+	}
+	d.merge(k)
+	s.Reasons[key] = d
 }
 
 // Reset empties s, keeping its memory.
