@@ -30,8 +30,9 @@ func agentSecond(r *rand.Rand, s *Snapshot, names int) {
 }
 
 // BenchmarkMergeEncoded: one op is a coordinator's second of issue 13, 64
-// agents' snapshots of 1,000 request names each merged; %core is the
-// share of one core that takes, once a second.
+// agents' snapshots of 1,000 request names each merged, one by one
+// (MergeEncoded) or all at once (MergeEncodedAll); %core is the share of
+// one core that takes, once a second.
 func BenchmarkMergeEncoded(b *testing.B) {
 	const agents, names = 64, 1000
 	r := rand.New(rand.NewPCG(1, 1))
@@ -43,25 +44,38 @@ func BenchmarkMergeEncoded(b *testing.B) {
 		encs[i] = AppendSnapshot(nil, s)
 		size += len(encs[i])
 	}
-	coordinator := NewSnapshot()
-	for _, e := range encs { // every name is known after a run's first second
-		if _, err := MergeEncoded(e, coordinator); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		for _, e := range encs {
-			if _, err := MergeEncoded(e, coordinator); err != nil {
-				b.Fatal(err)
+	s = nil
+	for _, all := range []bool{false, true} {
+		b.Run(map[bool]string{false: "each", true: "all"}[all], func(b *testing.B) {
+			coordinator := NewSnapshot()
+			merge := func() {
+				if !all {
+					for _, e := range encs {
+						if _, err := MergeEncoded(e, coordinator); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				_, errs := MergeEncodedAll(encs, coordinator)
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-		}
+			merge() // every name is known after a run's first second
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				merge()
+			}
+			op := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			b.ReportMetric(op/1e9*100, "%core")
+			b.ReportMetric(op/(agents*names), "ns/hist")
+			b.ReportMetric(float64(size)/agents, "B/agent")
+		})
 	}
-	op := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-	b.ReportMetric(op/1e9*100, "%core")
-	b.ReportMetric(op/(agents*names), "ns/hist")
-	b.ReportMetric(float64(size)/agents, "B/agent")
 }
 
 // BenchmarkAppendSnapshot: one op is one agent's second of 1,000 request

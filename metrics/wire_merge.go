@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -23,111 +24,217 @@ import (
 // stops at math.MaxInt64 rather than wrap. Not safe for concurrent use
 // with other uses of into.
 func MergeEncoded(b []byte, into *Snapshot) (seq uint64, err error) {
-	check := decoder{b: b}
-	check.snapshot(nil)
-	if check.err != nil {
-		return 0, check.err
-	}
-	merge := decoder{b: b}
-	return merge.snapshot(into), nil
+	seqs, errs := MergeEncodedAll([][]byte{b}, into)
+	return seqs[0], errs[0]
 }
 
-// decoder reads one encoded snapshot. With a nil target it only checks;
-// then it reads the same bytes again to merge them.
+// MergeEncodedAll merges every snapshot of encs into into as MergeEncoded
+// would one after the other, and returns what MergeEncoded would for each:
+// one that is refused is left out whole, the others merge.
+//
+// It merges a name at a time, from every snapshot in turn, while into's
+// figures for the name are in the processor's cache, and adds up the
+// snapshots' buckets of a histogram before it records them, each once and
+// in order. A coordinator's second, one snapshot from each agent, merges
+// in a fraction of the time it takes one by one (BenchmarkMergeEncoded);
+// it allocates 190 KB for that, once a call.
+func MergeEncodedAll(encs [][]byte, into *Snapshot) (seqs []uint64, errs []error) {
+	seqs, errs = make([]uint64, len(encs)), make([]error, len(encs))
+	var m merger
+	for i, b := range encs {
+		check := merger{ds: []*decoder{{b: b}}}
+		seq := check.snapshot(nil)
+		if errs[i] = check.ds[0].err; errs[i] == nil {
+			seqs[i] = seq
+			m.ds = append(m.ds, &decoder{b: b})
+		}
+	}
+	if len(m.ds) > 1 {
+		m.sum = new(bucketSum)
+	}
+	m.snapshot(into)
+	return seqs, errs
+}
+
+// merger reads snapshots together, name by name. With a nil target it
+// only checks, one snapshot: MergeEncodedAll checks each so before merging.
+type merger struct {
+	ds  []*decoder
+	sum *bucketSum // nil with one snapshot: its buckets go straight in
+}
+
+// decoder reads one encoded snapshot.
 type decoder struct {
 	b   []byte
 	off int
 	err error
 }
 
-func (d *decoder) snapshot(into *Snapshot) uint64 {
-	if len(d.b) == 0 {
-		d.fail("no snapshot: 0 bytes")
-		return 0
+// snapshot merges m's snapshots into into, if into is not nil, and
+// returns the sequence number of the last.
+func (m *merger) snapshot(into *Snapshot) (seq uint64) {
+	for _, d := range m.ds {
+		var start, end time.Time
+		seq, start, end = d.header()
+		if into != nil {
+			into.widen(&Snapshot{Start: start, End: end})
+			into.Seq = max(into.Seq, seq)
+		}
 	}
-	if v := d.b[0]; v != wireVersion {
-		d.err = fmt.Errorf("metrics: %w: format version %d, this one reads %d", ErrWireVersion, v, wireVersion)
-		return 0
+	m.body(into, m.ds)
+	var setups []*decoder
+	for _, d := range m.ds {
+		switch d.byte() {
+		case 0:
+		case 1:
+			setups = append(setups, d)
+		default:
+			d.fail("setup flag not 0 or 1")
+		}
 	}
-	d.off = 1
-	seq := d.uvarint()
-	start, end := d.time(), d.time()
-	d.body(into)
-	switch d.byte() {
-	case 0:
-	case 1:
+	if len(setups) > 0 {
 		var setup *Snapshot
 		if into != nil {
 			setup = into.setup()
 		}
-		d.body(setup)
-	default:
-		d.fail("setup flag not 0 or 1")
+		m.body(setup, setups)
 	}
-	if d.err == nil && d.off != len(d.b) {
-		d.fail("%d bytes past the end of the snapshot", len(d.b)-d.off)
-	}
-	if into != nil {
-		into.widen(&Snapshot{Start: start, End: end})
-		into.Seq = max(into.Seq, seq)
+	for _, d := range m.ds {
+		if d.err == nil && d.off != len(d.b) {
+			d.fail("%d bytes past the end of the snapshot", len(d.b)-d.off)
+		}
 	}
 	return seq
 }
 
-func (d *decoder) body(into *Snapshot) {
-	for _, k := range statKinds {
-		var t map[string]*Stat
-		if into != nil {
-			t = into.table(k)
-		}
-		d.stats(t)
+func (d *decoder) header() (seq uint64, start, end time.Time) {
+	if len(d.b) == 0 {
+		d.fail("no snapshot: 0 bytes")
+		return
 	}
-	var m map[string]*SocketStat
-	if into != nil {
-		m = into.Sockets
+	if v := d.b[0]; v != wireVersion {
+		d.err = fmt.Errorf("metrics: %w: format version %d, this one reads %d", ErrWireVersion, v, wireVersion)
+		d.off = len(d.b)
+		return
 	}
-	d.sockets(m)
+	d.off = 1
+	return d.uvarint(), d.time(), d.time()
 }
 
-// stats reads a table of Stats and merges each into t, if t is not nil.
-func (d *decoder) stats(t map[string]*Stat) {
-	n := d.length(MaxNames+1, "names")
-	var last []byte
-	for i := range n {
-		name := d.name(last, i)
-		last = name
-		count, errs, timeouts, canceled := d.count(), d.count(), d.count(), d.count()
-		bytesIn, bytesOut, noRequest := d.count(), d.count(), d.count()
-		switch {
-		case d.err != nil:
-			return
-		case count == 0 && canceled == 0:
-			d.fail("%q counted nothing", name)
-		case errs > count || timeouts > count-errs || noRequest > count:
-			d.fail("%q: %d errors, %d timeouts or %d without a request in %d samples", name, errs, timeouts, noRequest, count)
+// body merges the tables of ds into s, if s is not nil.
+func (m *merger) body(s *Snapshot, ds []*decoder) {
+	for _, k := range statKinds {
+		var t map[string]*Stat
+		if s != nil {
+			t = s.table(k)
 		}
-		var st *Stat
-		if t != nil {
-			if st = t[string(name)]; st == nil {
-				st = NewStat()
-				t[string(name)] = st
+		m.byName(ds, "names", func(name []byte, at []*decoder) {
+			var st *Stat
+			if t != nil {
+				if st = t[string(name)]; st == nil {
+					st = NewStat()
+					t[string(name)] = st
+				}
 			}
-			st.Count, st.Errors = addCount(st.Count, count), addCount(st.Errors, errs)
-			st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
-			st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
-			st.NoRequest = addCount(st.NoRequest, noRequest)
+			for _, d := range at {
+				d.stat(st, name, m.sum)
+			}
+			if st != nil && m.sum != nil {
+				m.sum.recordInto(st.Hist)
+			}
+		})
+	}
+	var sockets map[string]*SocketStat
+	if s != nil {
+		sockets = s.Sockets
+	}
+	m.byName(ds, "connection names", func(name []byte, at []*decoder) {
+		var st *SocketStat
+		if sockets != nil {
+			if st = sockets[string(name)]; st == nil {
+				st = NewSocketStat()
+				sockets[string(name)] = st
+			}
 		}
-		d.statuses(st, count)
-		var merge func(string, MessageKind)
-		if st != nil {
-			merge = st.mergeMessage
+		for _, d := range at {
+			d.socket(st, name)
 		}
-		d.kinds(merge, count, "error kinds")
-		d.hist(st, count)
-		if d.err != nil {
-			return
+	})
+}
+
+// byName reads one table of every decoder of ds, name by name in order:
+// for each name, it calls merge with the decoders whose next entry it is,
+// in their order in ds, for merge to read those entries.
+func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at []*decoder)) {
+	type cursor struct {
+		d    *decoder
+		left int
+		name []byte
+	}
+	cur := make([]cursor, 0, len(ds))
+	for _, d := range ds {
+		if n := d.length(MaxNames+1, what); n > 0 {
+			cur = append(cur, cursor{d, n, d.name(nil, 0)})
 		}
 	}
+	at := make([]*decoder, 0, len(ds))
+	for len(cur) > 0 {
+		name := cur[0].name
+		for _, c := range cur[1:] {
+			if bytes.Compare(c.name, name) < 0 {
+				name = c.name
+			}
+		}
+		at = at[:0]
+		for _, c := range cur {
+			if bytes.Equal(c.name, name) {
+				at = append(at, c.d)
+			}
+		}
+		merge(name, at)
+		kept := cur[:0]
+		for _, c := range cur {
+			if c.d.err != nil {
+				continue
+			}
+			if bytes.Equal(c.name, name) {
+				if c.left--; c.left == 0 {
+					continue
+				}
+				c.name = c.d.name(c.name, 1)
+			}
+			kept = append(kept, c)
+		}
+		cur = kept
+	}
+}
+
+// stat reads the entry of a Stat and merges it into st, if st is not nil;
+// its buckets into sum, if sum is not nil, for the caller to record.
+func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
+	count, errs, timeouts, canceled := d.count(), d.count(), d.count(), d.count()
+	bytesIn, bytesOut, noRequest := d.count(), d.count(), d.count()
+	switch {
+	case d.err != nil:
+		return
+	case count == 0 && canceled == 0:
+		d.fail("%q counted nothing", name)
+		return
+	case errs > count || timeouts > count-errs || noRequest > count:
+		d.fail("%q: %d errors, %d timeouts or %d without a request in %d samples", name, errs, timeouts, noRequest, count)
+		return
+	}
+	var merge func(string, MessageKind)
+	if st != nil {
+		st.Count, st.Errors = addCount(st.Count, count), addCount(st.Errors, errs)
+		st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
+		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
+		st.NoRequest = addCount(st.NoRequest, noRequest)
+		merge = st.mergeMessage
+	}
+	d.statuses(st, count)
+	d.kinds(merge, count, "error kinds")
+	d.hist(st, count, sum)
 }
 
 // statuses reads the counts by status of a Stat of count samples.
@@ -159,10 +266,10 @@ func (d *decoder) statuses(st *Stat, count int64) {
 }
 
 // hist reads the buckets of a histogram of count values and records them
-// into st's, if st is not nil.
-func (d *decoder) hist(st *Stat, count int64) {
+// into st's, if st is not nil, or adds them to sum, if sum is not nil.
+func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 	n := d.length(countsLen, "histogram buckets")
-	var sum int64
+	var total int64
 	last := -1
 	// Buckets are recorded a batch at a time, in a loop of nothing else:
 	// each lands in a cache line of its own in 184 KB of counts, and the
@@ -184,13 +291,17 @@ func (d *decoder) hist(st *Stat, count int64) {
 		case gap >= uint64(countsLen-last-1):
 			d.fail("histogram bucket past the last, %d", countsLen-1)
 			return
-		case c-1 >= uint64(count-sum): // 0 too
+		case c-1 >= uint64(count-total): // 0 too
 			d.fail("histogram bucket of %d values, in %d samples", c, count)
 			return
 		}
 		last += int(gap) + 1
-		sum += int64(c)
-		if st != nil {
+		total += int64(c)
+		switch {
+		case st == nil:
+		case sum != nil:
+			sum.add(last, int64(c))
+		default:
 			batch[k] = [2]int64{bucketValue(last), int64(c)}
 			if k++; k == len(batch) {
 				record(st.Hist, batch[:k])
@@ -201,8 +312,8 @@ func (d *decoder) hist(st *Stat, count int64) {
 	if st != nil {
 		record(st.Hist, batch[:k])
 	}
-	if d.err == nil && sum != count {
-		d.fail("histogram of %d values, not %d", sum, count)
+	if d.err == nil && total != count {
+		d.fail("histogram of %d values, not %d", total, count)
 	}
 }
 
@@ -214,47 +325,33 @@ func record(h *hdr.Histogram, buckets [][2]int64) {
 	}
 }
 
-// sockets reads a table of SocketStats and merges each into m, if m is not nil.
-func (d *decoder) sockets(m map[string]*SocketStat) {
-	n := d.length(MaxNames+1, "connection names")
-	var last []byte
-	for i := range n {
-		name := d.name(last, i)
-		last = name
-		var st *SocketStat
-		if m != nil {
-			if st = m[string(name)]; st == nil {
-				st = NewSocketStat()
-				m[string(name)] = st
-			}
+// socket reads the entry of a SocketStat and merges it into st, if st is
+// not nil.
+func (d *decoder) socket(st *SocketStat, name []byte) {
+	var f [7]int64 // Opened, Closed, Abnormal, Reconnects, Gaps, Missed, Dropped
+	for j := range f {
+		f[j] = d.count()
+	}
+	if f[2] > f[1] {
+		d.fail("%q: %d abnormal closes of %d", name, f[2], f[1])
+		return
+	}
+	var in, out map[string]*Flow
+	var merge func(string, MessageKind)
+	if st != nil {
+		in, out, merge = st.In, st.Out, st.mergeReason
+		for j, p := range [...]*int64{&st.Opened, &st.Closed, &st.Abnormal, &st.Reconnects, &st.Gaps, &st.Missed, &st.Dropped} {
+			*p = addCount(*p, f[j])
 		}
-		var f [7]int64 // Opened, Closed, Abnormal, Reconnects, Gaps, Missed, Dropped
-		for j := range f {
-			f[j] = d.count()
-		}
-		if f[2] > f[1] {
-			d.fail("%q: %d abnormal closes of %d", name, f[2], f[1])
-		}
-		var in, out map[string]*Flow
-		var merge func(string, MessageKind)
-		if st != nil {
-			in, out, merge = st.In, st.Out, st.mergeReason
-			for j, p := range [...]*int64{&st.Opened, &st.Closed, &st.Abnormal, &st.Reconnects, &st.Gaps, &st.Missed, &st.Dropped} {
-				*p = addCount(*p, f[j])
-			}
-		}
-		types := d.flows(in) + d.flows(out)
-		reasons := d.kinds(merge, f[2], "close reasons")
-		switch {
-		case d.err != nil:
-		case reasons != f[2]:
-			d.fail("%q: close reasons of %d abnormal closes, not %d", name, reasons, f[2])
-		case f[0]|f[1]|f[3]|f[4]|f[6] == 0 && types == 0:
-			d.fail("%q counted nothing", name)
-		}
-		if d.err != nil {
-			return
-		}
+	}
+	types := d.flows(in) + d.flows(out)
+	reasons := d.kinds(merge, f[2], "close reasons")
+	switch {
+	case d.err != nil:
+	case reasons != f[2]:
+		d.fail("%q: close reasons of %d abnormal closes, not %d", name, reasons, f[2])
+	case f[0]|f[1]|f[3]|f[4]|f[6] == 0 && types == 0:
+		d.fail("%q counted nothing", name)
 	}
 }
 
@@ -416,6 +513,31 @@ func (d *decoder) fail(format string, args ...any) {
 		d.err = fmt.Errorf("metrics: snapshot encoding, byte %d: %s", d.off, fmt.Sprintf(format, args...))
 	}
 	d.off = len(d.b)
+}
+
+// bucketSum adds up the buckets of one histogram from several snapshots,
+// to record each into the histogram once, in order of index: the counts
+// it touches are then read and written as one stream.
+type bucketSum struct {
+	counts [countsLen]int64
+	used   [countsLen / 64]uint64 // a bit per index of counts
+}
+
+func (s *bucketSum) add(i int, c int64) {
+	s.counts[i] = addCount(s.counts[i], c)
+	s.used[i/64] |= 1 << (i % 64)
+}
+
+// recordInto records the sum into h and empties it.
+func (s *bucketSum) recordInto(h *hdr.Histogram) {
+	for w, used := range s.used {
+		for ; used != 0; used &= used - 1 {
+			i := w*64 + bits.TrailingZeros64(used)
+			_ = h.RecordValues(bucketValue(i), s.counts[i])
+			s.counts[i] = 0
+		}
+		s.used[w] = 0
+	}
 }
 
 // addCount adds n >= 0 to c >= 0, stopping at math.MaxInt64.

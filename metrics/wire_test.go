@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -294,7 +295,8 @@ func TestMergeEncodedIsMerge(t *testing.T) {
 
 // TestAgentsMergeAsOneRecorder is issue 13's property: samples recorded by
 // N agents, each drained every second, encoded and merged at a
-// coordinator, give the figures one recorder of them all gives.
+// coordinator, one by one or all at once, give the figures one recorder
+// of them all gives.
 func TestAgentsMergeAsOneRecorder(t *testing.T) {
 	for seed := range 3 {
 		for _, agents := range []int{1, 3, 8} {
@@ -308,39 +310,83 @@ func TestAgentsMergeAsOneRecorder(t *testing.T) {
 			for i := range recs {
 				recs[i] = NewRecorder(1, nil, now)
 			}
-			coordinator, alone, drained := NewSnapshot(), NewSnapshot(), NewSnapshot()
-			var buf []byte
+			each, all, alone, drained := NewSnapshot(), NewSnapshot(), NewSnapshot(), NewSnapshot()
 			for range 1 + r.IntN(3) {
 				for _, x := range randomSamples(r, m, 100+r.IntN(1500)) {
 					recs[r.IntN(agents)].Shard(r.Int()).Record(x)
 					one.Shard(r.Int()).Record(x)
 				}
 				clock = clock.Add(time.Second)
-				for _, rec := range recs {
+				encs := make([][]byte, agents)
+				for i, rec := range recs {
 					drained.Reset()
 					rec.Drain(drained)
-					buf = AppendSnapshot(buf[:0], drained)
-					if _, err := MergeEncoded(buf, coordinator); err != nil {
+					encs[i] = AppendSnapshot(nil, drained)
+					if _, err := MergeEncoded(encs[i], each); err != nil {
 						t.Fatal(err)
 					}
+				}
+				if _, errs := MergeEncodedAll(encs, all); errors.Join(errs...) != nil {
+					t.Fatal(errs)
 				}
 				drained.Reset()
 				one.Drain(drained)
 				alone.Merge(drained)
 			}
-			coordinator.Seq = 0
-			for _, d := range snapshotDiff(alone, coordinator) {
-				t.Errorf("seed %d, %d agents: %s", seed, agents, d)
-			}
-			for _, k := range statKinds {
-				if x, y := alone.Summaries(k, time.Second), coordinator.Summaries(k, time.Second); !reflect.DeepEqual(x, y) {
-					t.Errorf("seed %d, %d agents, kind %d: summaries (p50, p90, p99, max) differ:\n%+v\n%+v", seed, agents, k, x, y)
+			for _, c := range []struct {
+				how         string
+				coordinator *Snapshot
+			}{{"one by one", each}, {"all at once", all}} {
+				c.coordinator.Seq = 0
+				for _, d := range snapshotDiff(alone, c.coordinator) {
+					t.Errorf("seed %d, %d agents merged %s: %s", seed, agents, c.how, d)
+				}
+				for _, k := range statKinds {
+					if x, y := alone.Summaries(k, time.Second), c.coordinator.Summaries(k, time.Second); !reflect.DeepEqual(x, y) {
+						t.Errorf("seed %d, %d agents merged %s, kind %d: summaries (p50, p90, p99, max) differ:\n%+v\n%+v", seed, agents, c.how, k, x, y)
+					}
+				}
+				if x, y := alone.SocketSummaries(time.Second), c.coordinator.SocketSummaries(time.Second); !reflect.DeepEqual(x, y) {
+					t.Errorf("seed %d, %d agents merged %s: socket summaries differ:\n%+v\n%+v", seed, agents, c.how, x, y)
 				}
 			}
-			if x, y := alone.SocketSummaries(time.Second), coordinator.SocketSummaries(time.Second); !reflect.DeepEqual(x, y) {
-				t.Errorf("seed %d, %d agents: socket summaries differ:\n%+v\n%+v", seed, agents, x, y)
-			}
 		}
+	}
+}
+
+// TestMergeEncodedAllIsOneByOne: merging snapshots all at once is merging
+// them one by one, the folding of error kinds into "other" included (it
+// depends on their order), and a snapshot refused is left out whole.
+func TestMergeEncodedAllIsOneByOne(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	m := mixes[3] // one name: many kinds of error on it
+	m.kinds = 30  // past maxMessages, so that some fold
+	var encs [][]byte
+	for i := range 6 {
+		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 300)))
+		if i == 2 {
+			bad := AppendSnapshot(nil, randomSnapshot(r, m, 300))
+			encs = append(encs, bad[:len(bad)-1])
+		}
+	}
+	want := NewSnapshot()
+	var wantSeqs []uint64
+	for _, e := range encs {
+		seq, _ := MergeEncoded(e, want)
+		wantSeqs = append(wantSeqs, seq)
+	}
+	got := NewSnapshot()
+	seqs, errs := MergeEncodedAll(encs, got)
+	for i, err := range errs {
+		if (err != nil) != (i == 3) || seqs[i] != wantSeqs[i] {
+			t.Errorf("snapshot %d: seq %d (want %d), error %v", i, seqs[i], wantSeqs[i], err)
+		}
+	}
+	if len(want.Requests["GET /0"].Messages) != maxMessages+1 {
+		t.Fatalf("%d error kinds: none folded into other", len(want.Requests["GET /0"].Messages))
+	}
+	for _, d := range snapshotDiff(want, got) {
+		t.Error(d)
 	}
 }
 
