@@ -69,7 +69,7 @@ func (k *MessageKind) merge(o MessageKind) {
 	for i := range min(k.n, o.n) {
 		k.parts[i][0], k.parts[i][1] = min(k.parts[i][0], o.parts[i][0]), max(k.parts[i][1], o.parts[i][1])
 	}
-	k.Count += o.Count
+	k.Count = addCount(k.Count, o.Count)
 }
 
 // Text is how the kind is shown: its key with each part written as its

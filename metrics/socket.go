@@ -45,6 +45,14 @@ func NewSocketStat() *SocketStat {
 
 // flow adds n messages of b bytes of type typ into m.
 func flow(m map[string]*Flow, typ string, n, b int64) {
+	f := flowOf(m, typ)
+	f.Messages += n
+	f.Bytes += b
+}
+
+// flowOf returns the Flow of type typ in m, made if need be, or
+// OtherType's once m holds maxTypes types.
+func flowOf(m map[string]*Flow, typ string) *Flow {
 	f := m[typ]
 	if f == nil {
 		if len(m) >= maxTypes {
@@ -56,8 +64,7 @@ func flow(m map[string]*Flow, typ string, n, b int64) {
 			m[typ] = f
 		}
 	}
-	f.Messages += n
-	f.Bytes += b
+	return f
 }
 
 // Add records one sample of a socket kind.
@@ -117,14 +124,20 @@ func (s *SocketStat) Merge(o *SocketStat) {
 		flow(s.Out, t, f.Messages, f.Bytes)
 	}
 	for key, k := range o.Reasons {
-		d, ok := s.Reasons[key]
-		if !ok && len(s.Reasons) >= maxMessages {
-			key, k = "other", MessageKind{Count: k.Count}
-			d = s.Reasons[key]
-		}
-		d.merge(k)
-		s.Reasons[key] = d
+		s.mergeReason(key, k)
 	}
+}
+
+// mergeReason adds k, the abnormal closes stored under key in another
+// SocketStat, into s.
+func (s *SocketStat) mergeReason(key string, k MessageKind) {
+	d, ok := s.Reasons[key]
+	if !ok && len(s.Reasons) >= maxMessages {
+		key, k = "other", MessageKind{Count: k.Count}
+		d = s.Reasons[key]
+	}
+	d.merge(k)
+	s.Reasons[key] = d
 }
 
 // Reset empties s, keeping its memory.

@@ -219,14 +219,20 @@ func (s *Stat) Merge(o *Stat) {
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
 	s.NoRequest += o.NoRequest
-	for key, ok := range o.Messages {
-		k := s.kind(&key)
-		if key == "other" { // its parts have no place in "other"
-			ok = MessageKind{Count: ok.Count}
-		}
-		k.merge(ok)
-		s.Messages[key] = k
+	for key, k := range o.Messages {
+		s.mergeMessage(key, k)
 	}
+}
+
+// mergeMessage adds o, the kind of error message stored under key in
+// another Stat, into s.
+func (s *Stat) mergeMessage(key string, o MessageKind) {
+	k := s.kind(&key)
+	if key == "other" { // its parts have no place in "other"
+		o = MessageKind{Count: o.Count}
+	}
+	k.merge(o)
+	s.Messages[key] = k
 }
 
 // Reset empties s, keeping its memory.

@@ -1,0 +1,316 @@
+package metrics
+
+import (
+	"encoding/binary"
+	"errors"
+	"iter"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// The wire format of a Snapshot: what an agent sends its coordinator once a
+// second (issue 13), and what the coordinator merges without building a
+// Snapshot of it. Numbers are varints (encoding/binary); every list is sorted
+// and says first how long it is:
+//
+//	snapshot = version(byte) seq start end body setup
+//	setup    = 0 | 1 body                      (a setup's own setup is not kept)
+//	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) sockets
+//	stats    = n × (name Count Errors Timeouts Canceled BytesIn BytesOut NoRequest
+//	                n×(status count) n×(key kind) hist)
+//	hist     = n × (gap count)                 the non-empty buckets by index; gap: empty ones skipped
+//	sockets  = n × (name Opened Closed Abnormal Reconnects Gaps Missed Dropped
+//	                n×(type messages bytes) n×(type messages bytes) n×(key kind))
+//	kind     = Count n×(lowest highest)        an error message's kind (MessageKind) and its parts
+//	time     = 0 | 1 seconds nanoseconds
+//	string   = length bytes
+//
+// A Stat or SocketStat that counted nothing is left out, as Merge leaves it
+// out. Histograms travel as their non-empty buckets, at headroom's one
+// geometry (NewHistogram), so they merge exactly and cost what they hold.
+
+// wireVersion is the first byte of every encoding; MergeEncoded reads this
+// version only.
+const wireVersion = 1
+
+// ErrWireVersion is returned by MergeEncoded for a snapshot encoded in a
+// version of the format it does not read: an agent running another release
+// of headroom.
+var ErrWireVersion = errors.New("snapshot encoded by another version of headroom")
+
+// Bounds MergeEncoded holds a snapshot to, besides MaxNames+1 names per
+// table (OtherName included), maxMessages+1 error kinds or close reasons per
+// name and maxTypes+1 message types per direction, as recording keeps them.
+const (
+	// maxWireString bounds names, types and error kinds in bytes;
+	// AppendSnapshot cuts longer ones.
+	maxWireString = 4096
+	maxStatus     = 1<<16 - 1 // the highest HTTP status taken; transport sees three digits
+	maxStatuses   = 1000      // distinct statuses per name
+)
+
+// The layout of NewHistogram's counts array, as hdrhistogram-go indexes it
+// (TestHistogramLayout checks it against the library): at 3 significant
+// digits from 1 µs, values below 2,048 have a bucket each; above, every
+// power of two is split into 1,024 buckets, 22 of them reaching
+// HighestMicros.
+const (
+	halfMagnitude = 10
+	halfCount     = 1 << halfMagnitude
+	countsLen     = 23 << halfMagnitude // 23,552 buckets
+)
+
+// bucketValue is the lowest value of bucket i, in [0, countsLen).
+func bucketValue(i int) int64 {
+	b := i>>halfMagnitude - 1
+	if b < 0 {
+		return int64(i)
+	}
+	return int64(i&(halfCount-1)+halfCount) << b
+}
+
+// bucketIndex is the index of the bucket that holds v, in [0, HighestMicros].
+func bucketIndex(v int64) int {
+	b := 64 - bits.LeadingZeros64(uint64(v)|(2*halfCount-1)) - (halfMagnitude + 1)
+	return (b+1)<<halfMagnitude + int(v>>b) - halfCount
+}
+
+// AppendSnapshot appends the wire encoding of s to dst and returns the
+// extended buffer: everything in s, each table and s.Setup included, for
+// MergeEncoded to merge. Histograms must have NewHistogram's geometry, and
+// counts are non-negative, as recording makes them. It does not modify s.
+func AppendSnapshot(dst []byte, s *Snapshot) []byte {
+	e := encoder{b: dst}
+	e.b = append(e.b, wireVersion)
+	e.uvarint(s.Seq)
+	e.time(s.Start)
+	e.time(s.End)
+	e.body(s)
+	if s.Setup == nil {
+		e.b = append(e.b, 0)
+	} else {
+		e.b = append(e.b, 1)
+		e.body(s.Setup)
+	}
+	return e.b
+}
+
+// encoder holds what AppendSnapshot reuses from one name to the next.
+type encoder struct {
+	b       []byte
+	names   []string
+	keys    []string
+	codes   []int
+	buckets *hdr.PackedHistogram // the non-empty buckets of one histogram
+	stat    *Stat                // Stats of names alike once cut, merged
+	socket  *SocketStat
+}
+
+func (e *encoder) body(s *Snapshot) {
+	for _, k := range statKinds {
+		e.stats(s.table(k))
+	}
+	e.sockets(s.Sockets)
+}
+
+func (e *encoder) stats(t map[string]*Stat) {
+	e.names = e.names[:0]
+	for name, st := range t {
+		if st.Count > 0 || st.Canceled > 0 {
+			e.names = append(e.names, name)
+		}
+	}
+	e.uvarint(uint64(sortCut(e.names)))
+	for run := range runs(e.names) {
+		st := t[run[0]]
+		if len(run) > 1 {
+			if e.stat == nil {
+				e.stat = NewStat()
+			}
+			st = e.stat
+			st.Reset()
+			for _, name := range run {
+				st.Merge(t[name])
+			}
+		}
+		e.str(run[0])
+		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.BytesIn, st.BytesOut, st.NoRequest} {
+			e.uvarint(uint64(n))
+		}
+		e.codes = e.codes[:0]
+		for code := range st.Status {
+			e.codes = append(e.codes, code)
+		}
+		slices.Sort(e.codes)
+		e.uvarint(uint64(len(e.codes)))
+		for _, code := range e.codes {
+			e.uvarint(uint64(code))
+			e.uvarint(uint64(st.Status[code]))
+		}
+		e.kinds(st.Messages)
+		e.hist(st.Hist)
+	}
+}
+
+func (e *encoder) sockets(m map[string]*SocketStat) {
+	e.names = e.names[:0]
+	for name, st := range m {
+		if !st.empty() {
+			e.names = append(e.names, name)
+		}
+	}
+	e.uvarint(uint64(sortCut(e.names)))
+	for run := range runs(e.names) {
+		st := m[run[0]]
+		if len(run) > 1 {
+			if e.socket == nil {
+				e.socket = NewSocketStat()
+			}
+			st = e.socket
+			st.Reset()
+			for _, name := range run {
+				st.Merge(m[name])
+			}
+		}
+		e.str(run[0])
+		for _, n := range [...]int64{st.Opened, st.Closed, st.Abnormal, st.Reconnects, st.Gaps, st.Missed, st.Dropped} {
+			e.uvarint(uint64(n))
+		}
+		e.flows(st.In)
+		e.flows(st.Out)
+		e.kinds(st.Reasons)
+	}
+}
+
+func (e *encoder) flows(m map[string]*Flow) {
+	e.keys = e.keys[:0]
+	for typ := range m {
+		e.keys = append(e.keys, typ)
+	}
+	e.uvarint(uint64(sortCut(e.keys)))
+	for run := range runs(e.keys) {
+		var f Flow
+		for _, typ := range run {
+			f.Messages += m[typ].Messages
+			f.Bytes += m[typ].Bytes
+		}
+		e.str(run[0])
+		e.uvarint(uint64(f.Messages))
+		e.uvarint(uint64(f.Bytes))
+	}
+}
+
+func (e *encoder) kinds(m map[string]MessageKind) {
+	e.keys = e.keys[:0]
+	for key := range m {
+		e.keys = append(e.keys, key)
+	}
+	e.uvarint(uint64(sortCut(e.keys)))
+	for run := range runs(e.keys) {
+		k := m[run[0]]
+		for _, key := range run[1:] {
+			k.merge(m[key])
+		}
+		e.str(run[0])
+		e.uvarint(uint64(k.Count))
+		e.uvarint(uint64(k.n))
+		for _, p := range k.parts[:k.n] {
+			e.b = binary.AppendVarint(e.b, p[0])
+			e.b = binary.AppendVarint(e.b, p[1])
+		}
+	}
+}
+
+// sortCut sorts names as they are written, cut to maxWireString bytes, and
+// returns how many differ once cut: names alike in their first
+// maxWireString bytes are written as one, their figures merged.
+func sortCut(names []string) int {
+	slices.SortFunc(names, func(a, b string) int { return strings.Compare(cut(a), cut(b)) })
+	n := 0
+	for range runs(names) {
+		n++
+	}
+	return n
+}
+
+// runs yields the runs of names alike once cut, of names sorted by sortCut.
+func runs(names []string) iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		for i := 0; i < len(names); {
+			j := i + 1
+			for j < len(names) && cut(names[j]) == cut(names[i]) {
+				j++
+			}
+			if !yield(names[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
+}
+
+// hist writes the non-empty buckets of h.
+func (e *encoder) hist(h *hdr.Histogram) {
+	if h.TotalCount() == 0 {
+		e.uvarint(0)
+		return
+	}
+	// hdrhistogram-go exports no way to read a bucket of a Histogram but
+	// to copy all 23,552 (Export); MergeFrom scans them in place into a
+	// sparse histogram, which keeps its memory from one name to the next.
+	if e.buckets == nil {
+		e.buckets = hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
+	}
+	p := e.buckets
+	p.Reset()
+	p.MergeFrom(h)
+	e.uvarint(uint64(p.Populated()))
+	last := -1
+	for v, n := range p.ForEachBucket {
+		i := bucketIndex(v)
+		e.uvarint(uint64(i - last - 1))
+		e.uvarint(uint64(n))
+		last = i
+	}
+}
+
+func (e *encoder) time(t time.Time) {
+	if t.IsZero() {
+		e.b = append(e.b, 0)
+		return
+	}
+	e.b = append(e.b, 1)
+	e.b = binary.AppendVarint(e.b, t.Unix())
+	e.uvarint(uint64(t.Nanosecond()))
+}
+
+func (e *encoder) str(s string) {
+	s = cut(s)
+	e.uvarint(uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+func (e *encoder) uvarint(v uint64) {
+	if v < 0x80 {
+		e.b = append(e.b, byte(v))
+		return
+	}
+	e.b = binary.AppendUvarint(e.b, v)
+}
+
+// cut cuts s to maxWireString bytes, at the start of a character.
+func cut(s string) string {
+	if len(s) <= maxWireString {
+		return s
+	}
+	i := maxWireString
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}

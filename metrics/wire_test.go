@@ -1,0 +1,412 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// TestHistogramLayout checks bucketValue and bucketIndex against
+// hdrhistogram-go: every index of NewHistogram's counts array is one
+// bucket, in order, whose lowest value is bucketValue's, and the array has
+// no bucket past countsLen.
+func TestHistogramLayout(t *testing.T) {
+	h := NewHistogram()
+	for i := range countsLen {
+		v := bucketValue(i)
+		if err := h.RecordValue(v); err != nil {
+			t.Fatalf("bucket %d: %v", i, err)
+		}
+		if got := bucketIndex(v); got != i {
+			t.Fatalf("bucketIndex(%d) = %d, want %d", v, got, i)
+		}
+		if i > 0 && bucketIndex(v-1) != i-1 {
+			t.Fatalf("bucketIndex(%d) = %d, want %d: bucket %d ends below %d", v-1, bucketIndex(v-1), i-1, i-1, v)
+		}
+	}
+	p := hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
+	p.MergeFrom(h)
+	i := 0
+	for v, n := range p.ForEachBucket {
+		if v != bucketValue(i) || n != 1 {
+			t.Fatalf("bucket %d holds %d values of %d, want 1 of %d", i, n, v, bucketValue(i))
+		}
+		i++
+	}
+	if i != countsLen {
+		t.Fatalf("%d buckets, want %d", i, countsLen)
+	}
+	if err := h.RecordValue(bucketValue(countsLen)); err == nil {
+		t.Errorf("a value past bucket %d was recorded: the array is longer than countsLen", countsLen-1)
+	}
+	if bucketIndex(HighestMicros) >= countsLen {
+		t.Errorf("HighestMicros is in bucket %d, past countsLen", bucketIndex(HighestMicros))
+	}
+}
+
+// mix says which kinds of samples randomSamples makes, and how varied.
+type mix struct {
+	names, types, kinds int     // request names, message types, error kinds per name
+	failed, setup       float64 // shares of samples
+	sockets             bool
+}
+
+var mixes = []mix{
+	{names: 3, types: 2, kinds: 2, failed: 0.05, setup: 0.1, sockets: true},
+	{names: 40, types: 8, kinds: 6, failed: 0.3, setup: 0.02, sockets: true},
+	{names: 60, types: 1, kinds: 1, failed: 0.01},
+	{names: 1, types: 20, kinds: 15, failed: 0.5, setup: 0.5, sockets: true},
+}
+
+// randomSamples returns n samples of every kind, with latencies from 0 to
+// 2 s (log-uniform) and now and then past the histogram's range, statuses, failures with
+// messages that carry durations, byte counts and ports, timeouts and
+// cancels.
+func randomSamples(r *rand.Rand, m mix, n int) []Sample {
+	out := make([]Sample, 0, n)
+	latency := func() time.Duration {
+		if r.IntN(500) == 0 { // past the histogram's range: its top bucket
+			return time.Duration(r.Int64N(int64(3 * time.Hour)))
+		}
+		return time.Duration(math.Pow(10, 1+8.3*r.Float64())) // 10 ns to 2 s
+	}
+	message := func() string {
+		switch k := r.IntN(m.kinds); k % 4 {
+		case 0:
+			return fmt.Sprintf("timeout after %v (kind %d)", time.Duration(r.Int64N(3e10)), k)
+		case 1:
+			return fmt.Sprintf("response body of %d bytes is too large (kind %d)", r.Int64N(1e9), k)
+		case 2:
+			return fmt.Sprintf("read tcp 127.0.0.1:%d->10.0.0.1:80: connection reset (kind %d)", 1024+r.IntN(60000), k)
+		default:
+			return "status 503 (kind " + strconv.Itoa(k) + ")"
+		}
+	}
+	for len(out) < n {
+		name := "GET /" + strconv.Itoa(r.IntN(m.names))
+		x := Sample{Name: name, Latency: latency(), Status: []int{200, 200, 200, 201, 404, 0}[r.IntN(6)],
+			BytesIn: r.Int64N(1e5), BytesOut: r.Int64N(1e3), Setup: r.Float64() < m.setup}
+		if r.Float64() < m.failed {
+			x.Outcome = []Outcome{Failed, Failed, Timeout, Canceled}[r.IntN(4)]
+			x.Message, x.Status = message(), []int{500, 503, 0}[r.IntN(3)]
+		}
+		switch k := Kind(r.IntN(int(Dropped) + 1)); {
+		case k <= Action || k == Poll || k == Delivery:
+			x.Kind = k
+			if k == Action {
+				x.Name, x.Requests = "act "+strconv.Itoa(r.IntN(5)), r.IntN(3)
+			}
+		case m.sockets:
+			x = Sample{Kind: k, Name: "WS /" + strconv.Itoa(r.IntN(3)), Type: "t" + strconv.Itoa(r.IntN(m.types)),
+				BytesIn: r.Int64N(1e4), BytesOut: r.Int64N(1e4), N: r.Int64N(5)}
+			if k == Closed && r.IntN(2) == 0 {
+				x.Outcome, x.Message = Failed, message()
+			}
+		default:
+			x.Kind = Request
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// randomSnapshot is a snapshot of samples of mix m, numbered and timed.
+func randomSnapshot(r *rand.Rand, m mix, n int) *Snapshot {
+	s := NewSnapshot()
+	for _, x := range randomSamples(r, m, n) {
+		s.Add(&x)
+	}
+	s.Seq = r.Uint64()
+	s.Start = time.Unix(1_700_000_000+r.Int64N(1e6), r.Int64N(1e9))
+	s.End = s.Start.Add(time.Duration(r.Int64N(2e9)))
+	return s
+}
+
+// snapshotDiff lists how a and b differ, in every field of every table; a
+// name that counted nothing is as good as absent, as Merge has it.
+func snapshotDiff(a, b *Snapshot) []string {
+	var out []string
+	if a.Seq != b.Seq || !a.Start.Equal(b.Start) || !a.End.Equal(b.End) {
+		out = append(out, fmt.Sprintf("seq %d vs %d, window %v–%v vs %v–%v", a.Seq, b.Seq, a.Start, a.End, b.Start, b.End))
+	}
+	out = append(out, tablesDiff("", a, b)...)
+	switch {
+	case (a.Setup == nil) != (b.Setup == nil):
+		out = append(out, fmt.Sprintf("setup %v vs %v", a.Setup != nil, b.Setup != nil))
+	case a.Setup != nil:
+		out = append(out, tablesDiff("setup: ", a.Setup, b.Setup)...)
+	}
+	return out
+}
+
+func tablesDiff(prefix string, a, b *Snapshot) []string {
+	var out []string
+	for _, k := range statKinds {
+		ta, tb := a.table(k), b.table(k)
+		for _, name := range union(ta, tb) {
+			x, y := ta[name], tb[name]
+			if x == nil {
+				x = NewStat()
+			}
+			if y == nil {
+				y = NewStat()
+			}
+			if d := statDiff(x, y); d != "" {
+				out = append(out, fmt.Sprintf("%skind %d %q: %s", prefix, k, name, d))
+			}
+		}
+	}
+	for _, name := range union(a.Sockets, b.Sockets) {
+		x, y := a.Sockets[name], b.Sockets[name]
+		if x == nil {
+			x = NewSocketStat()
+		}
+		if y == nil {
+			y = NewSocketStat()
+		}
+		same := func(f, g *Flow) bool { return *f == *g }
+		if x.Opened != y.Opened || x.Closed != y.Closed || x.Abnormal != y.Abnormal || x.Reconnects != y.Reconnects ||
+			x.Gaps != y.Gaps || x.Missed != y.Missed || x.Dropped != y.Dropped ||
+			!maps.EqualFunc(x.In, y.In, same) || !maps.EqualFunc(x.Out, y.Out, same) || !maps.Equal(x.Reasons, y.Reasons) {
+			out = append(out, fmt.Sprintf("%ssocket %q: %+v vs %+v", prefix, name, x.Summarize(name, 0), y.Summarize(name, 0)))
+		}
+	}
+	return out
+}
+
+func statDiff(x, y *Stat) string {
+	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.BytesIn, x.BytesOut, x.NoRequest}
+	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.BytesIn, y.BytesOut, y.NoRequest}
+	switch {
+	case fx != fy:
+		return fmt.Sprintf("counts %v vs %v", fx, fy)
+	case !maps.Equal(x.Status, y.Status):
+		return fmt.Sprintf("statuses %v vs %v", x.Status, y.Status)
+	case !maps.Equal(x.Messages, y.Messages):
+		return fmt.Sprintf("error kinds %v vs %v", x.Messages, y.Messages)
+	case !x.Hist.Equals(y.Hist):
+		return fmt.Sprintf("histograms differ: %d values, p50 %d, max %d vs %d, %d, %d", x.Hist.TotalCount(),
+			x.Hist.ValueAtPercentile(50), x.Hist.Max(), y.Hist.TotalCount(), y.Hist.ValueAtPercentile(50), y.Hist.Max())
+	}
+	return ""
+}
+
+// union returns the names of a and b that counted something, sorted.
+func union[S interface{ *Stat | *SocketStat }](a, b map[string]S) []string {
+	var out []string
+	for _, m := range []map[string]S{a, b} {
+		for name, st := range m {
+			if !counted(st) {
+				continue
+			}
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func counted[S interface{ *Stat | *SocketStat }](st S) bool {
+	switch st := any(st).(type) {
+	case *Stat:
+		return st.Count > 0 || st.Canceled > 0
+	case *SocketStat:
+		return !st.empty()
+	}
+	return false
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for seed := range 5 {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		s := randomSnapshot(r, mixes[seed%len(mixes)], 100+r.IntN(3000))
+		if seed == 0 {
+			s.Setup = nil
+		}
+		if seed == 1 {
+			s.Start, s.End = time.Time{}, time.Time{}
+		}
+		b := AppendSnapshot([]byte("prefix"), s)
+		if string(b[:6]) != "prefix" {
+			t.Fatal("AppendSnapshot did not append")
+		}
+		got := NewSnapshot()
+		seq, err := MergeEncoded(b[6:], got)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if seq != s.Seq {
+			t.Errorf("seed %d: seq %d, want %d", seed, seq, s.Seq)
+		}
+		for _, d := range snapshotDiff(s, got) {
+			t.Errorf("seed %d: %s", seed, d)
+		}
+		if !reflect.DeepEqual(s.Summaries(Request, time.Second), got.Summaries(Request, time.Second)) {
+			t.Errorf("seed %d: request summaries differ", seed)
+		}
+	}
+}
+
+// TestMergeEncodedIsMerge: merging an encoding into a snapshot that holds
+// figures already does what Merge does, the folding of error kinds, close
+// reasons and message types past their bounds included.
+func TestMergeEncodedIsMerge(t *testing.T) {
+	for seed := range 4 {
+		r := rand.New(rand.NewPCG(uint64(seed), 8))
+		m := mixes[seed%len(mixes)]
+		a, o := randomSnapshot(r, m, 2000), randomSnapshot(r, m, 2000)
+		if seed%2 == 1 { // a is full: every kind, reason and type new to it goes to "other"
+			for i := range maxMessages {
+				a.Add(&Sample{Name: "GET /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
+				a.Add(&Sample{Kind: Closed, Name: "WS /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
+			}
+			for i := range maxTypes {
+				a.Add(&Sample{Kind: MessageIn, Name: "WS /0", Type: "full " + strconv.Itoa(i)})
+			}
+		}
+		// Two copies of a that kept the same kinds: folding depends on
+		// the order kinds come in, which a map's is not.
+		want, got := NewSnapshot(), NewSnapshot()
+		for _, c := range []*Snapshot{want, got} {
+			if _, err := MergeEncoded(AppendSnapshot(nil, a), c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want.Merge(o)
+		if _, err := MergeEncoded(AppendSnapshot(nil, o), got); err != nil {
+			t.Fatal(err)
+		}
+		want.Seq = max(a.Seq, o.Seq) // Merge leaves Seq be
+		for _, d := range snapshotDiff(want, got) {
+			t.Errorf("seed %d: %s", seed, d)
+		}
+	}
+}
+
+// TestAgentsMergeAsOneRecorder is issue 13's property: samples recorded by
+// N agents, each drained every second, encoded and merged at a
+// coordinator, one by one or all at once, give the figures one recorder
+// of them all gives.
+func TestAgentsMergeAsOneRecorder(t *testing.T) {
+	for seed := range 3 {
+		for _, agents := range []int{1, 3, 8} {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(agents)))
+			m := mixes[(seed+agents)%len(mixes)]
+			m.names = min(m.names, 6) // every name costs a histogram per shard: 184 KB, slow to free under -race
+			clock := time.Unix(1_700_000_000, 0)
+			now := func() time.Time { return clock }
+			one := NewRecorder(2, nil, now)
+			recs := make([]*Recorder, agents)
+			for i := range recs {
+				recs[i] = NewRecorder(1, nil, now)
+			}
+			each, all, alone, drained := NewSnapshot(), NewSnapshot(), NewSnapshot(), NewSnapshot()
+			for range 1 + r.IntN(3) {
+				for _, x := range randomSamples(r, m, 100+r.IntN(1500)) {
+					recs[r.IntN(agents)].Shard(r.Int()).Record(x)
+					one.Shard(r.Int()).Record(x)
+				}
+				clock = clock.Add(time.Second)
+				encs := make([][]byte, agents)
+				for i, rec := range recs {
+					drained.Reset()
+					rec.Drain(drained)
+					encs[i] = AppendSnapshot(nil, drained)
+					if _, err := MergeEncoded(encs[i], each); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, errs := MergeEncodedAll(encs, all); errors.Join(errs...) != nil {
+					t.Fatal(errs)
+				}
+				drained.Reset()
+				one.Drain(drained)
+				alone.Merge(drained)
+			}
+			for _, c := range []struct {
+				how         string
+				coordinator *Snapshot
+			}{{"one by one", each}, {"all at once", all}} {
+				c.coordinator.Seq = 0
+				for _, d := range snapshotDiff(alone, c.coordinator) {
+					t.Errorf("seed %d, %d agents merged %s: %s", seed, agents, c.how, d)
+				}
+				for _, k := range statKinds {
+					if x, y := alone.Summaries(k, time.Second), c.coordinator.Summaries(k, time.Second); !reflect.DeepEqual(x, y) {
+						t.Errorf("seed %d, %d agents merged %s, kind %d: summaries (p50, p90, p99, max) differ:\n%+v\n%+v", seed, agents, c.how, k, x, y)
+					}
+				}
+				if x, y := alone.SocketSummaries(time.Second), c.coordinator.SocketSummaries(time.Second); !reflect.DeepEqual(x, y) {
+					t.Errorf("seed %d, %d agents merged %s: socket summaries differ:\n%+v\n%+v", seed, agents, c.how, x, y)
+				}
+			}
+		}
+	}
+}
+
+// TestMergeEncodedAllIsOneByOne: merging snapshots all at once is merging
+// them one by one, the folding of error kinds into "other" included (it
+// depends on their order), and a snapshot refused is left out whole.
+func TestMergeEncodedAllIsOneByOne(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	m := mixes[3] // one name: many kinds of error on it
+	m.kinds = 30  // past maxMessages, so that some fold
+	var encs [][]byte
+	for i := range 6 {
+		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 300)))
+		if i == 2 {
+			bad := AppendSnapshot(nil, randomSnapshot(r, m, 300))
+			encs = append(encs, bad[:len(bad)-1])
+		}
+	}
+	want := NewSnapshot()
+	var wantSeqs []uint64
+	for _, e := range encs {
+		seq, _ := MergeEncoded(e, want)
+		wantSeqs = append(wantSeqs, seq)
+	}
+	got := NewSnapshot()
+	seqs, errs := MergeEncodedAll(encs, got)
+	for i, err := range errs {
+		if (err != nil) != (i == 3) || seqs[i] != wantSeqs[i] {
+			t.Errorf("snapshot %d: seq %d (want %d), error %v", i, seqs[i], wantSeqs[i], err)
+		}
+	}
+	if len(want.Requests["GET /0"].Messages) != maxMessages+1 {
+		t.Fatalf("%d error kinds: none folded into other", len(want.Requests["GET /0"].Messages))
+	}
+	for _, d := range snapshotDiff(want, got) {
+		t.Error(d)
+	}
+}
+
+func TestAppendSnapshotCutsLongNames(t *testing.T) {
+	long := strings.Repeat("é", maxWireString) // 2 bytes each: cut at a character
+	s := NewSnapshot()
+	for _, name := range []string{long + "a", long + "b", "short"} {
+		s.Add(&Sample{Name: name, Status: 200, Latency: time.Millisecond, Outcome: Failed, Message: long + name})
+		s.Add(&Sample{Kind: MessageIn, Name: name, Type: long + name})
+	}
+	got := NewSnapshot()
+	if _, err := MergeEncoded(AppendSnapshot(nil, s), got); err != nil {
+		t.Fatal(err)
+	}
+	cutName := long[:maxWireString]
+	st := got.Requests[cutName]
+	if len(got.Requests) != 2 || st == nil || st.Count != 2 || st.Hist.TotalCount() != 2 || st.Messages[cutName].Count != 2 {
+		t.Errorf("names alike in their first %d bytes were not merged: %d names, %+v", maxWireString, len(got.Requests), st)
+	}
+	if f := got.Sockets[cutName]; f == nil || f.In[cutName] == nil || f.In[cutName].Messages != 2 {
+		t.Errorf("connection names or types alike once cut were not merged")
+	}
+}
