@@ -54,6 +54,15 @@ func (e *Engine) Shared() starlark.Value {
 	return e.shared
 }
 
+// SetShared sets what users read as user.shared, as init would: an agent
+// runs no init of its own, and takes what its coordinator's returned.
+// Call it before the first SetUsers; v must be frozen.
+func (e *Engine) SetShared(v starlark.Value) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.shared = v
+}
+
 // clientOptions are the transport options of user id's connection (id 0
 // is init's user).
 func (e *Engine) clientOptions(id int) transport.Options {

@@ -1,0 +1,81 @@
+package agents
+
+import (
+	"time"
+
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// The run, after the handshake:
+//
+//	coordinator → agent   start {the scenario and its files, the run's options}
+//	agent → coordinator   status {users, ready, ...}, once a second and once started
+//	agent → coordinator   snapshot #seq, once a second (metrics.AppendSnapshot)
+//	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
+//	coordinator → agent   stop
+//	agent → coordinator   its last snapshot, then done {users by type}
+const (
+	KindStart  Kind = iota + 32 // coordinator → agent (Start)
+	KindUsers                   // coordinator → agent (Users)
+	KindStatus                  // agent → coordinator (Status)
+	KindStop                    // coordinator → agent: stop every user, send the rest, end
+	KindDone                    // agent → coordinator (Done), after its last snapshot
+)
+
+// Start is what an agent runs: the scenario as the coordinator loaded it
+// (checked by its hash after loading), and the run's options.
+type Start struct {
+	Path        string              `json:"path"` // the scenario's, for messages
+	Source      []byte              `json:"source"`
+	Files       []scenario.DataFile `json:"files"`
+	Hash        string              `json:"hash"`
+	Vars        map[string]string   `json:"vars,omitempty"`
+	MaxSteps    uint64              `json:"max_steps,omitempty"`
+	LoadTimeout time.Duration       `json:"load_timeout,omitempty"`
+	MaxData     int64               `json:"max_data,omitempty"`
+	// Shared is what the scenario's init returned on the coordinator, as
+	// JSON; empty without an init.
+	Shared []byte `json:"shared,omitempty"`
+
+	Target      string        `json:"target"` // with its credentials, if it has any
+	Seed        uint64        `json:"seed"`
+	Timeout     time.Duration `json:"timeout"`
+	Grace       time.Duration `json:"grace"`
+	Insecure    bool          `json:"insecure,omitempty"`
+	MaxBody     int           `json:"max_body,omitempty"`
+	SourceAddrs []string      `json:"source_addrs,omitempty"` // --source-addr: user i connects from [(i-1) % len]
+	Agents      int           `json:"agents"`                 // how many agents: user ids interleave
+}
+
+// Users is an agent's share of the run's users.
+type Users struct {
+	N int `json:"n"`
+}
+
+// Status is an agent's state, sent once a second.
+type Status struct {
+	Users int            `json:"users"`
+	Ready int            `json:"ready"`
+	Began int64          `json:"began"`
+	SetUp int64          `json:"set_up"`
+	Late  int64          `json:"late"`
+	Doing map[string]int `json:"doing,omitempty"`
+	// Overflowed: its request names passed metrics.MaxNames.
+	Overflowed bool    `json:"overflowed,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	// Error, when set, is why the agent cannot run (its scenario did not
+	// load, or loaded to another hash); it ends the stream after it.
+	Error string `json:"error,omitempty"`
+}
+
+// Done is an agent's last word.
+type Done struct {
+	UsersByType map[string]int `json:"users_by_type"`
+}
+
+// ids is the id of agent index's nth user among agents: they interleave
+// (index+1, index+1+agents, ...), so no two agents' users share an id.
+func ids(index, agents int) func(n int) int {
+	return func(n int) int { return index + 1 + (n-1)*agents }
+}
