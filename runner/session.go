@@ -66,6 +66,11 @@ type Common struct {
 	// user id; none: the system's choice.
 	SourceAddrs []netip.Addr
 
+	// NewFleet, if set, makes the users the run drives from the engine
+	// configuration of this process's users: agents' (agents.Fleet), which
+	// run the scenario's init here with local. nil: this process's engine.
+	NewFleet func(local engine.Config) Fleet
+
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
 	memSample func() uint64 // bytes in use; default goMemory
@@ -163,11 +168,16 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.unwatch = func() {}
-	s.eng = localFleet{Engine: engine.New(engine.Config{
+	cfg := engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
 		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) },
-	}), rec: rec}
+	}
+	if c.NewFleet != nil {
+		s.eng = c.NewFleet(cfg)
+	} else {
+		s.eng = localFleet{Engine: engine.New(cfg), rec: rec}
+	}
 	// init runs once, before any user and before the scrape's baseline: its
 	// work on the server is setup, not the run's.
 	if err := s.eng.Init(ctx); err != nil {

@@ -36,7 +36,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	env := cli.Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal,
+	env := cli.Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal,
 		Getenv: os.Getenv, CrashOutput: crashOutput, Limits: limits}
 	// HEADROOM_CPUPROFILE=file writes a CPU profile of the whole command,
 	// for benchmarks (docs/BENCHMARKS.md); go tool pprof reads it.

@@ -56,6 +56,7 @@ func exitCodes(kind, one string) string {
 // Env is the outside world a command sees.
 type Env struct {
 	Args           []string
+	Stdin          io.Reader // nil: empty (agent --token-file - reads it)
 	Stdout, Stderr io.Writer
 	IsTerminal     func(w io.Writer) bool // nil: never a terminal
 	// Getenv reads the environment; nil reads nothing. Commands read only
@@ -105,6 +106,7 @@ func commands() []command {
 		{"compare", "compare base and new builds' results: deltas, intervals, verdicts; gates CI", compareCmd},
 		{"report", "write the Markdown + PNG and HTML report of a result, or a ceiling matrix", reportCmd},
 		{"testbed", "start the built-in target server, whose capacity is known", testbedCmd},
+		{"agent", "run users for a coordinator's run (--local-agents starts them for you)", agentCmd},
 		{"version", "print the version", func(_ context.Context, env Env, _ []string) int {
 			fmt.Fprintf(env.Stdout, "headroom %s\n", Version)
 			return ExitOK
