@@ -169,9 +169,7 @@ func TestBackgroundLoopRunsBesideActions(t *testing.T) {
 	if a := snap.Actions["Act"]; a == nil || a.Errors != 0 {
 		t.Errorf("acts: %+v", a)
 	}
-	if n := laneGoroutines(); n != 0 {
-		t.Errorf("%d lanes still running after Stop", n)
-	}
+	waitFor(t, "no lane goroutine left after Stop", func() bool { return laneGoroutines() == 0 })
 }
 
 // TestStopCutsALongPollInFlight: the run's end cuts each user's long poll at once (the server would hold
@@ -186,9 +184,9 @@ func TestStopCutsALongPollInFlight(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("Stop took %v with long polls in flight, want them cut at once (the grace is for actions)", took)
 	}
-	if n := laneGoroutines(); n != 0 {
-		t.Errorf("%d lanes still running after Stop", n)
-	}
+	// Stop has waited for the lanes (their WaitGroup); their goroutines may
+	// still be returning from run, past its deferred Done, for a moment.
+	waitFor(t, "no lane goroutine left after Stop", func() bool { return laneGoroutines() == 0 })
 	waitFor(t, "the server to see the polls go", func() bool { return st.inFlight() == 0 })
 	snap := metrics.NewSnapshot()
 	rec.Drain(snap)
@@ -216,7 +214,5 @@ func TestRetriedSetupStopsItsLanes(t *testing.T) {
 		t.Errorf("%d lanes running, want the retry's 2", n)
 	}
 	e.Stop()
-	if n := laneGoroutines(); n != 0 {
-		t.Errorf("%d lanes still running after Stop", n)
-	}
+	waitFor(t, "no lane goroutine left after Stop", func() bool { return laneGoroutines() == 0 })
 }
