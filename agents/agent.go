@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
 	starlarkjson "go.starlark.net/lib/json"
@@ -44,7 +44,7 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		_ = send(s, KindStatus, Status{Error: err.Error()})
 		return err
 	}
-	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), cpu0: cpuTime()}
+	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), cpu0: rusage.CPU()}
 	defer e.Stop()
 	return a.run(ctx)
 }
@@ -172,7 +172,7 @@ func (a *agent) flush() error {
 func (a *agent) status() error {
 	return send(a.s, KindStatus, Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
 		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(),
-		CPUSeconds: (cpuTime() - a.cpu0).Seconds(), PeakRSSMB: peakRSSMB()})
+		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()})
 }
 
 // stop stops every user (each within the grace period), sends the last
@@ -212,20 +212,4 @@ func fromJSON(b []byte) (starlark.Value, error) {
 	}
 	v.Freeze()
 	return v, nil
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func peakRSSMB() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // Linux: KiB; the peak
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/prometheus/prometheus/model/labels"
@@ -84,7 +85,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	measuring := false      // the search is done; holding the supported users for Measure
 	var hold *control.Level // the measuring hold's judgment so far
 	traffic := false        // a request has ended
-	cpuMark, cpuAt, lateMark := cpuTime(), time.Now(), int64(0)
+	cpuMark, cpuAt, lateMark := rusage.CPU(), time.Now(), int64(0)
 	// The server's figures cover the measure hold when there is one, else
 	// the whole search.
 	from, measureMarked := s.mark(s.start), false
@@ -203,7 +204,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 
 		// Generator self-check over the last ten seconds.
 		if now.Sub(cpuAt) >= 10*time.Second {
-			cpu := cpuTime()
+			cpu := rusage.CPU()
 			share := (cpu - cpuMark).Seconds() / now.Sub(cpuAt).Seconds()
 			late := s.eng.Late() - lateMark
 			if share > 0.9*float64(res.Generator.GOMAXPROCS) || late > int64(max(5, users/10)) {

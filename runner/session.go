@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
@@ -164,7 +164,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s := &session{
 		c: c, parent: ctx,
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
-		cpu0: cpuTime(), start: time.Now(),
+		cpu0: rusage.CPU(), start: time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.unwatch = func() {}
@@ -328,13 +328,13 @@ func (s *session) stop() {
 // generator may have been the bottleneck.
 func (s *session) generator(actions int64) string {
 	g := &s.res.Generator
-	cpu := cpuTime() - s.cpu0
+	cpu := rusage.CPU() - s.cpu0
 	g.CPUSeconds = cpu.Seconds()
 	if el := time.Since(s.start).Seconds(); el > 0 {
 		g.CPUPercent = 100 * cpu.Seconds() / el
 	}
 	g.LateWakeups = s.eng.Late()
-	g.PeakRSSMB = peakRSSMB()
+	g.PeakRSSMB = rusage.PeakRSSMB()
 	// Late wake-ups happen now and then on any shared machine; one in
 	// twenty actions starting late means users are off their schedule.
 	g.Overloaded = g.CPUPercent > 90*float64(g.GOMAXPROCS) || (actions > 100 && g.LateWakeups*20 > actions)
@@ -416,20 +416,4 @@ func ticks(ctx context.Context, every time.Duration, f func(now time.Time) bool)
 			}
 		}
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func peakRSSMB() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Maxrss) / 1024 // Linux reports KiB
 }

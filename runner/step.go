@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/server"
@@ -250,7 +251,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 		l.snap.Merge(s.interval)
 		r.held.Merge(s.interval)
 		l.held += s.interval.End.Sub(s.interval.Start)
-		l.end, l.cpu, l.to = s.interval.End, cpuTime()-l.cpu0, s.mark(now)
+		l.end, l.cpu, l.to = s.interval.End, rusage.CPU()-l.cpu0, s.mark(now)
 		if now.Sub(l.hold) >= r.Hold-r.Tick/2 {
 			l.complete = true
 			if r.i+1 == len(r.Levels) {
@@ -265,7 +266,7 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 
 func (r *stepRun) startHold(now time.Time) {
 	l := r.cur()
-	l.hold, l.cpu0, l.from, r.phase = now, cpuTime(), r.s.mark(now), PhaseHolding
+	l.hold, l.cpu0, l.from, r.phase = now, rusage.CPU(), r.s.mark(now), PhaseHolding
 }
 
 func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) StepProgress {

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/transport"
 )
@@ -239,11 +239,11 @@ func benchMessages(b *testing.B, body string, n, window int) {
 	srv.start()
 	time.Sleep(10 * time.Millisecond) // every connection under way
 	b.ResetTimer()
-	c0, d0, cpu0, start := count(), dropped(), cpuTime(), time.Now()
+	c0, d0, cpu0, start := count(), dropped(), rusage.CPU(), time.Now()
 	for count()-c0 < int64(b.N) { // polling costs next to nothing
 		time.Sleep(time.Millisecond)
 	}
-	elapsed, cpu, got, drop := time.Since(start), cpuTime()-cpu0, count()-c0, dropped()-d0
+	elapsed, cpu, got, drop := time.Since(start), rusage.CPU()-cpu0, count()-c0, dropped()-d0
 	b.StopTimer()
 	srv.halt() // before closing: while it floods, a user's close waits for the CPU
 	close(stop)
@@ -256,11 +256,4 @@ func benchMessages(b *testing.B, body string, n, window int) {
 	if body != "" {
 		b.ReportMetric(100*float64(drop)/float64(got+drop), "drop-%")
 	}
-}
-
-// cpuTime is the CPU time (user + system) the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
