@@ -3,11 +3,14 @@ package metrics
 import (
 	"math/rand/v2"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 func TestShardsMergeExactly(t *testing.T) {
@@ -147,4 +150,105 @@ func TestRequestNamesAreBounded(t *testing.T) {
 	if !rec.Overflowed() {
 		t.Error("overflow not reported")
 	}
+}
+
+// TestStatFollowsItsBuckets: whatever is recorded into a Stat, merged into
+// it (from a Stat that follows its buckets or one that does not) or
+// written into its Hist directly, its Hist holds what a plain histogram
+// does, its buckets are Hist's whenever sparse says so, and it encodes
+// Hist's buckets either way.
+func TestStatFollowsItsBuckets(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	value := func() int64 { return 1 + r.Int64N(HighestMicros) }
+	record := func(st *Stat, ref *hdr.Histogram, n int) {
+		for range n {
+			v := value()
+			st.Add(&Sample{Latency: time.Duration(v) * time.Microsecond})
+			ref.RecordValue(v)
+		}
+	}
+	followed := 0
+	for range 30 {
+		st, ref := NewStat(), NewHistogram()
+		for range 12 {
+			switch r.IntN(5) {
+			case 0, 1:
+				record(st, ref, r.IntN(2*maxSparse))
+			case 2: // a Stat that follows its buckets
+				o := NewStat()
+				record(o, ref, r.IntN(maxSparse))
+				st.Merge(o)
+			case 3: // one whose Hist was written to directly, as result's reading does
+				o := NewStat()
+				for range r.IntN(50) {
+					v := value()
+					o.Hist.RecordValue(v)
+					ref.RecordValue(v)
+				}
+				o.Count = o.Hist.TotalCount()
+				o.Status[200] = o.Count
+				if r.IntN(2) == 0 {
+					st.Merge(o)
+				} else {
+					st.Hist.Merge(o.Hist)
+					st.Count += o.Count
+					st.Status[200] += o.Count
+				}
+			case 4:
+				st.Reset()
+				ref.Reset()
+			}
+			if !st.Hist.Equals(ref) {
+				t.Fatal("Hist differs from a plain histogram of the same values")
+			}
+			want := hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
+			want.MergeFrom(ref)
+			if b := st.sparse(); b != nil {
+				followed++
+				if !slices.Equal(buckets(b), buckets(want)) {
+					t.Fatal("sparse buckets differ from Hist's")
+				}
+			}
+			s := NewSnapshot()
+			s.Requests["x"] = st
+			got := NewSnapshot()
+			if _, err := MergeEncoded(AppendSnapshot(nil, s), got); err != nil {
+				if st.Count == 0 {
+					continue
+				}
+				t.Fatal(err)
+			}
+			if st.Count > 0 && !got.Requests["x"].Hist.Equals(ref) {
+				t.Fatal("encoded buckets differ from Hist's")
+			}
+		}
+	}
+	if followed == 0 {
+		t.Error("no Stat followed its buckets")
+	}
+	st := NewStat()
+	for i := range 30 {
+		st.Add(&Sample{Latency: time.Duration(100+i) * time.Millisecond})
+	}
+	if st.sparse() == nil {
+		t.Error("a Stat of 30 samples does not follow its buckets")
+	}
+	for i := range 2 * maxSparse {
+		st.Add(&Sample{Latency: time.Duration(1+i) * time.Second})
+	}
+	if st.sparse() != nil {
+		t.Errorf("a Stat past %d buckets follows them", maxSparse)
+	}
+	if st.Reset(); st.sparse() == nil {
+		t.Error("a Stat reset does not follow its buckets again")
+	}
+}
+
+// buckets lists the buckets of p as value, count pairs.
+func buckets(p *hdr.PackedHistogram) [][2]int64 {
+	var out [][2]int64
+	for v, n := range p.ForEachBucket {
+		out = append(out, [2]int64{v, n})
+	}
+	return out
 }

@@ -136,11 +136,34 @@ type Stat struct {
 	// kind's key: at most maxMessages kinds plus "other". MessageCounts
 	// shows them.
 	Messages map[string]MessageKind
+
+	// buckets holds Hist's non-empty buckets while they are at most
+	// maxSparse and Hist is written through Stat's methods (sparse tells):
+	// hdrhistogram-go has no way to find them in Hist but to go through
+	// all 23,552 counts, which Merge (Drain) and AppendSnapshot would do
+	// for every name every second.
+	buckets *hdr.PackedHistogram
 }
+
+// maxSparse bounds the buckets Stat.buckets follows; a Stat with more
+// (thousands of samples in a second) leaves it behind until Reset:
+// inserting into a sorted list that long costs more than it saves.
+const maxSparse = 256
 
 // NewStat returns an empty Stat.
 func NewStat() *Stat {
-	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]MessageKind{}}
+	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]MessageKind{},
+		buckets: hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)}
+}
+
+// sparse returns s.buckets if it holds every value of s.Hist, or nil: a
+// Stat made otherwise than by NewStat, past maxSparse buckets, or whose
+// Hist was written to directly, holds more values in Hist.
+func (s *Stat) sparse() *hdr.PackedHistogram {
+	if s.buckets == nil || s.buckets.TotalCount() != s.Hist.TotalCount() {
+		return nil
+	}
+	return s.buckets
 }
 
 // Add records one sample.
@@ -156,7 +179,11 @@ func (s *Stat) Add(x *Sample) {
 	if us > HighestMicros {
 		us = HighestMicros
 	}
+	b := s.sparse()
 	_ = s.Hist.RecordValue(us) // in range by construction
+	if b != nil && b.Populated() < maxSparse {
+		_ = b.RecordValue(us)
+	}
 	s.Count++
 	switch x.Outcome {
 	case Failed:
@@ -208,7 +235,15 @@ func (s *Stat) MessageCounts() map[string]int64 {
 
 // Merge adds o into s exactly.
 func (s *Stat) Merge(o *Stat) {
-	s.Hist.Merge(o.Hist)
+	sb, ob := s.sparse(), o.sparse()
+	if ob == nil {
+		s.Hist.Merge(o.Hist) // leaves sb behind
+	} else {
+		ob.MergeInto(s.Hist) // bucket to bucket, as many as there are
+		if sb != nil && sb.Populated()+ob.Populated() <= maxSparse {
+			sb.Merge(ob)
+		}
+	}
 	s.Count += o.Count
 	s.Errors += o.Errors
 	s.Timeouts += o.Timeouts
@@ -238,6 +273,9 @@ func (s *Stat) mergeMessage(key string, o MessageKind) {
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {
 	s.Hist.Reset()
+	if s.buckets != nil {
+		s.buckets.Reset()
+	}
 	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)

@@ -106,7 +106,7 @@ type encoder struct {
 	names   []string
 	keys    []string
 	codes   []int
-	buckets *hdr.PackedHistogram // the non-empty buckets of one histogram
+	buckets *hdr.PackedHistogram // the non-empty buckets of a Stat without its own
 	stat    *Stat                // Stats of names alike once cut, merged
 	socket  *SocketStat
 }
@@ -153,7 +153,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 			e.uvarint(uint64(st.Status[code]))
 		}
 		e.kinds(st.Messages)
-		e.hist(st.Hist)
+		e.hist(st)
 	}
 }
 
@@ -254,21 +254,20 @@ func runs(names []string) iter.Seq[[]string] {
 	}
 }
 
-// hist writes the non-empty buckets of h.
-func (e *encoder) hist(h *hdr.Histogram) {
-	if h.TotalCount() == 0 {
-		e.uvarint(0)
-		return
+// hist writes the non-empty buckets of st's histogram.
+func (e *encoder) hist(st *Stat) {
+	p := st.sparse()
+	if p == nil {
+		// Only a full scan finds them in Hist: hdrhistogram-go exports no
+		// way to read a count but to copy all 23,552 (Export); MergeFrom
+		// scans them in place into a sparse histogram.
+		if e.buckets == nil {
+			e.buckets = hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
+		}
+		p = e.buckets
+		p.Reset()
+		p.MergeFrom(st.Hist)
 	}
-	// hdrhistogram-go exports no way to read a bucket of a Histogram but
-	// to copy all 23,552 (Export); MergeFrom scans them in place into a
-	// sparse histogram, which keeps its memory from one name to the next.
-	if e.buckets == nil {
-		e.buckets = hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
-	}
-	p := e.buckets
-	p.Reset()
-	p.MergeFrom(h)
 	e.uvarint(uint64(p.Populated()))
 	last := -1
 	for v, n := range p.ForEachBucket {
