@@ -15,11 +15,11 @@ import (
 
 // The wire format of a Snapshot: what an agent sends its coordinator once a
 // second (issue 13), and what the coordinator merges without building a
-// Snapshot of it. Numbers are varints (encoding/binary); every list is sorted
-// and says first how long it is:
+// Snapshot of it. Numbers are varints (encoding/binary), unsigned but for
+// seconds and parts; every list is sorted and says first how long it is:
 //
 //	snapshot = version(byte) seq start end body setup
-//	setup    = 0 | 1 body                      (a setup's own setup is not kept)
+//	setup    = 0 | 1 body                      (a setup's window, seq and own setup are not kept)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) sockets
 //	stats    = n × (name Count Errors Timeouts Canceled BytesIn BytesOut NoRequest
 //	                n×(status count) n×(key kind) hist)
@@ -38,9 +38,9 @@ import (
 // version only.
 const wireVersion = 1
 
-// ErrWireVersion is returned by MergeEncoded for a snapshot encoded in a
-// version of the format it does not read: an agent running another release
-// of headroom.
+// ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
+// in a version of the format it does not read: an agent running another
+// release of headroom.
 var ErrWireVersion = errors.New("snapshot encoded by another version of headroom")
 
 // Bounds MergeEncoded holds a snapshot to, besides MaxNames+1 names per
@@ -82,8 +82,11 @@ func bucketIndex(v int64) int {
 
 // AppendSnapshot appends the wire encoding of s to dst and returns the
 // extended buffer: everything in s, each table and s.Setup included, for
-// MergeEncoded to merge. Histograms must have NewHistogram's geometry, and
-// counts are non-negative, as recording makes them. It does not modify s.
+// MergeEncoded to merge. MergeEncoded refuses what recording never makes:
+// a histogram not of NewHistogram's geometry, or whose values or statuses
+// do not add up to its Stat's Count, a negative count. Names and keys
+// longer than 4 KiB are cut, and those then alike merged. It does not
+// modify s, nor may s change meanwhile.
 func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	e := encoder{b: dst}
 	e.b = append(e.b, wireVersion)
