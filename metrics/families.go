@@ -133,3 +133,18 @@ func addMetric(into, m *dto.Metric) {
 		}
 	}
 }
+
+// Labelled is gather with the label name=value added to every metric: an
+// agent's exposition, told apart from the other agents' (agent="pod-3").
+func Labelled(gather func() ([]*dto.MetricFamily, error), name, value string) func() ([]*dto.MetricFamily, error) {
+	return func() ([]*dto.MetricFamily, error) {
+		mfs, err := gather()
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String(name), Value: proto.String(value)})
+				slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+			}
+		}
+		return mfs, err
+	}
+}

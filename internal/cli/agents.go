@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/agents"
+	"github.com/headroom-dev/headroom/metrics"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,7 +46,7 @@ broke off, 2 bad flags, 5 an internal error (a bug in headroom).
 `
 
 func agentCmd(ctx context.Context, env Env, args []string) int {
-	var coordinator, tokenFile, name, tlsCA string
+	var coordinator, tokenFile, name, tlsCA, metricsAddr string
 	var wait time.Duration
 	fs := newFlags(env, "agent", "--coordinator HOST:PORT --token-file FILE [flags]", agentHelp)
 	fs.StringVar(&coordinator, "coordinator", "", "the coordinator's address, host:port (required)")
@@ -53,6 +54,7 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	host, _ := os.Hostname()
 	fs.StringVar(&name, "name", host, "this agent's name in the coordinator's result; an agent of the same name takes a lost one's place first")
 	fs.StringVar(&tlsCA, "tls-ca", "", "a PEM file of the certificate authority that signed the coordinator's --tls-cert: TLS, and the coordinator checked to be the one named in --coordinator")
+	fs.StringVar(&metricsAddr, "metrics-listen", "", "serve this agent's Prometheus metrics (its users' samples, labelled agent=NAME) at this address, e.g. 0.0.0.0:9465 for a Prometheus that scrapes agents; off by default")
 	fs.DurationVar(&wait, "wait", 5*time.Minute, "how long to keep dialing a coordinator that does not answer, or that has no place yet")
 	pos, code, ok := parse(env, fs, args)
 	if !ok {
@@ -83,6 +85,15 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	defer conn.Close()
 	opt := agents.AgentOptions{Token: token, Name: name, Version: Version,
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }}
+	if metricsAddr != "" {
+		opt.Prom = metrics.NewProm()
+		stop, err := serveGatherer(metricsAddr, metrics.Labelled(opt.Prom.Gather, "agent", name))
+		if err != nil {
+			return fail(env, ExitUsage, "--metrics-listen: %v", err)
+		}
+		defer stop()
+		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", metricsAddr)
+	}
 	deadline, said := time.Now().Add(wait), ""
 	for {
 		err := joinOnce(ctx, conn, opt)

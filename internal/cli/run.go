@@ -11,6 +11,8 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/runner"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 var runHelp = `
@@ -106,12 +108,17 @@ func parseTarget(s string) (*url.URL, error) {
 }
 
 func serveMetrics(addr string, p *metrics.Prom) (func(), error) {
+	return serveGatherer(addr, p.Gather)
+}
+
+// serveGatherer serves what gather returns at addr's /metrics.
+func serveGatherer(addr string, gather prometheus.GathererFunc) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", p.Handler())
+	mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
