@@ -57,7 +57,7 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		_ = send(s, KindStatus, Status{Error: err.Error()})
 		return err
 	}
-	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics}
+	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics}
 	defer e.Stop()
 	return a.run(ctx)
 }
@@ -125,14 +125,15 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 
 // agent is a running agent: its engine, and the snapshots it owes.
 type agent struct {
-	s    Stream
-	e    *engine.Engine
-	rec  *metrics.Recorder
-	snap *metrics.Snapshot
-	out  outbox
-	want int // the users the coordinator wants here
-	cpu0 time.Duration
-	prom *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
+	s     Stream
+	e     *engine.Engine
+	rec   *metrics.Recorder
+	snap  *metrics.Snapshot
+	total *metrics.Stat // every request of the run, for its Status
+	out   outbox
+	want  int // the users the coordinator wants here
+	cpu0  time.Duration
+	prom  *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
 	// families: send prom's families with each snapshot (Start.Metrics).
 	families bool
 }
@@ -201,6 +202,9 @@ func (a *agent) flush() error {
 	if err := a.s.Send(a.out.add(metrics.AppendSnapshot(nil, a.snap))); err != nil {
 		return err
 	}
+	for _, st := range a.snap.Requests {
+		a.total.Merge(st)
+	}
 	if a.prom != nil {
 		a.prom.SetUsers(a.e.Users())
 		a.prom.SetReady(a.e.Ready())
@@ -223,9 +227,14 @@ func (a *agent) flush() error {
 }
 
 func (a *agent) status() error {
-	return send(a.s, KindStatus, Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
-		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(),
-		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()})
+	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
+		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Requests: a.total.Count, Errors: a.total.Errors,
+		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
+	if a.total.Count > 0 {
+		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
+		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000
+	}
+	return send(a.s, KindStatus, st)
 }
 
 // stop stops every user (each within the grace period), sends the last

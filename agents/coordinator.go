@@ -65,8 +65,7 @@ type remote struct {
 	status              Status              // its last
 	statusN             int                 // statuses received
 	peak                int                 // most users it reported
-	pending             *metrics.Snapshot   // merged since the last Drain
-	total               *metrics.Stat       // every request it reported, for its figures
+	pending             [][]byte            // snapshots received since the last Drain, encoded
 	families            []*dto.MetricFamily // its last Prometheus families (Start.Metrics)
 	in                  inbox
 	want                int
@@ -162,7 +161,7 @@ func (c *Coordinator) join(s Stream) error {
 		defer c.mu.Unlock()
 		h.Cores = max(h.Cores, 1)
 		now := c.now()
-		r = &remote{hello: h, s: s, pending: metrics.NewSnapshot(), total: metrics.NewStat(), kill: make(chan struct{}),
+		r = &remote{hello: h, s: s, kill: make(chan struct{}),
 			joined: now, heard: now}
 		if !c.started {
 			r.index = len(c.remotes)
@@ -291,7 +290,10 @@ func (c *Coordinator) serve(r *remote) error {
 			r.heard = c.now()
 			fresh, err := r.in.fresh(f)
 			if fresh {
-				_, err = metrics.MergeEncoded(f.Body, r.pending)
+				// Merged at the next Drain, with every agent's
+				// (metrics.MergeEncodedAll: a name at a time, while it is
+				// in the cache), checked there.
+				r.pending = append(r.pending, f.Body)
 			}
 			seq := r.in.merged
 			c.mu.Unlock()

@@ -55,7 +55,7 @@ func fleetOf(n int) (*Coordinator, *Fleet, *time.Time, []*sink) {
 		s := &sink{}
 		sinks = append(sinks, s)
 		c.remotes = append(c.remotes, &remote{index: i, hello: Hello{Name: string(rune('a' + i)), Cores: 1}, s: s,
-			kill: make(chan struct{}), pending: metrics.NewSnapshot(), total: metrics.NewStat(),
+			kill:   make(chan struct{}),
 			joined: now, heard: now, sent: now, statusN: 1})
 	}
 	return c, f, &now, sinks

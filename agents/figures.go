@@ -26,7 +26,8 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 		}
 		to := now
 		a := result.Agent{Index: r.index, Name: r.hello.Name, Cores: r.hello.Cores, JoinedS: r.joined.Sub(f.began).Seconds(),
-			Users: r.status.Users, Peak: r.peak, Requests: r.total.Count, Errors: r.total.Errors,
+			Users: r.status.Users, Peak: r.peak, Requests: r.status.Requests, Errors: r.status.Errors,
+			P50Ms: r.status.P50Ms, P99Ms: r.status.P99Ms,
 			CPUS: r.status.CPUSeconds, RSSMB: r.status.PeakRSSMB, Late: r.status.Late}
 		if r.ended && r.done == nil {
 			to = r.left
@@ -44,10 +45,6 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 		if alive > 0 {
 			a.RPS = float64(a.Requests) / alive
 			a.CPUPct = 100 * a.CPUS / alive / float64(a.Cores)
-		}
-		if r.total.Count > 0 {
-			a.P50Ms = ms(r.total.Hist.ValueAtQuantile(50))
-			a.P99Ms = ms(r.total.Hist.ValueAtQuantile(99))
 		}
 		a.Overload = a.CPUPct > 90 || (a.Requests > 0 && float64(a.Late) > 0.05*float64(a.Requests))
 		out.Agents = append(out.Agents, a)

@@ -189,13 +189,20 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 	start, end := into.Start, into.End
 	defer func() { into.Start, into.End = start, end }()
 	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
+	var encs [][]byte
+	var from []*remote
 	for _, r := range f.all() {
-		for _, st := range r.pending.Requests {
-			r.total.Merge(st)
+		for _, b := range r.pending {
+			encs, from = append(encs, b), append(from, r)
 		}
-		into.Merge(r.pending)
-		r.pending.Reset()
+		r.pending = nil
+	}
+	f.c.mu.Unlock()
+	_, errs := metrics.MergeEncodedAll(encs, into)
+	for i, err := range errs {
+		if err != nil { // left out whole: the agent sends what recording never makes
+			from[i].stop(fmt.Errorf("sent a snapshot headroom cannot merge: %v", err))
+		}
 	}
 }
 

@@ -70,7 +70,15 @@ type Status struct {
 	Late  int64          `json:"late"`
 	Doing map[string]int `json:"doing,omitempty"`
 	// Overflowed: its request names passed metrics.MaxNames.
-	Overflowed bool    `json:"overflowed,omitempty"`
+	Overflowed bool `json:"overflowed,omitempty"`
+	// Its requests over the whole run (setups' apart), and their
+	// latency, for its line in the result: the coordinator merges the
+	// snapshots into the run's figures without keeping them by agent.
+	Requests int64   `json:"requests"`
+	Errors   int64   `json:"errors"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMB  float64 `json:"peak_rss_mb"`
 	// Error, when set, is why the agent cannot run (its scenario did not
