@@ -96,6 +96,19 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 	if sc.Hash != st.Hash {
 		return nil, fmt.Errorf("the scenario loaded to %s on this agent, not the coordinator's %s", sc.Hash, st.Hash)
 	}
+	if st.Agents < 1 || index < 0 || index >= st.Agents || st.From < 0 {
+		return nil, fmt.Errorf("agent %d of %d", index, st.Agents)
+	}
+	if len(st.Weights) != st.Agents {
+		return nil, fmt.Errorf("%d weights for %d agents", len(st.Weights), st.Agents)
+	}
+	sc.ShareRows(func(n int) (lo, hi int) { // pick="unique": this place's block
+		parts := split(n, st.Weights)
+		for _, p := range parts[:index] {
+			lo += p
+		}
+		return lo, lo + parts[index]
+	})
 	target, err := url.Parse(st.Target)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
@@ -107,9 +120,6 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 			return nil, fmt.Errorf("source address: %w", err)
 		}
 		addrs = append(addrs, ip)
-	}
-	if st.Agents < 1 || index < 0 || index >= st.Agents || st.From < 0 {
-		return nil, fmt.Errorf("agent %d of %d", index, st.Agents)
 	}
 	e := engine.New(engine.Config{Scenario: sc, Target: target, Seed: st.Seed, Timeout: st.Timeout, Grace: st.Grace,
 		Insecure: st.Insecure, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})

@@ -57,8 +57,10 @@ func (f *Fleet) Init(ctx context.Context) error {
 	c.started, c.fleet, f.began = true, f, c.now()
 	remotes := slices.Clone(c.remotes)
 	f.start.Agents = len(remotes)
+	f.start.Weights = nil
 	for _, r := range remotes {
 		r.sent = f.began
+		f.start.Weights = append(f.start.Weights, r.hello.Cores)
 	}
 	c.mu.Unlock()
 	if len(remotes) == 0 {

@@ -51,6 +51,9 @@ type Start struct {
 	// sequence: 0 for the run's first agents, past any id a lost agent
 	// could have given for one that took its place.
 	From int `json:"from,omitempty"`
+	// Weights are the cores of each place at the run's start: the rows of
+	// a pick="unique" dataset are split by them, a block to each place.
+	Weights []int `json:"weights,omitempty"`
 	// Metrics asks for the agent's Prometheus families every second: the
 	// coordinator serves them (--metrics-listen) or checks them (ceiling).
 	Metrics bool `json:"metrics,omitempty"`

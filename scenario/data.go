@@ -247,6 +247,9 @@ type Dataset struct {
 	mu   sync.Mutex
 	free []int32 // PickUnique: rows no user holds
 	at   []int32 // PickUnique: row -> its index in free, or -1 when held
+	// part, when set (ShareRows), is the block of rows this process may
+	// hand out, lo..hi-1: agents share a dataset's rows so.
+	part *[2]int
 }
 
 var (
@@ -362,6 +365,10 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return d.row(i), nil
 	}
 	i, ok := d.take(((uv.id-1)%n + n) % n)
+	if !ok && d.part != nil {
+		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") this agent holds (rows %d to %d: agents share the %d by their cores) are held by its running users, and each needs its own: give the dataset more rows, or run fewer users`,
+			b.Name(), d.part[1]-d.part[0], d.What(), d.part[0]+1, d.part[1], n)
+	}
 	if !ok {
 		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") are held by running users, and each needs its own: run at most %d users (a stopping user holds its row until it ends)`,
 			b.Name(), n, d.What(), n)
@@ -410,6 +417,28 @@ func (u *User) Close() {
 		}
 	}
 	u.picks = nil
+}
+
+// ShareRows limits the rows each pick="unique" dataset of sc hands out to
+// those from lo to hi-1, where part gives them for a dataset of n rows: a
+// run's agents each hold a block of its rows, so no two users of the run
+// hold the same. Call it before any user runs.
+func (sc *Scenario) ShareRows(part func(n int) (lo, hi int)) {
+	for _, d := range sc.Unique() {
+		lo, hi := part(len(d.rows))
+		lo, hi = max(lo, 0), min(hi, len(d.rows))
+		d.mu.Lock()
+		d.part = &[2]int{lo, max(lo, hi)}
+		d.free = d.free[:0]
+		for i := range d.at {
+			d.at[i] = -1
+		}
+		for i := hi - 1; i >= lo; i-- { // popped from the end: row lo first
+			d.at[i] = int32(len(d.free))
+			d.free = append(d.free, int32(i))
+		}
+		d.mu.Unlock()
+	}
 }
 
 // Unique returns the datasets whose rows are held one per running user

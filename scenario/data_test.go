@@ -372,3 +372,33 @@ def act(user):
 		t.Errorf("a changed file: %v; the hash must change", err)
 	}
 }
+
+// TestShareRows: a process given a block of a pick="unique" dataset's
+// rows (an agent's share) hands out those only, whatever the users' ids
+// prefer, and says so when they are all held.
+func TestShareRows(t *testing.T) {
+	sc, err := scenarioIn(t, nil, `
+ds = data.rows([{"n": str(i)} for i in range(10)], pick="unique")
+def act(user):
+    user.state["out"] = ds.row(user)["n"]
+`, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.ShareRows(func(n int) (int, int) { return 3, 6 })
+	got := map[string]bool{}
+	for id := 1; id <= 3; id++ { // they prefer rows 0, 1, 2: not this block's
+		_, out, s := act(t, sc, id)
+		if s.Outcome != metrics.OK {
+			t.Fatalf("user %d: %s", id, s.Message)
+		}
+		got[string(out.(starlark.String))] = true
+	}
+	if !got["3"] || !got["4"] || !got["5"] {
+		t.Errorf("rows held %v, want 3, 4 and 5", got)
+	}
+	_, _, s := act(t, sc, 4)
+	if s.Outcome == metrics.OK || !strings.Contains(s.Message, `all 3 rows of data.rows (pick="unique") this agent holds (rows 4 to 6: agents share the 10 by their cores)`) {
+		t.Errorf("a fourth user: %v %q, want refused, saying which rows this agent holds", s.Outcome, s.Message)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -88,13 +89,44 @@ func TestLocalAgents(t *testing.T) {
 	}
 	t.Logf("one process: %v requests; three agents: %v; notes %q", c1, c3, strings.Join(three.Notes, "; "))
 
-	// Rows held one per user cannot be shared by agents yet: refused before traffic, saying where.
-	if err := os.WriteFile(star, []byte(strings.Replace(agentScenario, `data.csv("names.csv")`, `data.csv("names.csv", pick="unique")`, 1)), 0o644); err != nil {
+	// Rows held one per user (pick="unique") are shared by the agents, a
+	// block each (scenario.ShareRows, TestShareRows): 30 users on three
+	// agents hold the 30 rows, each its own.
+	unique := `
+rows = data.rows([{"name": "r%d" % i} for i in range(30)], pick="unique")
+
+def setup(user):
+    user.http.get("/healthz", name="setup " + rows.row(user)["name"])
+
+def ping(user):
+    user.http.get("/healthz", name="GET /healthz")
+
+actions = [action("Ping", ping)]
+think_time = think.constant("100ms")
+`
+	if err := os.WriteFile(star, []byte(unique), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, _, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "3", "--local-agents", "2", "--out", filepath.Join(t.TempDir(), "u")))
-	if code != 2 || !strings.Contains(stderr, `ping.star:2: a dataset with pick="unique" cannot be shared by agents yet`) {
-		t.Errorf("pick=unique with agents: exit %d, want 2 and an error naming the line:\n%s", code, stderr)
+	out := filepath.Join(t.TempDir(), "u")
+	code, _, _, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "30", "--duration", "2s", "--local-agents", "3",
+		"--out", out, "--quiet", "--no-report"))
+	if code != 0 {
+		t.Fatalf("pick=unique on three agents: exit %d\n%s", code, stderr)
+	}
+	r, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int64{}
+	for _, q := range r.Setup.Requests {
+		if strings.HasPrefix(q.Name, "setup ") {
+			held[q.Name] += q.Count
+		}
+	}
+	for i := range 30 {
+		if n := held[fmt.Sprintf("setup r%d", i)]; n != 1 {
+			t.Errorf("row r%d was held by %d users, want 1 (rows: %v)", i, n, held)
+		}
 	}
 }
 

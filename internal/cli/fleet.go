@@ -66,9 +66,6 @@ func (f *loadFlags) attachFleet(ctx context.Context, env Env, sc *scenario.Scena
 	if !ff.on() {
 		return func() {}, 0, true
 	}
-	if u := sc.Unique(); len(u) > 0 {
-		return nil, fail(env, ExitUsage, "%s:%d: a dataset with pick=\"unique\" cannot be shared by agents yet: each would hand out the same rows (docs/AGENTS.md)\n  hint: run without agents, or pick=\"cycle\"", sc.Path, u[0].Line), false
-	}
 	var coord *agents.Coordinator
 	if ff.local > 0 {
 		la, err := startLocalAgents(ctx, env, ff.local)
