@@ -42,6 +42,7 @@ func ForResult(r *result.Result) *Doc {
 			add(summaryTable("setup request", append(st.Requests, st.Totals)))
 		}
 	}
+	add(agentBlocks(r)...)
 	add(&Heading{Level: 2, Text: "Over time"})
 	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
 	if r.Server != nil {

@@ -1,0 +1,51 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// agentBlocks is the section of a run spread over agents: a line per
+// agent, the faults survived and what they kept out of the figures, and
+// the agents whose latency departs from the others'.
+func agentBlocks(r *result.Result) []Block {
+	a := r.Agents
+	if a == nil {
+		return nil
+	}
+	text := fmt.Sprintf("The users ran on %d agents; they were there for %s%% of the run's agent-seconds.", len(a.Agents), num(100*a.Coverage))
+	if a.DegradedS > 0 {
+		text += fmt.Sprintf(" %s of the timeline were degraded (an agent lost, its users not yet set up again elsewhere): their %s requests are kept out of every figure above and below.",
+			seconds(a.DegradedS), count(r.DegradedTotals.Count))
+	}
+	blocks := []Block{&Heading{Level: 2, Text: "Agents"}, &Para{Text: text}}
+	t := &Table{Header: []string{"agent", "name", "cores", "peak users", "requests", "req/s", "p50 ms", "p99 ms", "CPU %", "RSS MB", "late", "note"},
+		Right: []int{0, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+	for _, ag := range a.Agents {
+		note := ""
+		switch {
+		case ag.Lost != "":
+			note = fmt.Sprintf("lost at %s: %s", seconds(ag.LeftS), ag.Lost)
+		case ag.Outlier != "":
+			note = "slow: " + ag.Outlier
+		case ag.JoinedS > 1:
+			note = "joined at " + seconds(ag.JoinedS)
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprint(ag.Index), ag.Name, fmt.Sprint(ag.Cores), fmt.Sprint(ag.Peak), count(ag.Requests),
+			num(ag.RPS), num(ag.P50Ms), num(ag.P99Ms), num(ag.CPUPct), num(ag.RSSMB), count(ag.Late), note})
+	}
+	blocks = append(blocks, t)
+	if len(a.Faults) > 0 {
+		var items []string
+		for _, f := range a.Faults {
+			item := fmt.Sprintf("%s: agent %d (%s) lost (%s); its %d users moved to %d agents", seconds(f.T), f.Index, f.Name, f.Reason, f.Users, f.To)
+			if f.RecoveredT > 0 {
+				item += ", all set up again at " + seconds(f.RecoveredT)
+			}
+			items = append(items, item)
+		}
+		blocks = append(blocks, &Heading{Level: 3, Text: "Faults"}, &List{Items: items})
+	}
+	return blocks
+}
