@@ -146,6 +146,7 @@ type agent struct {
 	prom  *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
 	// families: send prom's families with each snapshot (Start.Metrics).
 	families bool
+	flushed  uint64 // the coordinator's last tick answered (KindFlush)
 }
 
 func (a *agent) run(ctx context.Context) error {
@@ -177,8 +178,8 @@ func (a *agent) run(ctx context.Context) error {
 			return ctx.Err()
 		case err := <-broken:
 			return fmt.Errorf("%w: %w", errBroken, err)
-		case <-tick.C:
-			if err := a.flush(); err != nil {
+		case <-tick.C: // a heartbeat: the seconds' figures go when asked (KindFlush)
+			if err := a.status(); err != nil {
 				return err
 			}
 		case <-adding.C:
@@ -192,6 +193,16 @@ func (a *agent) run(ctx context.Context) error {
 					return fmt.Errorf("agents: a bad users frame: %v", err)
 				}
 				a.want = max(u.N, 0)
+			case KindFlush:
+				var fl Flush
+				if err := json.Unmarshal(f.Body, &fl); err != nil {
+					return fmt.Errorf("agents: a bad flush frame: %v", err)
+				}
+				a.flushed = max(a.flushed, fl.N)
+				if err := a.flush(); err != nil {
+					return err
+				}
+				tick.Reset(time.Second)
 			case KindStop:
 				return a.stop(ctx, frames, broken)
 			default:
@@ -205,7 +216,8 @@ func (a *agent) run(ctx context.Context) error {
 	}
 }
 
-// flush sends what was recorded since the last flush, numbered, and the status.
+// flush sends what was recorded since the last flush, numbered, and the
+// status (which says the coordinator's tick it answers, a.flushed).
 func (a *agent) flush() error {
 	a.snap.Reset()
 	a.rec.Drain(a.snap)
@@ -238,7 +250,7 @@ func (a *agent) flush() error {
 
 func (a *agent) status() error {
 	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
-		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Requests: a.total.Count, Errors: a.total.Errors,
+		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Flushed: a.flushed, Requests: a.total.Count, Errors: a.total.Errors,
 		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
 	if a.total.Count > 0 {
 		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000

@@ -69,6 +69,7 @@ type remote struct {
 	families            []*dto.MetricFamily // its last Prometheus families (Start.Metrics)
 	in                  inbox
 	want                int
+	flushed             uint64 // the last tick (Fleet.Drain) it sent its samples for
 	done                *Done
 	err                 error // why its stream ended
 	ended               bool
@@ -275,6 +276,7 @@ func (c *Coordinator) serve(r *remote) error {
 			}
 			c.mu.Lock()
 			r.status, r.statusN, r.heard = st, r.statusN+1, c.now()
+			r.flushed = max(r.flushed, st.Flushed)
 			r.peak = max(r.peak, st.Users)
 			first, fl := r.statusN == 1, c.fleet
 			c.notify()

@@ -59,21 +59,19 @@ func (f *Fleet) lost(r *remote) {
 	}
 }
 
-// Degraded says why the samples drained since the last call are not the
-// whole fleet's, or "": an agent was lost and its users are not yet all
-// set up again elsewhere, or an agent has been silent past silentAfter
-// (its last second has not come: it may be stalling, and is lost at its
-// lease). The runners call it once per Drain.
+// Degraded says why the samples of the last Drain are not the whole
+// fleet's, or "": an agent was lost and its users are not yet all set up
+// again elsewhere, or a running agent did not send its second in time
+// (it may be stalling, and is lost at its lease). The runners call it
+// once after each Drain.
 func (f *Fleet) Degraded() string {
 	c := f.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	var why []string
-	for _, r := range c.remotes {
-		if r.running() && now.Sub(r.heard) > silentAfter {
-			why = append(why, fmt.Sprintf("%s silent for %.1f s", r, now.Sub(r.heard).Seconds()))
-		}
+	if len(f.missed) > 0 {
+		why = append(why, fmt.Sprintf("%s did not send its second within %v", strings.Join(f.missed, ", "), f.wait()))
 	}
 	if ft := f.open; ft != nil {
 		why = append(why, fmt.Sprintf("agent %d (%s) lost at %.1f s: %s", ft.Index, ft.Name, ft.T, ft.Reason))
@@ -88,10 +86,6 @@ func (f *Fleet) Degraded() string {
 	}
 	return strings.Join(why, "; ")
 }
-
-// silentAfter: an agent sends a status and a snapshot every second; one
-// not heard from for longer is missing from the second being drained.
-const silentAfter = 1500 * time.Millisecond
 
 // recovered reports whether every agent that took ft's users has said,
 // since, that its share is set up. c.mu held.

@@ -35,7 +35,17 @@ type Fleet struct {
 	stopping bool     // Stop was called: an agent that ends is not lost
 	faults   []*fault // agents lost, in order
 	open     *fault   // the fault whose users are not yet set up again
+	tick     uint64   // Drains so far: the flush each asked for
+	missed   []string // running agents whose samples the last Drain did not get in time
+
+	// flushWait bounds the wait, in each Drain, for the agents' samples.
+	flushWait time.Duration
 }
+
+// defaultFlushWait: an agent answers a flush in a round trip and the time
+// to encode its second (~1 ms for 1,000 request names); one that takes
+// longer is late, and its second is marked degraded.
+const defaultFlushWait = 500 * time.Millisecond
 
 // startTimeout bounds the wait for every agent to load the scenario.
 const startTimeout = 60 * time.Second
@@ -182,15 +192,49 @@ func (f *Fleet) Overflowed() bool {
 	}) > 0
 }
 
-// Drain merges what the agents sent since the last Drain, and init's
-// samples, into into.
+// Drain asks every running agent for its samples (a flush at this tick,
+// so the agents' second is the coordinator's), waits for them up to
+// flushWait, and merges them, whatever else arrived since the last Drain,
+// and init's samples, into into. An agent that did not answer in time
+// makes the second degraded (Degraded); its samples come with a later one.
 func (f *Fleet) Drain(into *metrics.Snapshot) {
+	c := f.c
+	c.mu.Lock()
+	f.tick++
+	n := f.tick
+	var asked []*remote
+	for _, r := range c.remotes {
+		if r.running() {
+			asked = append(asked, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range asked {
+		_ = r.send(KindFlush, Flush{N: n}) // a broken stream shows in serve
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.wait())
+	_ = c.await(ctx, func() bool {
+		for _, r := range asked {
+			if r.flushed < n && !r.ended {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+
 	f.local.Recorder.Drain(into)
-	// The window is this process's: agents' snapshots cover their own
-	// seconds, a little earlier or later.
+	// The window is this process's clock's: the agents' samples are those
+	// recorded up to this tick.
 	start, end := into.Start, into.End
 	defer func() { into.Start, into.End = start, end }()
-	f.c.mu.Lock()
+	c.mu.Lock()
+	f.missed = f.missed[:0]
+	for _, r := range asked {
+		if r.flushed < n && !r.ended {
+			f.missed = append(f.missed, r.String())
+		}
+	}
 	var encs [][]byte
 	var from []*remote
 	for _, r := range f.all() {
@@ -199,7 +243,7 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 		}
 		r.pending = nil
 	}
-	f.c.mu.Unlock()
+	c.mu.Unlock()
 	_, errs := metrics.MergeEncodedAll(encs, into)
 	for i, err := range errs {
 		if err != nil { // left out whole: the agent sends what recording never makes
@@ -286,4 +330,12 @@ func (f *Fleet) Metrics() []*dto.MetricFamily {
 	}
 	f.c.mu.Unlock()
 	return metrics.SumFamilies(sets...)
+}
+
+// wait is how long a Drain waits for the agents' samples.
+func (f *Fleet) wait() time.Duration {
+	if f.flushWait > 0 {
+		return f.flushWait
+	}
+	return defaultFlushWait
 }

@@ -10,8 +10,8 @@ import (
 //
 //	coordinator → agent   start {the scenario and its files, the run's options}
 //	agent → coordinator   status {users, ready, ...}, once a second and once started
-//	agent → coordinator   metrics (its Prometheus families), once a second if Start.Metrics
-//	agent → coordinator   snapshot #seq, once a second (metrics.AppendSnapshot)
+//	coordinator → agent   flush {n}, at each tick of the run's clock
+//	agent → coordinator   snapshot #seq (metrics.AppendSnapshot), metrics (if Start.Metrics), status {flushed: n}
 //	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
 //	coordinator → agent   stop
 //	agent → coordinator   its last snapshot, then done {users by type}
@@ -21,8 +21,16 @@ const (
 	KindStatus                   // agent → coordinator (Status)
 	KindStop                     // coordinator → agent: stop every user, send the rest, end
 	KindDone                     // agent → coordinator (Done), after its last snapshot
-	KindMetrics                  // agent → coordinator: its Prometheus families, once a second (Start.Metrics)
+	KindMetrics                  // agent → coordinator: its Prometheus families, with each snapshot (Start.Metrics)
+	KindFlush                    // coordinator → agent (Flush): send the samples recorded since the last
 )
+
+// Flush asks an agent for its samples at the coordinator's tick N, so that
+// every agent's second is the coordinator's: one clock for the run's
+// seconds, windows and levels.
+type Flush struct {
+	N uint64 `json:"n"`
+}
 
 // Start is what an agent runs: the scenario as the coordinator loaded it
 // (checked by its hash after loading), and the run's options.
@@ -74,6 +82,9 @@ type Status struct {
 	Doing map[string]int `json:"doing,omitempty"`
 	// Overflowed: its request names passed metrics.MaxNames.
 	Overflowed bool `json:"overflowed,omitempty"`
+	// Flushed is the last Flush answered: the snapshot before this status
+	// holds the samples up to it.
+	Flushed uint64 `json:"flushed,omitempty"`
 	// Its requests over the whole run (setups' apart), and their
 	// latency, for its line in the result: the coordinator merges the
 	// snapshots into the run's figures without keeping them by agent.
