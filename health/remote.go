@@ -92,17 +92,3 @@ func (r *Remote) Query(ctx context.Context, query string, t time.Time) (float64,
 		return 0, fmt.Errorf("query yields a %s, want a scalar or an instant vector", val.Type())
 	}
 }
-
-// ScrapeConfig returns a prometheus.yml scrape_configs section that scrapes
-// headroom's own /metrics at addr (host:port, e.g. "127.0.0.1:9465") every
-// second, as job "headroom".
-func ScrapeConfig(addr string) string {
-	return fmt.Sprintf(`scrape_configs:
-  - job_name: headroom
-    scrape_interval: 1s
-    scrape_timeout: 1s
-    metrics_path: /metrics
-    static_configs:
-      - targets: [%q]
-`, addr)
-}
