@@ -249,7 +249,7 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return errors.New("--max-duration, --window, --judge and --setup-timeout must be positive")
 	case f.maxJudge != 0 && f.maxJudge < f.judge:
 		return fmt.Errorf("--max-judge %v is shorter than --judge %v: give at least --judge, or 0 for 4 x --judge", f.maxJudge, f.judge)
-	case f.prometheus != "" && f.metricsAddr == "":
+	case f.prometheus != "" && f.metricsAddr == "" && f.fleet.remote == 0: // with --agents it may scrape them
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s"+
 			"(on agents, Prometheus scrapes this or the agents, never both: docs/PROMETHEUS.md)", health.ScrapeConfig("127.0.0.1:9465"))
 	}
