@@ -351,7 +351,8 @@ func (s *session) generator(actions int64) string {
 	g.LateWakeups = s.eng.Late()
 	g.PeakRSSMB = rusage.PeakRSSMB()
 	if a, ok := s.eng.(agentsFleet); ok {
-		s.agents(a.Agents(s.degradedS))
+		s.agents(a.Agents(s.degradedS)) // each agent judged on its own CPU, in its own note
+		return ""
 	}
 	// Late wake-ups happen now and then on any shared machine; one in
 	// twenty actions starting late means users are off their schedule.
@@ -384,6 +385,11 @@ func (s *session) agents(a *result.Agents) {
 	for _, ag := range a.Agents {
 		if ag.Outlier != "" {
 			res.Notes = append(res.Notes, fmt.Sprintf("agent %d (%s): %s", ag.Index, ag.Name, ag.Outlier))
+		}
+		if ag.Overload {
+			res.Generator.Overloaded = true
+			res.Notes = append(res.Notes, fmt.Sprintf("agent %d (%s) was overloaded (CPU %.0f%% of its %d cores, %d late wake-ups): latencies may be the agent's, not the target's",
+				ag.Index, ag.Name, ag.CPUPct, ag.Cores, ag.Late))
 		}
 	}
 }
