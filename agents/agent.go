@@ -16,6 +16,8 @@ import (
 	"github.com/headroom-dev/headroom/scenario"
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // AgentOptions are an agent's own settings; the run's come from its coordinator.
@@ -24,6 +26,9 @@ type AgentOptions struct {
 	Name    string // host or pod name
 	Version string
 	Print   func(user int, msg string) // the scenario's print(); nil drops it
+	// Prom, if set, observes every sample of every run this agent serves:
+	// the agent's own --metrics-listen.
+	Prom *metrics.Prom
 }
 
 // Serve is an agent's side of one stream: the handshake, then the run its
@@ -38,15 +43,42 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 	if err := recv(s, KindStart, &st); err != nil {
 		return err
 	}
-	rec := metrics.NewRecorder(0, nil, time.Now)
+	prom := opt.Prom
+	if prom == nil && st.Metrics {
+		prom = metrics.NewProm()
+	}
+	var obs metrics.Observer
+	if prom != nil {
+		obs = prom
+	}
+	rec := metrics.NewRecorder(0, obs, time.Now)
 	e, err := st.engine(ctx, w.Index, rec, opt.Print)
 	if err != nil {
 		_ = send(s, KindStatus, Status{Error: err.Error()})
 		return err
 	}
-	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), cpu0: rusage.CPU()}
+	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics}
 	defer e.Stop()
 	return a.run(ctx)
+}
+
+// errBroken is a run's stream ending before the coordinator stopped it:
+// the coordinator gave up on this agent, or the network or the
+// coordinator went away. The agent may join again (Retry).
+var errBroken = errors.New("the coordinator's stream broke off during the run")
+
+// Retry reports whether an agent that got err from Join or Serve may dial
+// again: the coordinator did not answer, had no place for it yet, or the
+// run's stream broke off. Not when it was refused (a token that does not
+// match) or could not run the scenario.
+func Retry(err error) bool {
+	switch {
+	case errors.Is(err, ErrLater), errors.Is(err, errBroken):
+		return true
+	case errors.Is(err, ErrRefused):
+		return false
+	}
+	return status.Code(err) == codes.Unavailable
 }
 
 // engine loads the scenario st carries, checks it is the coordinator's,
@@ -76,11 +108,11 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 		}
 		addrs = append(addrs, ip)
 	}
-	if st.Agents < 1 || index < 0 || index >= st.Agents {
+	if st.Agents < 1 || index < 0 || index >= st.Agents || st.From < 0 {
 		return nil, fmt.Errorf("agent %d of %d", index, st.Agents)
 	}
 	e := engine.New(engine.Config{Scenario: sc, Target: target, Seed: st.Seed, Timeout: st.Timeout, Grace: st.Grace,
-		Insecure: st.Insecure, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents)})
+		Insecure: st.Insecure, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})
 	if len(st.Shared) > 0 {
 		v, err := fromJSON(st.Shared)
 		if err != nil {
@@ -100,6 +132,9 @@ type agent struct {
 	out  outbox
 	want int // the users the coordinator wants here
 	cpu0 time.Duration
+	prom *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
+	// families: send prom's families with each snapshot (Start.Metrics).
+	families bool
 }
 
 func (a *agent) run(ctx context.Context) error {
@@ -130,7 +165,7 @@ func (a *agent) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-broken:
-			return fmt.Errorf("the coordinator's stream broke: %w", err)
+			return fmt.Errorf("%w: %w", errBroken, err)
 		case <-tick.C:
 			if err := a.flush(); err != nil {
 				return err
@@ -165,6 +200,24 @@ func (a *agent) flush() error {
 	a.rec.Drain(a.snap)
 	if err := a.s.Send(a.out.add(metrics.AppendSnapshot(nil, a.snap))); err != nil {
 		return err
+	}
+	if a.prom != nil {
+		a.prom.SetUsers(a.e.Users())
+		a.prom.SetReady(a.e.Ready())
+	}
+	if a.families {
+		mfs, err := a.prom.Registry().Gather()
+		if err != nil {
+			return fmt.Errorf("agents: gathering its metrics: %v", err)
+		}
+		// The users are the coordinator's to count (from statuses).
+		b, err := metrics.EncodeFamilies(mfs, "loadtest_users_active", "loadtest_users_ready")
+		if err != nil {
+			return err
+		}
+		if err := a.s.Send(&Frame{Kind: KindMetrics, Body: b}); err != nil {
+			return err
+		}
 	}
 	return a.status()
 }

@@ -48,10 +48,16 @@ type Welcome struct {
 // Refused ends a stream with the reason the other side was not trusted.
 type Refused struct {
 	Reason string `json:"reason"`
+	Later  bool   `json:"later,omitempty"` // no place now: an agent may try again
 }
 
 // ErrRefused is returned when the other side refused this one, or failed to prove the token.
 var ErrRefused = errors.New("refused")
+
+// ErrLater is wrapped, beside ErrRefused, when the coordinator had no
+// place for the agent now (the run holds every agent it can): a place may
+// free up, when an agent is lost.
+var ErrLater = errors.New("no place now")
 
 // prove is role's answer to the challenge theirs, with its own nonce ours.
 func prove(token []byte, role string, theirs, ours []byte) []byte {
@@ -87,6 +93,9 @@ func recv(s Stream, k Kind, v any) error {
 	if f.Kind == KindRefused {
 		var r Refused
 		_ = json.Unmarshal(f.Body, &r)
+		if r.Later {
+			return fmt.Errorf("%w (%w): %s", ErrRefused, ErrLater, r.Reason)
+		}
 		return fmt.Errorf("%w: %s", ErrRefused, r.Reason)
 	}
 	if f.Kind != k {
@@ -101,6 +110,16 @@ func recv(s Stream, k Kind, v any) error {
 // refuse tells the other side why, then returns the error for this side.
 func refuse(s Stream, why string) error {
 	_ = send(s, KindRefused, Refused{Reason: why})
+	return fmt.Errorf("%w: %s", ErrRefused, why)
+}
+
+// refuseFor refuses with err's text, and says whether to try again later.
+func refuseFor(s Stream, err error) error {
+	why := err.Error()
+	if !errors.Is(err, ErrLater) {
+		return refuse(s, why)
+	}
+	_ = send(s, KindRefused, Refused{Reason: why, Later: true})
 	return fmt.Errorf("%w: %s", ErrRefused, why)
 }
 
@@ -121,7 +140,7 @@ func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, 
 	}
 	w, err := place(h)
 	if err != nil {
-		return Hello{}, refuse(s, err.Error())
+		return Hello{}, refuseFor(s, err)
 	}
 	w.MAC = prove(token, "coordinator", h.Nonce, mine)
 	return h, send(s, KindWelcome, w)

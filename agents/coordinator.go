@@ -5,48 +5,74 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/headroom-dev/headroom/engine"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/headroom-dev/headroom/metrics"
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 // Coordinator accepts agents on a gRPC listener (each proves the token;
-// see Accept) and, once they have joined, drives them as one Fleet.
+// see Accept) and, once they have joined, drives them as one Fleet. An
+// agent silent for its lease during the run, or whose stream breaks, is
+// lost (faults.go); a new agent may then take its place.
 type Coordinator struct {
 	token []byte
 	srv   *grpc.Server
 	ln    net.Listener
+	now   func() time.Time
+	quit  chan struct{} // closed by Close: ends the lease watch
 
 	mu      sync.Mutex
-	remotes []*remote     // joined, in order: remotes[i] has index i
+	remotes []*remote     // one per place: remotes[i] has index i
+	gone    []*remote     // agents whose place another took, for the result
 	changed chan struct{} // closed and replaced when an agent joins or leaves
-	started bool          // the run began: no more agents join (for now)
+	started bool          // the run began: an agent joins only in a lost one's place
+	fleet   *Fleet        // once the run began: told of agents lost and joined
+	// Lease is how long an agent that has started may stay silent (it
+	// sends a status every second) before it is lost.
+	lease time.Duration
+	// OnJoin, if set, hears of each agent that joins, for the CLI.
+	onJoin func(index int, h Hello)
 }
+
+// defaultLease: a stalled agent is noticed within 5 s.
+const defaultLease = 5 * time.Second
 
 // remote is one agent as its coordinator sees it.
 type remote struct {
 	index  int
+	gen    int // 0 for a place's first agent, +1 for each that took it since
 	hello  Hello
 	s      Stream
 	sendMu sync.Mutex // Stream.Send is not safe for concurrent use
+	kill   chan struct{}
+	killed sync.Once
+	why    error // why kill was closed
 
 	// Under Coordinator.mu:
-	status  Status
-	statusN int               // statuses received
-	pending *metrics.Snapshot // merged since the last Drain
-	in      inbox
-	want    int
-	done    *Done
-	err     error // why its stream ended
-	ended   bool
+	joined, heard, left time.Time
+	sent                time.Time           // when it was sent Start (zero before)
+	status              Status              // its last
+	statusN             int                 // statuses received
+	peak                int                 // most users it reported
+	pending             *metrics.Snapshot   // merged since the last Drain
+	total               *metrics.Stat       // every request it reported, for its figures
+	families            []*dto.MetricFamily // its last Prometheus families (Start.Metrics)
+	in                  inbox
+	want                int
+	done                *Done
+	err                 error // why its stream ended
+	ended               bool
 }
 
 func (r *remote) send(k Kind, v any) error {
@@ -60,6 +86,18 @@ func (r *remote) ack(seq uint64) error {
 	defer r.sendMu.Unlock()
 	return r.s.Send(&Frame{Kind: KindAck, Seq: seq})
 }
+
+// stop ends r's stream with why: the coordinator gives up on it.
+func (r *remote) stop(why error) {
+	r.killed.Do(func() {
+		r.why = why
+		close(r.kill)
+	})
+}
+
+// running reports whether r runs users for the run now: it has started,
+// and neither ended nor finished. Under Coordinator.mu.
+func (r *remote) running() bool { return r.statusN > 0 && !r.ended && r.done == nil }
 
 func (r *remote) String() string { return fmt.Sprintf("agent %d (%s)", r.index, r.hello.Name) }
 
@@ -77,17 +115,36 @@ func Listen(addr string, token []byte, creds credentials.TransportCredentials) (
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
-	c := &Coordinator{token: token, srv: grpc.NewServer(opts...), ln: ln, changed: make(chan struct{})}
+	c := &Coordinator{token: token, srv: grpc.NewServer(opts...), ln: ln, changed: make(chan struct{}),
+		now: time.Now, quit: make(chan struct{}), lease: defaultLease}
 	Register(c.srv, c.join)
 	go c.srv.Serve(ln)
+	go c.watch()
 	return c, nil
 }
 
 // Addr is where the coordinator listens.
 func (c *Coordinator) Addr() string { return c.ln.Addr().String() }
 
+// OnJoin sets a function told of each agent that joins (its place, its
+// hello), called with no lock held.
+func (c *Coordinator) OnJoin(fn func(index int, h Hello)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onJoin = fn
+}
+
 // Close stops listening and ends every agent's stream.
-func (c *Coordinator) Close() { c.srv.Stop() }
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	select {
+	case <-c.quit:
+	default:
+		close(c.quit)
+	}
+	c.mu.Unlock()
+	c.srv.Stop()
+}
 
 // notify wakes Await; c.mu held.
 func (c *Coordinator) notify() {
@@ -95,30 +152,112 @@ func (c *Coordinator) notify() {
 	c.changed = make(chan struct{})
 }
 
-// join is one agent's stream: the handshake, then its frames until it ends.
+// join is one agent's stream: the handshake, then its frames until it
+// ends or the coordinator gives up on it.
 func (c *Coordinator) join(s Stream) error {
 	var r *remote
+	var onJoin func(int, Hello)
 	_, err := Accept(s, c.token, func(h Hello) (Welcome, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.started {
-			return Welcome{}, errors.New("the run has begun: this coordinator takes no more agents")
-		}
 		h.Cores = max(h.Cores, 1)
-		r = &remote{index: len(c.remotes), hello: h, s: s, pending: metrics.NewSnapshot()}
-		c.remotes = append(c.remotes, r)
+		now := c.now()
+		r = &remote{hello: h, s: s, pending: metrics.NewSnapshot(), total: metrics.NewStat(), kill: make(chan struct{}),
+			joined: now, heard: now}
+		if !c.started {
+			r.index = len(c.remotes)
+			c.remotes = append(c.remotes, r)
+		} else {
+			i := c.place(h.Name)
+			if i < 0 {
+				return Welcome{}, fmt.Errorf("%w: the run has all its %d agents; a place frees up when one is lost", ErrLater, len(c.remotes))
+			}
+			old := c.remotes[i]
+			r.index, r.gen = i, old.gen+1
+			c.gone = append(c.gone, old)
+			c.remotes[i] = r
+		}
+		onJoin = c.onJoin
 		c.notify()
 		return Welcome{Index: r.index}, nil
 	})
 	if err != nil {
 		return err
 	}
-	err = c.serve(r)
+	if onJoin != nil {
+		onJoin(r.index, r.hello)
+	}
 	c.mu.Lock()
-	r.ended, r.err = true, err
+	f := c.fleet
+	c.mu.Unlock()
+	if f != nil {
+		f.late(r) // the run has begun: start it
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.serve(r) }()
+	select {
+	case err = <-errc:
+		err = ended(err)
+	case <-r.kill:
+		err = r.why // returning ends the stream, and so serve's Recv
+	}
+	c.mu.Lock()
+	r.ended, r.err, r.left = true, err, c.now()
+	f = c.fleet
 	c.notify()
 	c.mu.Unlock()
+	if f != nil {
+		f.lost(r)
+	}
 	return err
+}
+
+// place is the place a late agent takes: a lost agent's, the one of the
+// same name first (a Kubernetes pod re-created), or -1. c.mu held.
+func (c *Coordinator) place(name string) int {
+	free := -1
+	for i, r := range c.remotes {
+		if !r.ended || r.done != nil {
+			continue
+		}
+		if r.hello.Name == name {
+			return i
+		}
+		if free < 0 {
+			free = i
+		}
+	}
+	return free
+}
+
+// watch gives up on agents that outlive their lease, once a second.
+func (c *Coordinator) watch() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+			c.checkLeases(c.now())
+		}
+	}
+}
+
+// checkLeases stops the stream of every agent silent past its lease at
+// now, or sent Start startTimeout ago and not started.
+func (c *Coordinator) checkLeases(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.remotes {
+		switch {
+		case r.ended || r.done != nil:
+		case r.statusN > 0 && now.Sub(r.heard) > c.lease:
+			r.stop(fmt.Errorf("stalled: nothing heard from it for %v", now.Sub(r.heard).Round(100*time.Millisecond)))
+		case r.statusN == 0 && !r.sent.IsZero() && now.Sub(r.sent) > startTimeout:
+			r.stop(fmt.Errorf("did not start within %v of being sent the scenario", startTimeout))
+		}
+	}
 }
 
 // serve takes r's frames: statuses, snapshots (merged once each and
@@ -136,14 +275,20 @@ func (c *Coordinator) serve(r *remote) error {
 				return fmt.Errorf("%s: a bad status: %v", r, err)
 			}
 			c.mu.Lock()
-			r.status, r.statusN = st, r.statusN+1
+			r.status, r.statusN, r.heard = st, r.statusN+1, c.now()
+			r.peak = max(r.peak, st.Users)
+			first, fl := r.statusN == 1, c.fleet
 			c.notify()
 			c.mu.Unlock()
+			if first && fl != nil && st.Error == "" {
+				fl.rebalance() // a late agent is ready for users
+			}
 			if st.Error != "" {
 				return fmt.Errorf("%s: %s", r, st.Error)
 			}
 		case KindSnapshot:
 			c.mu.Lock()
+			r.heard = c.now()
 			fresh, err := r.in.fresh(f)
 			if fresh {
 				_, err = metrics.MergeEncoded(f.Body, r.pending)
@@ -156,13 +301,21 @@ func (c *Coordinator) serve(r *remote) error {
 			if err := r.ack(seq); err != nil {
 				return err
 			}
+		case KindMetrics:
+			mfs, err := metrics.DecodeFamilies(f.Body)
+			if err != nil {
+				return fmt.Errorf("%s: bad metrics: %v", r, err)
+			}
+			c.mu.Lock()
+			r.families, r.heard = mfs, c.now()
+			c.mu.Unlock()
 		case KindDone:
 			var d Done
 			if err := json.Unmarshal(f.Body, &d); err != nil {
 				return fmt.Errorf("%s: a bad done: %v", r, err)
 			}
 			c.mu.Lock()
-			r.done = &d
+			r.done, r.heard = &d, c.now()
 			c.notify()
 			c.mu.Unlock()
 		default:
@@ -193,222 +346,6 @@ func (c *Coordinator) Await(ctx context.Context, n int) error {
 	return c.await(ctx, func() bool { return len(c.remotes) >= n })
 }
 
-// Fleet is the coordinator's agents as one runner.Fleet. Its Init runs
-// the scenario's init here, with local, and starts every agent on start
-// with what it returned; its figures are the agents' added up, and Drain
-// merges their snapshots exactly (metrics.MergeEncoded).
-func (c *Coordinator) Fleet(local engine.Config, start Start) *Fleet {
-	return &Fleet{c: c, local: local, start: start}
-}
-
-// Fleet drives a coordinator's agents; see Coordinator.Fleet.
-type Fleet struct {
-	c     *Coordinator
-	local engine.Config // for init, and its recorder for init's samples
-	start Start
-	eng   *engine.Engine
-	want  int
-}
-
-// startTimeout bounds the wait for every agent to load the scenario.
-const startTimeout = 60 * time.Second
-
-func (f *Fleet) Init(ctx context.Context) error {
-	f.eng = engine.New(f.local)
-	if err := f.eng.Init(ctx); err != nil {
-		return err
-	}
-	if v := f.eng.Shared(); v != nil {
-		b, err := toJSON(v)
-		if err != nil {
-			return fmt.Errorf("init returned what agents cannot be sent (plain data only: dicts, lists, strings, numbers, bools, None): %v", err)
-		}
-		f.start.Shared = b
-	}
-	c := f.c
-	c.mu.Lock()
-	c.started = true
-	remotes := c.remotes
-	c.mu.Unlock()
-	if len(remotes) == 0 {
-		return errors.New("no agent joined")
-	}
-	f.start.Agents = len(remotes)
-	for _, r := range remotes {
-		if err := r.send(KindStart, f.start); err != nil {
-			return fmt.Errorf("%s: %v", r, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	err := c.await(ctx, func() bool {
-		for _, r := range remotes {
-			if r.statusN == 0 && !r.ended {
-				return false
-			}
-		}
-		return true
-	})
-	var failed []string
-	c.mu.Lock()
-	for _, r := range remotes {
-		switch {
-		case r.status.Error != "":
-			failed = append(failed, fmt.Sprintf("%s: %s", r, r.status.Error))
-		case r.ended:
-			failed = append(failed, fmt.Sprintf("%s left: %v", r, r.err))
-		case r.statusN == 0:
-			failed = append(failed, fmt.Sprintf("%s did not start within %s", r, startTimeout))
-		}
-	}
-	c.mu.Unlock()
-	if len(failed) > 0 {
-		return errors.New(strings.Join(failed, "\n"))
-	}
-	return err
-}
-
-// SetUsersBy shares n users among the agents by their cores; they add
-// their share in batches of their own.
-func (f *Fleet) SetUsersBy(n, _ int) int {
-	c := f.c
-	c.mu.Lock()
-	remotes := c.remotes
-	weights := make([]int, len(remotes))
-	for i, r := range remotes {
-		weights[i] = r.hello.Cores
-	}
-	shares := split(n, weights)
-	var changed []*remote
-	for i, r := range remotes {
-		if r.want != shares[i] && !r.ended {
-			r.want = shares[i]
-			changed = append(changed, r)
-		}
-	}
-	c.mu.Unlock()
-	for _, r := range changed {
-		_ = r.send(KindUsers, Users{N: r.want}) // a broken stream shows in serve
-	}
-	f.want = n
-	return n
-}
-
-// sum adds up what fn reads from each agent's last status.
-func (f *Fleet) sum(fn func(*Status) int64) int64 {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	var n int64
-	for _, r := range f.c.remotes {
-		n += fn(&r.status)
-	}
-	return n
-}
-
-func (f *Fleet) Users() int   { return int(f.sum(func(s *Status) int64 { return int64(s.Users) })) }
-func (f *Fleet) Ready() int   { return int(f.sum(func(s *Status) int64 { return int64(s.Ready) })) }
-func (f *Fleet) Began() int64 { return f.sum(func(s *Status) int64 { return s.Began }) }
-func (f *Fleet) SetUp() int64 { return f.sum(func(s *Status) int64 { return s.SetUp }) }
-func (f *Fleet) Late() int64  { return f.sum(func(s *Status) int64 { return s.Late }) }
-
-func (f *Fleet) Doing() map[string]int {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	out := map[string]int{}
-	for _, r := range f.c.remotes {
-		for k, n := range r.status.Doing {
-			out[k] += n
-		}
-	}
-	return out
-}
-
-func (f *Fleet) Overflowed() bool {
-	return f.sum(func(s *Status) int64 {
-		if s.Overflowed {
-			return 1
-		}
-		return 0
-	}) > 0
-}
-
-// Drain merges what the agents sent since the last Drain, and init's
-// samples, into into.
-func (f *Fleet) Drain(into *metrics.Snapshot) {
-	f.local.Recorder.Drain(into)
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	for _, r := range f.c.remotes {
-		into.Merge(r.pending)
-		r.pending.Reset()
-	}
-}
-
-// Abort asks every agent to stop adding users and remove them.
-func (f *Fleet) Abort(string) { f.SetUsersBy(0, 0) }
-
-// stopWait bounds the wait for agents' last snapshots beyond the grace period.
-const stopWait = 15 * time.Second
-
-// Stop stops every agent's users and waits for their last snapshots.
-func (f *Fleet) Stop() {
-	c := f.c
-	c.mu.Lock()
-	remotes := c.remotes
-	c.mu.Unlock()
-	for _, r := range remotes {
-		_ = r.send(KindStop, struct{}{})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.local.Grace+stopWait)
-	defer cancel()
-	_ = c.await(ctx, func() bool {
-		for _, r := range remotes {
-			if r.done == nil && !r.ended {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// UsersByType adds up the agents' users by type, as their Done said.
-func (f *Fleet) UsersByType() map[string]int {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	out := map[string]int{}
-	for _, r := range f.c.remotes {
-		if r.done != nil {
-			for k, n := range r.done.UsersByType {
-				out[k] += n
-			}
-		}
-	}
-	return out
-}
-
-// Agents are the joined agents' last statuses, for the result.
-func (f *Fleet) Agents() []AgentStatus {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	out := make([]AgentStatus, len(f.c.remotes))
-	for i, r := range f.c.remotes {
-		out[i] = AgentStatus{Index: r.index, Name: r.hello.Name, Cores: r.hello.Cores, Status: r.status}
-		if r.err != nil && r.done == nil {
-			out[i].Lost = r.err.Error()
-		}
-	}
-	return out
-}
-
-// AgentStatus is one agent at the end of a run.
-type AgentStatus struct {
-	Index int
-	Name  string
-	Cores int
-	Status
-	Lost string // why its stream ended before its last word, if it did
-}
-
 // toJSON is a Starlark value as JSON, as the scenario's json.encode writes it.
 func toJSON(v starlark.Value) ([]byte, error) {
 	s, err := starlark.Call(&starlark.Thread{Name: "shared"}, starlarkjson.Module.Members["encode"], starlark.Tuple{v}, nil)
@@ -416,4 +353,25 @@ func toJSON(v starlark.Value) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(string(s.(starlark.String))), nil
+}
+
+// Joined is how many agents have joined so far.
+func (c *Coordinator) Joined() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.remotes)
+}
+
+// ended is why an agent's stream ended as people read it: a stream cut
+// (the agent's process died, its machine or the network went away) shows
+// here as a cancelled or unavailable call.
+func ended(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled),
+		status.Code(err) == codes.Canceled, status.Code(err) == codes.Unavailable:
+		return errors.New("its connection closed (its process ended, or the network failed)")
+	}
+	return err
 }

@@ -10,16 +10,18 @@ import (
 //
 //	coordinator → agent   start {the scenario and its files, the run's options}
 //	agent → coordinator   status {users, ready, ...}, once a second and once started
+//	agent → coordinator   metrics (its Prometheus families), once a second if Start.Metrics
 //	agent → coordinator   snapshot #seq, once a second (metrics.AppendSnapshot)
 //	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
 //	coordinator → agent   stop
 //	agent → coordinator   its last snapshot, then done {users by type}
 const (
-	KindStart  Kind = iota + 32 // coordinator → agent (Start)
-	KindUsers                   // coordinator → agent (Users)
-	KindStatus                  // agent → coordinator (Status)
-	KindStop                    // coordinator → agent: stop every user, send the rest, end
-	KindDone                    // agent → coordinator (Done), after its last snapshot
+	KindStart   Kind = iota + 32 // coordinator → agent (Start)
+	KindUsers                    // coordinator → agent (Users)
+	KindStatus                   // agent → coordinator (Status)
+	KindStop                     // coordinator → agent: stop every user, send the rest, end
+	KindDone                     // agent → coordinator (Done), after its last snapshot
+	KindMetrics                  // agent → coordinator: its Prometheus families, once a second (Start.Metrics)
 )
 
 // Start is what an agent runs: the scenario as the coordinator loaded it
@@ -45,6 +47,13 @@ type Start struct {
 	MaxBody     int           `json:"max_body,omitempty"`
 	SourceAddrs []string      `json:"source_addrs,omitempty"` // --source-addr: user i connects from [(i-1) % len]
 	Agents      int           `json:"agents"`                 // how many agents: user ids interleave
+	// From is where this agent's users' ids begin in its place's
+	// sequence: 0 for the run's first agents, past any id a lost agent
+	// could have given for one that took its place.
+	From int `json:"from,omitempty"`
+	// Metrics asks for the agent's Prometheus families every second: the
+	// coordinator serves them (--metrics-listen) or checks them (ceiling).
+	Metrics bool `json:"metrics,omitempty"`
 }
 
 // Users is an agent's share of the run's users.
@@ -75,7 +84,13 @@ type Done struct {
 }
 
 // ids is the id of agent index's nth user among agents: they interleave
-// (index+1, index+1+agents, ...), so no two agents' users share an id.
-func ids(index, agents int) func(n int) int {
-	return func(n int) int { return index + 1 + (n-1)*agents }
+// (index+1, index+1+agents, ...), so no two agents' users share an id;
+// the agent that takes a lost one's place goes on from its place's nth
+// id after from.
+func ids(index, agents, from int) func(n int) int {
+	return func(n int) int { return index + 1 + (from+n-1)*agents }
 }
+
+// placeIDs is how many ids each agent to hold a place may give: the
+// gen-th takes them from gen·placeIDs on.
+const placeIDs = 1 << 24

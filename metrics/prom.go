@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Prom exposes headroom's own measurements in the Prometheus text format,
@@ -36,6 +37,8 @@ import (
 // It has a registry of its own (no global state). Safe for concurrent use.
 type Prom struct {
 	reg      *prometheus.Registry
+	remoteMu sync.Mutex
+	remote   func() []*dto.MetricFamily // agents' families (AddRemote)
 	reqTime  *prometheus.HistogramVec
 	errs     *prometheus.CounterVec
 	timeouts *prometheus.CounterVec
@@ -277,7 +280,27 @@ func (p *Prom) SetReady(n int) { p.ready.Set(float64(n)) }
 // Registry returns the registry, for gathering in-process.
 func (p *Prom) Registry() *prometheus.Registry { return p.reg }
 
+// AddRemote makes Gather and Handler add what fn returns to this
+// process's metrics: the families of a run's agents (SumFamilies).
+func (p *Prom) AddRemote(fn func() []*dto.MetricFamily) {
+	p.remoteMu.Lock()
+	defer p.remoteMu.Unlock()
+	p.remote = fn
+}
+
+// Gather is the metrics: this process's, and its agents' added up.
+func (p *Prom) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := p.reg.Gather()
+	p.remoteMu.Lock()
+	fn := p.remote
+	p.remoteMu.Unlock()
+	if fn == nil || err != nil {
+		return mfs, err
+	}
+	return SumFamilies(mfs, fn()), nil
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (p *Prom) Handler() http.Handler {
-	return promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(prometheus.GathererFunc(p.Gather), promhttp.HandlerOpts{})
 }

@@ -20,7 +20,11 @@ type Point struct {
 	// Users past setup at the end of the window (Users counts those
 	// still setting up too), and the setup requests that ended in it,
 	// which the figures above leave out.
-	Ready         int   `json:"ready"`
+	Ready int `json:"ready"`
+	// Degraded: a run on agents lost one in this second, or had not yet
+	// set its users up again elsewhere; the second's figures are kept out
+	// of the window's, the levels' and the ceiling's (result.Agents).
+	Degraded      bool  `json:"degraded,omitempty"`
 	SetupRequests int64 `json:"setup_requests,omitempty"`
 	SetupErrors   int64 `json:"setup_errors,omitempty"`
 	// Connected users: WebSocket connections open at the end of the

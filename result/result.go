@@ -55,6 +55,9 @@ type Result struct {
 	// while users finished their actions (within the grace period), kept
 	// apart so the stop does not stretch the window.
 	StoppingTotals metrics.Summary `json:"stopping_totals,omitzero"`
+	// DegradedTotals, runs on agents: requests that ended in seconds
+	// marked degraded (Agents.DegradedS), kept out of every other figure.
+	DegradedTotals metrics.Summary `json:"degraded_totals,omitzero"`
 	// Setup is what users' setups did over the whole run (requests,
 	// failures, time to set up), in no other figure; nil when no user
 	// has a setup.
@@ -69,7 +72,9 @@ type Result struct {
 	Step      *Step           `json:"step,omitempty"`    // step runs only
 	Server    *Server         `json:"server,omitempty"`  // when the run scraped the system under test
 	Generator Generator       `json:"generator"`
-	Notes     []string        `json:"notes,omitempty"`
+	Agents    *Agents         `json:"agents,omitempty"` // runs spread over agents
+
+	Notes []string `json:"notes,omitempty"`
 
 	// FoldedNames is how many request and action names Read folded under
 	// metrics.OtherName because a table held more than metrics.MaxNames

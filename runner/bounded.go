@@ -103,6 +103,8 @@ type boundedRun struct {
 	s                      *session
 	total                  time.Duration // ramp + duration
 	ramp, steady, stopping *metrics.Snapshot
+	measured               time.Duration // the seconds merged into steady
+	holes                  bool          // degraded seconds were left out of the window
 	nextTick, nextSave     time.Time
 	from                   *server.Mark // the server's state when the measured window began
 	marked                 bool
@@ -161,9 +163,16 @@ func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase st
 		if !r.marked { // the window began at the previous tick, with its scrape
 			r.from, r.marked = s.mark(r.prev), true
 		}
-		r.steady.Merge(s.interval)
+		if p.Degraded { // in s.degraded instead
+			r.holes = true
+		} else {
+			r.steady.Merge(s.interval)
+			r.measured += s.interval.End.Sub(s.interval.Start)
+		}
 	} else {
-		r.ramp.Merge(s.interval)
+		if !p.Degraded { // else in s.degraded
+			r.ramp.Merge(s.interval)
+		}
 		if el := now.Sub(s.start); el >= r.Ramp {
 			r.total = el + r.Duration // at the earliest: the window has not begun
 		}
@@ -194,6 +203,9 @@ func (r *boundedRun) finish(status string) {
 	s, res, steady := r.s, r.s.res, r.steady
 	res.Status, res.EndedAt = status, time.Now()
 	win := steady.End.Sub(steady.Start)
+	if r.holes { // degraded seconds are not in it
+		win = r.measured
+	}
 	if !steady.Start.IsZero() {
 		res.Window = result.Window{Start: steady.Start.Sub(res.StartedAt).Seconds(), End: steady.End.Sub(res.StartedAt).Seconds(), Seconds: win.Seconds()}
 	}

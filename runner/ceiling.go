@@ -102,7 +102,10 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		// A second counts towards a level's figures only when every user
 		// started is set up (no logins in flight) and the count has held
 		// for the settle time.
-		steady := users == s.eng.Users()
+		// A degraded second (agents: one lost, its users not yet set up
+		// again elsewhere) is neither: its figures and checks are kept
+		// out of the search.
+		steady := users == s.eng.Users() && !p.Degraded
 		if users != lastUsers || !steady {
 			heldSince, lastUsers = now, users
 			if !steady {
@@ -124,7 +127,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		// Feed the embedded store, then evaluate.
 		var warning string
 		if c.Store != nil {
-			if mfs, err := c.Prom.Registry().Gather(); err == nil {
+			if mfs, err := c.Prom.Gather(); err == nil {
 				c.Store.AppendGathered(mfs, now, self)
 			}
 			if c.Scraper != nil {
@@ -181,6 +184,8 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 					measuring = false // done, or the search goes on
 				}
 			}
+		} else if p.Degraded {
+			d = control.Decision{Users: target}
 		} else {
 			d = c.Controller.Decide(obs)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 )
 
 // Fleet is the users a run drives, wherever they run: this process's
@@ -29,6 +30,16 @@ type Fleet interface {
 	Stop()                        // removes every user and waits until all are done
 	Drain(into *metrics.Snapshot) // merges the samples recorded since the last Drain into into
 	Overflowed() bool             // request names passed metrics.MaxNames
+	// Degraded says why what was drained since the last call is not the
+	// whole fleet's (an agent lost, its users not yet set up again
+	// elsewhere), or "": the runners keep such seconds out of their
+	// figures. Called once after each Drain.
+	Degraded() string
+}
+
+// agentsFleet is a Fleet of agents: it reports each, for the result.
+type agentsFleet interface {
+	Agents(degradedS float64) *result.Agents
 }
 
 // localFleet is the users of this process: an engine and its recorder.
@@ -39,3 +50,4 @@ type localFleet struct {
 
 func (f localFleet) Drain(into *metrics.Snapshot) { f.rec.Drain(into) }
 func (f localFleet) Overflowed() bool             { return f.rec.Overflowed() }
+func (f localFleet) Degraded() string             { return "" }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
@@ -134,6 +136,11 @@ type session struct {
 	interval *metrics.Snapshot // the last tick
 	all      *metrics.Snapshot // the whole run
 	scratch  *metrics.Stat
+	// degraded holds the seconds a fleet of agents said were degraded
+	// (Fleet.Degraded), kept out of the runners' figures; degradedS is
+	// how long they were.
+	degraded  *metrics.Snapshot
+	degradedS float64
 
 	watch    *server.Watch   // nil without Common.Scrape
 	scraper  *health.Scraper // for runs that do not scrape for checks
@@ -163,7 +170,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	rec := metrics.NewRecorder(0, obs, time.Now)
 	s := &session{
 		c: c, parent: ctx,
-		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(),
+		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(), degraded: metrics.NewSnapshot(),
 		cpu0: rusage.CPU(), start: time.Now(),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
@@ -175,6 +182,9 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	}
 	if c.NewFleet != nil {
 		s.eng = c.NewFleet(cfg)
+		if m, ok := s.eng.(interface{ Metrics() []*dto.MetricFamily }); ok && c.Prom != nil {
+			c.Prom.AddRemote(m.Metrics) // the agents' samples are observed there
+		}
 	} else {
 		s.eng = localFleet{Engine: engine.New(cfg), rec: rec}
 	}
@@ -265,6 +275,11 @@ func (s *session) collect() metrics.Point {
 	s.all.Merge(s.interval)
 	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
 	p.Connections = s.all.OpenSockets()
+	if why := s.eng.Degraded(); why != "" {
+		p.Degraded = true
+		s.degraded.Merge(s.interval)
+		s.degradedS += s.interval.End.Sub(s.interval.Start).Seconds()
+	}
 	if s.c.Prom != nil {
 		s.c.Prom.SetReady(p.Ready)
 	}
@@ -335,6 +350,9 @@ func (s *session) generator(actions int64) string {
 	}
 	g.LateWakeups = s.eng.Late()
 	g.PeakRSSMB = rusage.PeakRSSMB()
+	if a, ok := s.eng.(agentsFleet); ok {
+		s.agents(a.Agents(s.degradedS))
+	}
 	// Late wake-ups happen now and then on any shared machine; one in
 	// twenty actions starting late means users are off their schedule.
 	g.Overloaded = g.CPUPercent > 90*float64(g.GOMAXPROCS) || (actions > 100 && g.LateWakeups*20 > actions)
@@ -343,6 +361,31 @@ func (s *session) generator(actions int64) string {
 	}
 	return fmt.Sprintf("the generator was overloaded (CPU %.0f%% of %d cores, %d late wake-ups): latencies may be headroom's, not the target's",
 		g.CPUPercent, g.GOMAXPROCS, g.LateWakeups)
+}
+
+// agents puts a run's agents in its result, and the notes they call for:
+// the seconds kept out as degraded, the faults, the slow agents.
+func (s *session) agents(a *result.Agents) {
+	res := s.res
+	res.Agents = a
+	if a.DegradedS > 0 {
+		res.DegradedTotals = s.degraded.Total(metrics.Request, s.scratch).Summarize("degraded", time.Duration(a.DegradedS*float64(time.Second)))
+	}
+	for _, f := range a.Faults {
+		moved := fmt.Sprintf("its %d users moved to %d agents", f.Users, f.To)
+		if f.RecoveredT > 0 {
+			moved += fmt.Sprintf(", all set up again at %.1f s", f.RecoveredT)
+		} else {
+			moved += ", not all set up again before the end"
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("agent %d (%s) was lost at %.1f s (%s); %s; %.0f s marked degraded in all, kept out of the figures (degraded_totals: %d requests)",
+			f.Index, f.Name, f.T, f.Reason, moved, a.DegradedS, res.DegradedTotals.Count))
+	}
+	for _, ag := range a.Agents {
+		if ag.Outlier != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("agent %d (%s): %s", ag.Index, ag.Name, ag.Outlier))
+		}
+	}
 }
 
 // namesNote says when request names overflowed MaxNames.

@@ -125,6 +125,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 		}
 		p := s.collect()
 		s.scrape(s.ctx, now)
+		r.degraded = p.Degraded
 		done, more := r.advance(now)
 		if st.Progress != nil {
 			st.Progress(r.progress(now, p, done))
@@ -165,6 +166,7 @@ type stepRun struct {
 	excluded *metrics.Snapshot // setup, settling, stopping: ramp_totals
 	exclTime time.Duration
 	held     *metrics.Snapshot // every level's held window
+	degraded bool              // the last tick was degraded (Fleet.Degraded)
 	levels   []*stepLevel      // begun so far; the last is the current one
 	i        int               // index of the current level
 	phase    string
@@ -248,9 +250,11 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 			r.startHold(now)
 		}
 	case PhaseHolding:
-		l.snap.Merge(s.interval)
-		r.held.Merge(s.interval)
-		l.held += s.interval.End.Sub(s.interval.Start)
+		if !r.degraded { // else in s.degraded: the level is measured without it
+			l.snap.Merge(s.interval)
+			r.held.Merge(s.interval)
+			l.held += s.interval.End.Sub(s.interval.Start)
+		}
 		l.end, l.cpu, l.to = s.interval.End, rusage.CPU()-l.cpu0, s.mark(now)
 		if now.Sub(l.hold) >= r.Hold-r.Tick/2 {
 			l.complete = true

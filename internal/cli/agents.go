@@ -16,27 +16,29 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/agents"
-	"github.com/headroom-dev/headroom/engine"
-	"github.com/headroom-dev/headroom/runner"
-	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/metrics"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
 const agentHelp = `
 Runs users for a coordinator: a headroom run, step or ceiling that spreads
-its users over agents (docs/AGENTS.md). The agent dials the coordinator,
-both prove they hold the same token (neither sends it), and the agent then
-runs the scenario the coordinator sends, with the users it is given, and
-sends back its figures every second. It ends when the coordinator's run
-ends.
+its users over agents (docs/AGENTS.md). The agent dials the coordinator
+(again and again until it answers, for --wait), both prove they hold the
+same token (neither sends it), and the agent then runs the scenario the
+coordinator sends, with the users it is given, and sends back its figures
+every second. It ends when the coordinator's run ends. An agent that
+joins a run already going takes the place of one the run lost.
 
 An agent runs whatever scenario its coordinator sends: keep the token as
-secret as a password to this machine. Without TLS (not built yet), use
-agents on loopback only, as --local-agents does.
+secret as a password to this machine. Off loopback give --tls-ca, so the
+agent knows it talks to the coordinator and nobody else reads the
+scenario (the coordinator then needs --tls-cert and --tls-key).
 
 Examples:
   headroom agent --coordinator 127.0.0.1:7070 --token-file /etc/headroom/token
+  headroom agent --coordinator coord.example:7070 --token-file token --tls-ca ca.pem --name "$(hostname)"
   echo "$TOKEN" | headroom agent --coordinator 127.0.0.1:7070 --token-file -
 
 Exit codes: 0 the coordinator's run ended, 1 could not join or the run
@@ -44,12 +46,16 @@ broke off, 2 bad flags, 5 an internal error (a bug in headroom).
 `
 
 func agentCmd(ctx context.Context, env Env, args []string) int {
-	var coordinator, tokenFile, name string
+	var coordinator, tokenFile, name, tlsCA, metricsAddr string
+	var wait time.Duration
 	fs := newFlags(env, "agent", "--coordinator HOST:PORT --token-file FILE [flags]", agentHelp)
 	fs.StringVar(&coordinator, "coordinator", "", "the coordinator's address, host:port (required)")
 	fs.StringVar(&tokenFile, "token-file", "", "a file holding the shared token, or - for standard input (required)")
 	host, _ := os.Hostname()
-	fs.StringVar(&name, "name", host, "this agent's name in the coordinator's result")
+	fs.StringVar(&name, "name", host, "this agent's name in the coordinator's result; an agent of the same name takes a lost one's place first")
+	fs.StringVar(&tlsCA, "tls-ca", "", "a PEM file of the certificate authority that signed the coordinator's --tls-cert: TLS, and the coordinator checked to be the one named in --coordinator")
+	fs.StringVar(&metricsAddr, "metrics-listen", "", "serve this agent's Prometheus metrics (its users' samples, labelled agent=NAME) at this address, e.g. 0.0.0.0:9465 for a Prometheus that scrapes agents; off by default")
+	fs.DurationVar(&wait, "wait", 5*time.Minute, "how long to keep dialing a coordinator that does not answer, or that has no place yet")
 	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
@@ -59,26 +65,63 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "agent takes no arguments, got %q", strings.Join(pos, " "))
 	case coordinator == "" || tokenFile == "":
 		return fail(env, ExitUsage, "--coordinator and --token-file are required")
+	case wait <= 0:
+		return fail(env, ExitUsage, "--wait must be positive")
 	}
 	token, err := readToken(tokenFile, env)
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	conn, err := grpc.NewClient(coordinator, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if tlsCA != "" {
+		if creds, err = credentials.NewClientTLSFromFile(tlsCA, ""); err != nil {
+			return fail(env, ExitUsage, "--tls-ca: %v", err)
+		}
+	}
+	conn, err := grpc.NewClient(coordinator, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return fail(env, ExitUsage, "--coordinator %s: %v", coordinator, err)
 	}
 	defer conn.Close()
+	opt := agents.AgentOptions{Token: token, Name: name, Version: Version,
+		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }}
+	if metricsAddr != "" {
+		opt.Prom = metrics.NewProm()
+		stop, err := serveGatherer(metricsAddr, metrics.Labelled(opt.Prom.Gather, "agent", name))
+		if err != nil {
+			return fail(env, ExitUsage, "--metrics-listen: %v", err)
+		}
+		defer stop()
+		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", metricsAddr)
+	}
+	deadline, said := time.Now().Add(wait), ""
+	for {
+		err := joinOnce(ctx, conn, opt)
+		if err == nil {
+			return ExitOK
+		}
+		if !agents.Retry(err) || time.Now().After(deadline) {
+			return fail(env, ExitError, "agent %s: %v", name, err)
+		}
+		if msg := err.Error(); msg != said { // once per reason, not once a second
+			fmt.Fprintf(env.Stderr, "headroom agent: %s: %v; trying again for up to %v\n", coordinator, err, time.Until(deadline).Round(time.Second))
+			said = msg
+		}
+		select {
+		case <-ctx.Done():
+			return fail(env, ExitError, "agent %s: %v", name, context.Cause(ctx))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// joinOnce opens a stream to the coordinator and serves it.
+func joinOnce(ctx context.Context, conn *grpc.ClientConn, opt agents.AgentOptions) error {
 	s, err := agents.Join(ctx, conn)
 	if err != nil {
-		return fail(env, ExitError, "cannot join the coordinator at %s: %v", coordinator, err)
+		return err
 	}
-	err = agents.Serve(ctx, s, agents.AgentOptions{Token: token, Name: name, Version: Version,
-		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }})
-	if err != nil {
-		return fail(env, ExitError, "agent %s: %v", name, err)
-	}
-	return ExitOK
+	return agents.Serve(ctx, s, opt)
 }
 
 // readToken reads a token file ("-": standard input), trimmed of white space.
@@ -130,7 +173,7 @@ func startLocalAgents(ctx context.Context, env Env, n int) (*localAgents, error)
 	}
 	procs := max(1, runtime.NumCPU()/n)
 	for i := range n {
-		cmd := exec.Command(exe, "agent", "--coordinator", coord.Addr(), "--token-file", "-", "--name", fmt.Sprintf("local-%d", i))
+		cmd := exec.Command(exe, "agent", "--coordinator", coord.Addr(), "--token-file", "-", "--name", fmt.Sprintf("local-%d", i), "--wait", "10s")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
 		cmd.Stdin = strings.NewReader(token)
 		stderr, err := cmd.StderrPipe()
@@ -157,17 +200,6 @@ func startLocalAgents(ctx context.Context, env Env, n int) (*localAgents, error)
 		return nil, fmt.Errorf("%d local agents did not all join within 30 s: %v", n, err)
 	}
 	return la, nil
-}
-
-// fleet is the runner's Fleet over the agents, for scenario sc.
-func (la *localAgents) fleet(sc *scenario.Scenario, f *loadFlags, target string) func(engine.Config) runner.Fleet {
-	start := agents.Start{Path: sc.Path, Source: sc.Source, Files: sc.Files, Hash: sc.Hash, Vars: f.vars,
-		MaxSteps: f.maxSteps, LoadTimeout: f.loadTimeout, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace,
-		Insecure: f.insecure, MaxBody: int(f.maxBody.bytes)}
-	for _, a := range f.sources.addrs {
-		start.SourceAddrs = append(start.SourceAddrs, a.String())
-	}
-	return func(local engine.Config) runner.Fleet { return la.coord.Fleet(local, start) }
 }
 
 // close ends the coordinator and waits for the agents, killing one that

@@ -140,6 +140,11 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 
 	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration}
 	c.Prom = metrics.NewProm()
+	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &c.Common, target)
+	if !ok {
+		return code // out released by the deferred call above
+	}
+	defer closeFleet()
 	stop, err := f.serveMetrics(env, &c.Common)
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
@@ -223,7 +228,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 	started = true
 	res, err := c.Run(ctx)
-	code := finish(env, out, res, err, f.noReport, printCeiling)
+	code = finish(env, out, res, err, f.noReport, printCeiling)
 	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}

@@ -158,6 +158,7 @@ func printCeiling(w io.Writer, r *result.Result) {
 	fmt.Fprintf(w, "\nat the supported users (%s):\n", c.StatsWindow)
 	table(w, "REQUEST", append(r.Requests, r.Totals))
 	printConnected(w, r.Connected)
+	printAgents(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -34,6 +34,7 @@ type loadFlags struct {
 	maxSteps                        uint64
 	loadTimeout                     time.Duration
 	vars                            scenarioVars
+	fleet                           fleetFlags
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -57,6 +58,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.vars, "var", `a value the scenario reads as vars["NAME"] (a string), as NAME=VALUE (repeatable), e.g. --var members=200; recorded in result.json's command, so pass no secrets this way`)
 	fs.DurationVar(&f.loadTimeout, "load-timeout", scenario.DefaultLoadTimeout, "time the scenario's top level may take to load before it is refused")
 	fs.Var(&f.scrape, "scrape", "a Prometheus endpoint of the system under test to scrape every second (repeatable), e.g. its /metrics or a node_exporter: CPU, memory, goroutines and the server's time by handler go into the result (and, for ceiling, into the embedded engine)")
+	f.fleet.register(fs)
 	fs.Var(&f.serverLatency, "server-latency", "a latency histogram or summary of a --scrape endpoint to report by one label, as FAMILY:LABEL (repeatable), e.g. myapp_rpc_duration_seconds:method; Mattermost, Synapse, Spring Boot, Django and FastAPI's are read without it")
 }
 
@@ -143,6 +145,9 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	if len(f.serverLatency) > 0 && len(f.scrape) == 0 {
 		return "", nil, fail(env, ExitUsage, "--server-latency reads a --scrape endpoint: give the target's metrics endpoint with --scrape"), false
 	}
+	if err := f.fleet.check(f.metricsAddr); err != nil {
+		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
 	return pos[0], target, 0, true
 }
 
@@ -187,7 +192,7 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 // a row for each of them, and reserves --out. It returns an exit code
 // when one of them fails.
 func (f *loadFlags) prepare(ctx context.Context, env Env, path string, target *url.URL, users int, what string) (*scenario.Scenario, *outDir, int, bool) {
-	if users > 0 {
+	if users > 0 && !f.fleet.on() { // agents' users are not this process's
 		if code, ok := f.checkUsers(env, users, target, what); !ok {
 			return nil, nil, code, false
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/runner"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 var runHelp = `
@@ -41,7 +43,6 @@ type runFlags struct {
 	users          int
 	ramp, duration time.Duration
 	setupTimeout   time.Duration
-	localAgents    int
 }
 
 func runCmd(ctx context.Context, env Env, args []string) int {
@@ -52,7 +53,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users once they are set up: the measured window")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "how long after the ramp the window waits for every user to finish setup; past it, it begins without them (with a note)")
-	fs.IntVar(&f.localAgents, "local-agents", 0, "run the users on this many agent processes on this machine, each with an equal share of the cores (docs/AGENTS.md); 0: in this process")
 	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
 		return code
@@ -64,10 +64,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
-	case f.localAgents < 0:
-		return fail(env, ExitUsage, "--local-agents must be 0 or more, got %d", f.localAgents)
-	case f.localAgents > 0 && f.metricsAddr != "":
-		return fail(env, ExitUsage, "--metrics-listen does not yet show agents' users: drop it, or --local-agents (docs/AGENTS.md)")
 	}
 	sc, out, code, ok := f.prepare(ctx, env, path, target, f.users, fmt.Sprintf("--users %d", f.users))
 	if !ok {
@@ -75,23 +71,12 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
 		SetupTimeout: f.setupTimeout}
-	if f.localAgents > 0 {
-		if u := sc.Unique(); len(u) > 0 {
-			out.release()
-			return fail(env, ExitUsage, "--local-agents: %s:%d: a dataset with pick=\"unique\" cannot be shared by agents yet: each would hand out the same rows (docs/AGENTS.md)\n  hint: run without --local-agents, or pick=\"cycle\"", sc.Path, u[0].Line)
-		}
-		la, err := startLocalAgents(ctx, env, f.localAgents)
-		if err != nil {
-			out.release()
-			return fail(env, ExitError, "--local-agents: %v", err)
-		}
-		defer func() {
-			if err := la.close(); err != nil {
-				fmt.Fprintf(env.Stderr, "headroom: warning: %v\n", err)
-			}
-		}()
-		b.NewFleet = la.fleet(sc, &f.loadFlags, target.String())
+	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &b.Common, target)
+	if !ok {
+		out.release()
+		return code
 	}
+	defer closeFleet()
 	stop, err := f.serveMetrics(env, &b.Common)
 	if err != nil {
 		out.release()
@@ -123,12 +108,17 @@ func parseTarget(s string) (*url.URL, error) {
 }
 
 func serveMetrics(addr string, p *metrics.Prom) (func(), error) {
+	return serveGatherer(addr, p.Gather)
+}
+
+// serveGatherer serves what gather returns at addr's /metrics.
+func serveGatherer(addr string, gather prometheus.GathererFunc) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", p.Handler())
+	mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil

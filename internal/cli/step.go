@@ -85,6 +85,12 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out.path), Levels: levels, Hold: f.hold, Settle: f.settle,
 		RampRate: f.rampRate, SetupTimeout: f.setupTimeout}
+	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &st.Common, target)
+	if !ok {
+		out.release()
+		return code
+	}
+	defer closeFleet()
 	stop, err := f.serveMetrics(env, &st.Common)
 	if err != nil {
 		out.release()
@@ -197,6 +203,7 @@ func printStep(w io.Writer, r *result.Result) {
 		levelTable(w, r)
 	}
 	fmt.Fprintf(w, "\n%s\n", s.Knee.Summary)
+	printAgents(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

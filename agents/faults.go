@@ -1,0 +1,111 @@
+package agents
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// An agent is lost when its stream breaks (its process died, its machine
+// or the network went away) or when it is silent past its lease (stalled:
+// Coordinator.checkLeases). Its users then go to the agents still
+// running, and the seconds from the loss until they are all set up again
+// are degraded: the runners keep their figures apart (runner.Fleet's
+// Degraded), since the lost agent's last second was never sent and its
+// users were missing meanwhile. An agent that joins later takes the lost
+// one's place (Coordinator.join) and a share of the users again.
+
+// fault is one agent lost, and what the fleet did about it.
+type fault struct {
+	result.Fault
+	at   time.Time
+	need map[*remote]int // each running agent's share once the users moved
+	seen map[*remote]int // its statuses then: the answer must be newer
+	done bool            // every agent had set up its share again
+}
+
+// lost hears that r's stream ended. Unless the run is stopping or r had
+// finished, its users are shared among the others and the seconds until
+// they are set up again are degraded.
+func (f *Fleet) lost(r *remote) {
+	c := f.c
+	c.mu.Lock()
+	if f.stopping || r.done != nil || r.sent.IsZero() {
+		c.mu.Unlock()
+		return
+	}
+	why := "its stream ended"
+	if r.err != nil {
+		why = r.err.Error()
+	}
+	ft := &fault{Fault: result.Fault{T: r.left.Sub(f.began).Seconds(), Index: r.index, Name: r.hello.Name,
+		Reason: why, Users: r.want}, at: r.left}
+	r.want = 0
+	changed := f.share()
+	ft.need, ft.seen = map[*remote]int{}, map[*remote]int{}
+	for _, o := range c.remotes {
+		if o.running() {
+			ft.need[o], ft.seen[o] = o.want, o.statusN
+		}
+	}
+	ft.To = len(ft.need)
+	f.faults = append(f.faults, ft)
+	f.open = ft
+	c.mu.Unlock()
+	for _, o := range changed {
+		_ = o.send(KindUsers, Users{N: o.want})
+	}
+}
+
+// Degraded says why the samples drained since the last call are not the
+// whole fleet's, or "": an agent was lost and its users are not yet all
+// set up again elsewhere, or an agent has been silent past silentAfter
+// (its last second has not come: it may be stalling, and is lost at its
+// lease). The runners call it once per Drain.
+func (f *Fleet) Degraded() string {
+	c := f.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	var why []string
+	for _, r := range c.remotes {
+		if r.running() && now.Sub(r.heard) > silentAfter {
+			why = append(why, fmt.Sprintf("%s silent for %.1f s", r, now.Sub(r.heard).Seconds()))
+		}
+	}
+	if ft := f.open; ft != nil {
+		why = append(why, fmt.Sprintf("agent %d (%s) lost at %.1f s: %s", ft.Index, ft.Name, ft.T, ft.Reason))
+		if f.recovered(ft) {
+			f.open = nil
+			for _, o := range f.faults { // an earlier fault's users moved again with ft's
+				if !o.done {
+					o.done, o.RecoveredT = true, now.Sub(f.began).Seconds()
+				}
+			}
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// silentAfter: an agent sends a status and a snapshot every second; one
+// not heard from for longer is missing from the second being drained.
+const silentAfter = 1500 * time.Millisecond
+
+// recovered reports whether every agent that took ft's users has said,
+// since, that its share is set up. c.mu held.
+func (f *Fleet) recovered(ft *fault) bool {
+	if len(ft.need) == 0 {
+		return false // no agent is left to take them
+	}
+	for r, n := range ft.need {
+		if r.ended {
+			continue // lost too: its own fault is open
+		}
+		if r.statusN <= ft.seen[r] || r.status.Ready < min(n, r.want) {
+			return false
+		}
+	}
+	return true
+}
