@@ -1,0 +1,565 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// kubelet plays the scheduler and the kubelet of one node for one
+// namespace: it binds each new pod to its node, runs the pod's container
+// as a local process of the headroom binary, and reports the pod's status
+// (Running, then Succeeded or Failed by the exit code) as a kubelet does. A
+// pod being deleted gets SIGTERM, SIGKILL after its grace period, a
+// terminal status, and then its deletion completed.
+//
+// What stands in for a container: args and env from the pod spec ($(VAR)
+// expanded; the downward API's fieldRefs resolved); each Secret, ConfigMap,
+// projected and emptyDir volume written into a directory of its own, and
+// every argument under a mountPath rewritten to that directory (there are
+// no mount namespaces); each pod its own loopback address, 127.0.1.N, as
+// its pod IP, with 0.0.0.0 in its arguments bound to it; a Service's DNS
+// name in an argument resolved as cluster DNS would resolve a headless
+// Service, to the address of a pod it selects (a pod whose name does not
+// resolve yet waits, as its lookups would fail). No image is pulled: the
+// image must be headroom's, and its entrypoint is the binary built here.
+type kubelet struct {
+	cs       kubernetes.Interface
+	ns, node string
+	bin      string // the headroom binary: the image's entrypoint
+	dir      string // pods' directories and logs
+	say      func(string, ...any)
+
+	mu     sync.Mutex
+	pods   map[types.UID]*podRun
+	order  []*podRun // every pod seen, in order
+	nextIP int
+}
+
+// podRun is one pod this kubelet has seen, and its process once started.
+type podRun struct {
+	name, index string
+	uid         types.UID
+	ip          string
+	dir         string
+	proc        *proc
+	volumes     map[string]string // mountPath -> host directory
+	seen        time.Time
+	started     time.Time
+	ended       time.Time
+	deleted     time.Time // when its deletion was first seen
+	termSent    time.Time
+	grace       time.Duration
+	reported    bool // its terminal status is in the API
+	finishSent  bool // its deletion completed (grace 0)
+	gone        bool // no longer in the API
+	waiting     string
+}
+
+func newKubelet(cs kubernetes.Interface, ns, node, bin, dir string, say func(string, ...any)) *kubelet {
+	return &kubelet{cs: cs, ns: ns, node: node, bin: bin, dir: dir, say: say, pods: map[types.UID]*podRun{}, nextIP: 10}
+}
+
+// run syncs every 200 ms until ctx ends, then stops every process.
+func (k *kubelet) run(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			k.stopAll()
+			return
+		case <-t.C:
+			if err := k.sync(ctx); err != nil && ctx.Err() == nil {
+				k.say("kubelet: %v", err)
+			}
+		}
+	}
+}
+
+func (k *kubelet) stopAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range k.order {
+		if r.proc != nil {
+			r.proc.stop(5 * time.Second)
+		}
+	}
+}
+
+// snapshot returns a copy of every pod run seen, in order.
+func (k *kubelet) snapshot() []podRun {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]podRun, len(k.order))
+	for i, r := range k.order {
+		out[i] = *r
+	}
+	return out
+}
+
+func (k *kubelet) sync(ctx context.Context) error {
+	list, err := k.cs.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	present := map[types.UID]bool{}
+	for i := range list.Items {
+		pod := &list.Items[i]
+		present[pod.UID] = true
+		r := k.pods[pod.UID]
+		if r == nil {
+			r = &podRun{name: pod.Name, uid: pod.UID, index: pod.Labels["batch.kubernetes.io/job-completion-index"], seen: time.Now()}
+			k.pods[pod.UID] = r
+			k.order = append(k.order, r)
+			k.say("pod %s created by the Job controller (index %q)", pod.Name, r.index)
+		}
+		if err := k.syncPod(ctx, pod, r); err != nil {
+			k.say("pod %s: %v", pod.Name, err)
+		}
+	}
+	for uid, r := range k.pods {
+		if !present[uid] && !r.gone {
+			r.gone = true
+			if r.proc != nil && !r.proc.exited() {
+				r.proc.stop(5 * time.Second)
+			}
+			k.say("pod %s removed from the API", r.name)
+		}
+	}
+	return nil
+}
+
+func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod, r *podRun) error {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return k.terminate(ctx, pod, r)
+	case pod.Spec.NodeName == "":
+		return k.cs.CoreV1().Pods(k.ns).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: k.node}}, metav1.CreateOptions{})
+	case r.proc == nil && pod.Status.Phase == corev1.PodPending:
+		err := k.startPod(ctx, pod, r)
+		var wait errNotYet
+		if errors.As(err, &wait) {
+			if r.waiting != wait.Error() {
+				r.waiting = wait.Error()
+				k.say("pod %s waits: %v", pod.Name, wait)
+			}
+			return nil
+		}
+		return err
+	case r.proc != nil && r.proc.exited() && !r.reported:
+		return k.reportExit(ctx, pod, r)
+	}
+	return nil
+}
+
+// terminate is a kubelet's part in a pod's deletion: SIGTERM, SIGKILL past
+// the grace period, the terminal status, then deletion with grace 0.
+func (k *kubelet) terminate(ctx context.Context, pod *corev1.Pod, r *podRun) error {
+	if r.deleted.IsZero() {
+		r.deleted = time.Now()
+		r.grace = 30 * time.Second
+		if pod.DeletionGracePeriodSeconds != nil {
+			r.grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+		}
+		k.say("pod %s is being deleted (grace %s)", pod.Name, r.grace)
+	}
+	if r.proc != nil && !r.proc.exited() {
+		if r.termSent.IsZero() {
+			r.termSent = time.Now()
+			syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGTERM)
+			k.say("pod %s: SIGTERM to pid %d", pod.Name, r.proc.cmd.Process.Pid)
+		} else if time.Since(r.termSent) > r.grace {
+			syscall.Kill(-r.proc.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		return nil
+	}
+	if r.proc != nil && !r.reported {
+		if err := k.reportExit(ctx, pod, r); err != nil {
+			return err
+		}
+	}
+	if r.finishSent {
+		return nil // the Job controller's finalizer keeps it a while
+	}
+	r.finishSent = true
+	zero := int64(0)
+	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero,
+		Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// errNotYet: the pod cannot start yet (a name it needs does not resolve).
+type errNotYet struct{ why string }
+
+func (e errNotYet) Error() string { return e.why }
+
+func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) error {
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) > 0 {
+		return fmt.Errorf("want exactly one container and no init containers")
+	}
+	c := pod.Spec.Containers[0]
+	if !strings.HasPrefix(c.Image, "headroom") || len(c.Command) > 0 {
+		return fmt.Errorf("image %q command %v: this kubelet runs headroom's image, with its entrypoint", c.Image, c.Command)
+	}
+	if r.ip == "" {
+		r.ip = fmt.Sprintf("127.0.1.%d", k.nextIP)
+		k.nextIP++
+		r.dir = filepath.Join(k.dir, "pods", pod.Name)
+	}
+	vols, err := k.materialize(ctx, pod, r.dir)
+	if err != nil {
+		return err
+	}
+	env, err := containerEnv(pod, c, r.ip)
+	if err != nil {
+		return err
+	}
+	var args []string
+	for _, a := range c.Args {
+		a = expand(a, env)
+		a = rewritePaths(a, vols)
+		a = strings.ReplaceAll(a, "0.0.0.0:", r.ip+":")
+		if a, err = k.resolveHosts(ctx, a); err != nil {
+			return err
+		}
+		args = append(args, a)
+	}
+	procEnv := []string{"PATH=/usr/bin:/bin", "HOME=" + r.dir, "HOSTNAME=" + hostname(pod)}
+	if tmp, ok := vols["/tmp"]; ok {
+		procEnv = append(procEnv, "TMPDIR="+tmp)
+	}
+	for _, e := range c.Env {
+		procEnv = append(procEnv, e.Name+"="+env[e.Name])
+	}
+	p, err := start(r.dir, "container", k.bin, args, procEnv)
+	if err != nil {
+		return err
+	}
+	r.proc, r.volumes, r.started, r.waiting = p, vols, time.Now(), ""
+	k.say("pod %s: started pid %d on %s: headroom %s", pod.Name, p.cmd.Process.Pid, r.ip, strings.Join(args, " "))
+	now := metav1.Now()
+	return k.setStatus(ctx, pod, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodRunning
+		s.PodIP, s.PodIPs = r.ip, []corev1.PodIP{{IP: r.ip}}
+		s.HostIP, s.HostIPs = "127.0.0.1", []corev1.HostIP{{IP: "127.0.0.1"}}
+		s.StartTime = &now
+		s.Conditions = conditions(now, corev1.ConditionTrue)
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: "local://" + k.bin,
+			ContainerID: fmt.Sprintf("process://%d", p.cmd.Process.Pid), Ready: true, Started: ptr(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+	})
+}
+
+// reportExit is the pod's terminal status: Succeeded on exit 0, Failed
+// otherwise (restartPolicy Never: the container is not restarted).
+func (k *kubelet) reportExit(ctx context.Context, pod *corev1.Pod, r *podRun) error {
+	code := r.proc.exitCode()
+	r.ended = time.Now()
+	phase := corev1.PodSucceeded
+	if code != 0 {
+		phase = corev1.PodFailed
+	}
+	now := metav1.Now()
+	err := k.setStatus(ctx, pod, func(s *corev1.PodStatus) {
+		s.Phase = phase
+		s.Conditions = conditions(now, corev1.ConditionFalse)
+		started := metav1.NewTime(r.started)
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+			ImageID: "local://" + k.bin, ContainerID: fmt.Sprintf("process://%d", r.proc.cmd.Process.Pid), Started: ptr(false),
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code),
+				StartedAt: started, FinishedAt: now, Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}}}}
+	})
+	if err != nil {
+		return err
+	}
+	r.reported = true
+	k.say("pod %s: pid %d exited %d: %s", pod.Name, r.proc.cmd.Process.Pid, code, phase)
+	return nil
+}
+
+func (k *kubelet) setStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.PodStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return fmt.Errorf("pod %s was replaced", pod.Name)
+		}
+		mutate(&cur.Status)
+		_, err = k.cs.CoreV1().Pods(k.ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func conditions(now metav1.Time, ready corev1.ConditionStatus) []corev1.PodCondition {
+	return []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: ready, LastTransitionTime: now},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func hostname(pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	return pod.Name
+}
+
+// materialize writes the pod's volumes into dir/volumes/NAME and returns
+// each mount's path in the container -> its directory (or file, for a
+// subPath) here.
+func (k *kubelet) materialize(ctx context.Context, pod *corev1.Pod, dir string) (map[string]string, error) {
+	hostDirs := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		d := filepath.Join(dir, "volumes", v.Name)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+		hostDirs[v.Name] = d
+		var err error
+		switch {
+		case v.EmptyDir != nil:
+		case v.Secret != nil:
+			err = k.writeSecret(ctx, d, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode)
+		case v.ConfigMap != nil:
+			err = k.writeConfigMap(ctx, d, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				switch {
+				case src.Secret != nil:
+					err = errors.Join(err, k.writeSecret(ctx, d, src.Secret.Name, src.Secret.Items, v.Projected.DefaultMode))
+				case src.ConfigMap != nil:
+					err = errors.Join(err, k.writeConfigMap(ctx, d, src.ConfigMap.Name, src.ConfigMap.Items, v.Projected.DefaultMode))
+				default:
+					err = errors.Join(err, fmt.Errorf("volume %s: projected source %+v not supported here", v.Name, src))
+				}
+			}
+		default:
+			err = fmt.Errorf("volume %s: only secret, configMap, projected and emptyDir volumes are supported here", v.Name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		d, ok := hostDirs[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("mount %s: no volume %s", m.MountPath, m.Name)
+		}
+		mounts[strings.TrimSuffix(m.MountPath, "/")] = filepath.Join(d, m.SubPath)
+	}
+	return mounts, nil
+}
+
+func (k *kubelet) writeSecret(ctx context.Context, dir, name string, items []corev1.KeyToPath, mode *int32) error {
+	s, err := k.cs.CoreV1().Secrets(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err // the pod stays Pending until it exists, as with a kubelet
+	}
+	return writeKeys(dir, s.Data, items, mode)
+}
+
+func (k *kubelet) writeConfigMap(ctx context.Context, dir, name string, items []corev1.KeyToPath, mode *int32) error {
+	cm, err := k.cs.CoreV1().ConfigMaps(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	data := map[string][]byte{}
+	for key, v := range cm.Data {
+		data[key] = []byte(v)
+	}
+	return writeKeys(dir, data, items, mode)
+}
+
+// writeKeys writes data's keys (or only items, at their paths) into dir.
+// The mode is the volume's, with the owner's read bit kept: the process
+// runs as this user, not as the pod's fsGroup.
+func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, mode *int32) error {
+	perm := os.FileMode(0o644)
+	if mode != nil {
+		perm = os.FileMode(*mode) | 0o400
+	}
+	paths := map[string]string{}
+	if len(items) == 0 {
+		for key := range data {
+			paths[key] = key
+		}
+	}
+	for _, it := range items {
+		paths[it.Key] = it.Path
+	}
+	for key, p := range paths {
+		v, ok := data[key]
+		if !ok {
+			return fmt.Errorf("no key %q", key)
+		}
+		f := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, v, perm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// containerEnv resolves the container's env: values ($(VAR) expanded
+// against the variables before them) and the downward API's fieldRefs.
+func containerEnv(pod *corev1.Pod, c corev1.Container, ip string) (map[string]string, error) {
+	env := map[string]string{}
+	label := regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expand(e.Value, env)
+		case e.ValueFrom.FieldRef != nil:
+			f := e.ValueFrom.FieldRef.FieldPath
+			switch f {
+			case "metadata.name":
+				env[e.Name] = pod.Name
+			case "metadata.namespace":
+				env[e.Name] = pod.Namespace
+			case "metadata.uid":
+				env[e.Name] = string(pod.UID)
+			case "status.podIP":
+				env[e.Name] = ip
+			case "spec.nodeName":
+				env[e.Name] = pod.Spec.NodeName
+			default:
+				m := label.FindStringSubmatch(f)
+				if m == nil {
+					return nil, fmt.Errorf("env %s: fieldPath %s not supported here", e.Name, f)
+				}
+				if m[1] == "labels" {
+					env[e.Name] = pod.Labels[m[2]]
+				} else {
+					env[e.Name] = pod.Annotations[m[2]]
+				}
+			}
+		default:
+			return nil, fmt.Errorf("env %s: only values and fieldRefs are supported here", e.Name)
+		}
+	}
+	return env, nil
+}
+
+var varRef = regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)`)
+
+// expand replaces $(VAR) with VAR's value when defined, and $$ with $, as
+// Kubernetes does in args and env values.
+func expand(s string, env map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(m string) string {
+		if m == "$$" {
+			return "$"
+		}
+		if v, ok := env[m[2:len(m)-1]]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// rewritePaths maps an argument (or the value of --flag=VALUE) under a
+// mount's path to the mount's directory here, the longest path first.
+func rewritePaths(arg string, mounts map[string]string) string {
+	prefix, val := "", arg
+	if strings.HasPrefix(arg, "-") {
+		if i := strings.IndexByte(arg, '='); i >= 0 {
+			prefix, val = arg[:i+1], arg[i+1:]
+		}
+	}
+	paths := make([]string, 0, len(mounts))
+	for p := range mounts {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
+	for _, p := range paths {
+		if val == p {
+			return prefix + mounts[p]
+		}
+		if rest, ok := strings.CutPrefix(val, p+"/"); ok {
+			return prefix + filepath.Join(mounts[p], rest)
+		}
+	}
+	return arg
+}
+
+// resolveHosts replaces a Service's DNS name in HOST:PORT (or
+// --flag=HOST:PORT) with the address cluster DNS gives for a headless
+// Service: a pod it selects (ready, unless publishNotReadyAddresses).
+func (k *kubelet) resolveHosts(ctx context.Context, arg string) (string, error) {
+	prefix, val := "", arg
+	if i := strings.IndexByte(arg, '='); i >= 0 && strings.HasPrefix(arg, "-") {
+		prefix, val = arg[:i+1], arg[i+1:]
+	}
+	host, port, err := net.SplitHostPort(val)
+	if err != nil || net.ParseIP(host) != nil || host == "localhost" {
+		return arg, nil
+	}
+	name := strings.TrimSuffix(strings.TrimSuffix(host, ".svc.cluster.local"), ".svc")
+	name = strings.TrimSuffix(name, "."+k.ns)
+	if strings.Contains(name, ".") {
+		return arg, nil // not a name of this namespace's Services
+	}
+	svc, err := k.cs.CoreV1().Services(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", errNotYet{fmt.Sprintf("%s does not resolve (no Service %s yet)", host, name)}
+	}
+	if err != nil {
+		return "", err
+	}
+	pods, err := k.cs.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if svc.Spec.PublishNotReadyAddresses || isReady(&p) {
+			return prefix + net.JoinHostPort(p.Status.PodIP, port), nil
+		}
+	}
+	return "", errNotYet{fmt.Sprintf("%s does not resolve yet (Service %s selects no running pod)", host, name)}
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
