@@ -97,6 +97,19 @@ func (e *e2e) run(ctx context.Context) {
 		return len(names) >= n, nil
 	})
 	e.rep.check(err == nil, "the coordinator says every agent joined: %v (%v)", names, errText(err))
+	if e.o.coordinatorDelay > 0 {
+		var early []string
+		said := ""
+		for i := range n {
+			a, _ := e.pod(fmt.Sprint(i), false)
+			line := retried.FindString(readFile(a.proc.log))
+			if a.started.Before(coord.started) && line != "" {
+				early, said = append(early, a.name), line
+			}
+		}
+		e.rep.check(len(early) == n, "agents started %.1f s before the coordinator and dialed until it answered: %v (%q)",
+			coord.started.Sub(e.firstAgentStart()).Seconds(), early, said)
+	}
 	for i := range n {
 		a, _ := e.pod(fmt.Sprint(i), false)
 		var users float64
@@ -171,6 +184,19 @@ func (e *e2e) run(ctx context.Context) {
 		rejoined = rejoined || (a.Name == "agent-1" && a.JoinedS > 0 && a.Lost == "")
 	}
 	e.rep.check(lost && rejoined, "result.json: agent-1 lost once and joined again mid-run (lost %v, rejoined %v)", lost, rejoined)
+}
+
+// retried is the line an agent writes when it dials again.
+var retried = regexp.MustCompile(`headroom agent: .*trying again.*`)
+
+func (e *e2e) firstAgentStart() time.Time {
+	var first time.Time
+	for _, r := range e.kl.snapshot() {
+		if r.index != "" && r.proc != nil && (first.IsZero() || r.started.Before(first)) {
+			first = r.started
+		}
+	}
+	return first
 }
 
 func (e *e2e) waitJob(ctx context.Context, name string, timeout time.Duration) (*batchv1.Job, error) {

@@ -34,12 +34,13 @@ import (
 // expanded; the downward API's fieldRefs resolved); each Secret, ConfigMap,
 // projected and emptyDir volume written into a directory of its own, and
 // every argument under a mountPath rewritten to that directory (there are
-// no mount namespaces); each pod its own loopback address, 127.0.1.N, as
-// its pod IP, with 0.0.0.0 in its arguments bound to it; a Service's DNS
-// name in an argument resolved as cluster DNS would resolve a headless
-// Service, to the address of a pod it selects (a pod whose name does not
-// resolve yet waits, as its lookups would fail). No image is pulled: the
-// image must be headroom's, and its entrypoint is the binary built here.
+// no mount namespaces); each pod its own loopback address as its pod IP,
+// with 0.0.0.0 in its arguments bound to it; a headless Service's DNS name
+// in an argument resolved to the address of the pod it selects (one
+// address kept per Service, see podIP: before that pod runs, dialing it is
+// refused and the agent dials again, as it would after a failed lookup).
+// No image is pulled: the image must be headroom's, and its entrypoint is
+// the binary built here.
 type kubelet struct {
 	cs       kubernetes.Interface
 	ns, node string
@@ -47,10 +48,15 @@ type kubelet struct {
 	dir      string // pods' directories and logs
 	say      func(string, ...any)
 
-	mu     sync.Mutex
-	pods   map[types.UID]*podRun
-	order  []*podRun // every pod seen, in order
-	nextIP int
+	// startDelay holds a pod back before its process starts, as pulling a
+	// large image would (nil: none).
+	startDelay func(*corev1.Pod) time.Duration
+
+	mu       sync.Mutex
+	pods     map[types.UID]*podRun
+	order    []*podRun // every pod seen, in order
+	nextIP   int
+	services map[string]string // headless Service name -> the address its pod gets
 }
 
 // podRun is one pod this kubelet has seen, and its process once started.
@@ -74,7 +80,8 @@ type podRun struct {
 }
 
 func newKubelet(cs kubernetes.Interface, ns, node, bin, dir string, say func(string, ...any)) *kubelet {
-	return &kubelet{cs: cs, ns: ns, node: node, bin: bin, dir: dir, say: say, pods: map[types.UID]*podRun{}, nextIP: 10}
+	return &kubelet{cs: cs, ns: ns, node: node, bin: bin, dir: dir, say: say, pods: map[types.UID]*podRun{}, nextIP: 10,
+		services: map[string]string{}}
 }
 
 // run syncs every 200 ms until ctx ends, then stops every process.
@@ -158,6 +165,15 @@ func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod, r *podRun) error
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: k.node}}, metav1.CreateOptions{})
 	case r.proc == nil && pod.Status.Phase == corev1.PodPending:
+		if k.startDelay != nil {
+			if d := k.startDelay(pod); time.Since(r.seen) < d {
+				if r.waiting == "" {
+					r.waiting = "delay"
+					k.say("pod %s: held back %s before it starts (as an image pull would)", pod.Name, d)
+				}
+				return nil
+			}
+		}
 		err := k.startPod(ctx, pod, r)
 		var wait errNotYet
 		if errors.As(err, &wait) {
@@ -227,9 +243,11 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 		return fmt.Errorf("image %q command %v: this kubelet runs headroom's image, with its entrypoint", c.Image, c.Command)
 	}
 	if r.ip == "" {
-		r.ip = fmt.Sprintf("127.0.1.%d", k.nextIP)
-		k.nextIP++
-		r.dir = filepath.Join(k.dir, "pods", pod.Name)
+		ip, err := k.podIP(ctx, pod)
+		if err != nil {
+			return err
+		}
+		r.ip, r.dir = ip, filepath.Join(k.dir, "pods", pod.Name)
 	}
 	vols, err := k.materialize(ctx, pod, r.dir)
 	if err != nil {
@@ -534,6 +552,9 @@ func (k *kubelet) resolveHosts(ctx context.Context, arg string) (string, error) 
 		return arg, nil // not a name of this namespace's Services
 	}
 	svc, err := k.cs.CoreV1().Services(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil && svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		k.serviceAddr(name)
+	}
 	if apierrors.IsNotFound(err) {
 		return "", errNotYet{fmt.Sprintf("%s does not resolve (no Service %s yet)", host, name)}
 	}
@@ -552,7 +573,40 @@ func (k *kubelet) resolveHosts(ctx context.Context, arg string) (string, error) 
 			return prefix + net.JoinHostPort(p.Status.PodIP, port), nil
 		}
 	}
+	if addr, ok := k.services[name]; ok && svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return prefix + net.JoinHostPort(addr, port), nil // the address its pod will have: dialing it is refused until then
+	}
 	return "", errNotYet{fmt.Sprintf("%s does not resolve yet (Service %s selects no running pod)", host, name)}
+}
+
+// podIP gives a pod its loopback address. A pod a headless Service selects
+// gets the address kept for that Service (the same for each pod that takes
+// its place), so a name resolved before the pod ran leads to it once it
+// does, as DNS would after a lookup that failed and was made again; any
+// other pod the next 127.0.1.N.
+func (k *kubelet) podIP(ctx context.Context, pod *corev1.Pod) (string, error) {
+	svcs, err := k.cs.CoreV1().Services(k.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, svc := range svcs.Items {
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone && len(svc.Spec.Selector) > 0 &&
+			labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			return k.serviceAddr(svc.Name), nil
+		}
+	}
+	ip := fmt.Sprintf("127.0.1.%d", k.nextIP)
+	k.nextIP++
+	return ip, nil
+}
+
+func (k *kubelet) serviceAddr(name string) string {
+	if a, ok := k.services[name]; ok {
+		return a
+	}
+	a := fmt.Sprintf("127.0.2.%d", len(k.services)+10)
+	k.services[name] = a
+	return a
 }
 
 func isReady(p *corev1.Pod) bool {

@@ -50,6 +50,7 @@ type options struct {
 	binDir, headroom, manifests, work string
 	users                             int
 	ramp, duration, deleteAfter       time.Duration
+	coordinatorDelay                  time.Duration
 	timeout                           time.Duration
 	keep                              bool
 }
@@ -64,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.ramp, "ramp", 5*time.Second, "the coordinator's --ramp")
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "the coordinator's --duration")
 	flag.DurationVar(&o.deleteAfter, "delete-after", 20*time.Second, "delete agent pod 1 this long after every agent has joined")
+	flag.DurationVar(&o.coordinatorDelay, "coordinator-delay", 5*time.Second, "hold the coordinator's pod back this long (a slow image pull), so the agents start first and dial until it answers")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the whole check's limit")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
 	flag.Parse()
@@ -163,6 +165,12 @@ func run(o options) int {
 
 	kctx, stopKubelet := context.WithCancel(context.Background())
 	kl := newKubelet(cs, ns, "e2e-node", o.headroom, work, say)
+	kl.startDelay = func(p *corev1.Pod) time.Duration {
+		if p.Labels["app.kubernetes.io/component"] == "coordinator" {
+			return o.coordinatorDelay
+		}
+		return 0
+	}
 	kubeletDone := make(chan struct{})
 	go func() { kl.run(kctx); close(kubeletDone) }()
 	defer func() { stopKubelet(); <-kubeletDone }()
