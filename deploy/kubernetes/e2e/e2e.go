@@ -177,7 +177,7 @@ func (e *e2e) run(ctx context.Context) {
 	}
 	path := filepath.Join(coord.volumes["/results"], "run", "result.json")
 	err = readJSON(path, &e.result)
-	e.rep.check(err == nil, "the coordinator wrote its result (%s) (%v)", path, errText(err))
+	e.rep.check(err == nil, "the coordinator wrote its result, %s (%v)", strings.TrimPrefix(path, filepath.Dir(filepath.Dir(coord.dir))+"/"), errText(err))
 	var lost, rejoined bool
 	for _, a := range e.result.Agents.Agents {
 		lost = lost || (a.Name == "agent-1" && a.Lost != "")

@@ -279,7 +279,8 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 		return err
 	}
 	r.proc, r.volumes, r.started, r.waiting = p, vols, time.Now(), ""
-	k.say("pod %s: started pid %d on %s: headroom %s", pod.Name, p.cmd.Process.Pid, r.ip, strings.Join(args, " "))
+	k.say("pod %s: started pid %d on %s: headroom %s", pod.Name, p.cmd.Process.Pid, r.ip,
+		strings.ReplaceAll(strings.Join(args, " "), k.dir+"/", "$WORK/"))
 	now := metav1.Now()
 	return k.setStatus(ctx, pod, func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodRunning

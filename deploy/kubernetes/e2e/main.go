@@ -120,7 +120,7 @@ func run(o options) int {
 			os.RemoveAll(work)
 		}
 	}()
-	say("working directory %s", work)
+	say("working directory %s ($WORK below)", work)
 
 	// The target: headroom's testbed on a free loopback port.
 	tb, err := start(work, "testbed", o.headroom, []string{"testbed", "--listen", "127.0.0.1:0"}, []string{"PATH=/usr/bin:/bin"})
