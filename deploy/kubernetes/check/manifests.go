@@ -34,12 +34,17 @@ type Set struct {
 	Agents      *batchv1.Job      // Indexed, N pods of headroom agent
 	Scenario    *corev1.ConfigMap // the scenario's source
 	Token       *corev1.Secret    // the shared token, key "token"
+	TLS         *corev1.Secret    // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
 }
 
 // Objects returns the set in the order to create them: the namespace, then
 // what the pods mount, then the Service and the Jobs.
 func (s *Set) Objects() []runtime.Object {
-	return []runtime.Object{s.Namespace, s.Token, s.Scenario, s.Service, s.Coordinator, s.Agents}
+	objs := []runtime.Object{s.Namespace, s.Token}
+	if s.TLS != nil {
+		objs = append(objs, s.TLS)
+	}
+	return append(objs, s.Scenario, s.Service, s.Coordinator, s.Agents)
 }
 
 // Names of the objects a Set is made of.
@@ -49,6 +54,7 @@ const (
 	AgentsName      = "headroom-agent"
 	ScenarioName    = "headroom-scenario"
 	TokenName       = "headroom-token"
+	TLSName         = "headroom-tls"
 )
 
 // newStrictSerializer decodes YAML or JSON into the types of core/v1 and
@@ -117,10 +123,23 @@ func stripComments(doc []byte) []byte {
 // Build renders dir with kustomize as `kubectl apply -k dir` does (kubectl
 // 1.33 embeds kustomize v5.6.0, whose api module is pinned here), with token
 // as the content of dir/token, the file .gitignore keeps out of the
-// repository; and decodes each object it outputs strictly. The directory is
-// read into memory first (all but the Go modules under it), so Build never
-// writes to it.
+// repository; and decodes each object it outputs strictly.
 func Build(dir string, token []byte) ([]runtime.Object, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Base(dir)
+	return BuildOverlay(filepath.Dir(dir), base, map[string][]byte{filepath.Join(base, "token"): token})
+}
+
+// BuildOverlay renders the kustomization in dir/overlay ("kubernetes", the
+// base, or "kubernetes-tls", which adds TLS to it: kustomize wants an
+// overlay outside its base), with files (paths relative to dir) in place of
+// the files git ignores: kubernetes/token, kubernetes-tls/ca.crt and the
+// like. dir is read into memory first (all but the Go modules under it), so
+// nothing is written to it.
+func BuildOverlay(dir, overlay string, files map[string][]byte) ([]runtime.Object, error) {
 	mem := filesys.MakeFsInMemory()
 	const root = "/manifests"
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -136,8 +155,8 @@ func Build(dir string, token []byte) ([]runtime.Object, error) {
 			}
 			return nil
 		}
-		if rel == "token" {
-			return nil // the caller's token stands in for any local one
+		if _, ok := files[rel]; ok {
+			return nil // the caller's stands in for any local one
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -148,10 +167,12 @@ func Build(dir string, token []byte) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	if err := mem.WriteFile(root+"/token", token); err != nil {
-		return nil, err
+	for rel, b := range files {
+		if err := mem.WriteFile(filepath.Join(root, rel), b); err != nil {
+			return nil, err
+		}
 	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, root)
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, filepath.Join(root, overlay))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
@@ -180,7 +201,14 @@ func Classify(objs []runtime.Object) (*Set, error) {
 		case *corev1.ConfigMap:
 			dup, s.Scenario = s.Scenario != nil || o.Name != ScenarioName, o
 		case *corev1.Secret:
-			dup, s.Token = s.Token != nil || o.Name != TokenName, o
+			switch o.Name {
+			case TokenName:
+				dup, s.Token = s.Token != nil, o
+			case TLSName:
+				dup, s.TLS = s.TLS != nil, o
+			default:
+				dup = true
+			}
 		case *batchv1.Job:
 			switch o.Name {
 			case CoordinatorName:
