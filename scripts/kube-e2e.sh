@@ -24,6 +24,7 @@
 #   USERS (20), RAMP (5s), DURATION (60s)   the coordinator's load against the testbed
 #   DELETE_AFTER (20s)   delete agent pod 1 this long after every agent joined
 #   TIMEOUT (10m)        the whole check's limit
+#   TLS (0)              1: apply deploy/kubernetes-tls instead (a CA and a certificate made for it)
 #   KEEP (0)             1: keep the working directory (kept anyway on failure)
 #   HEADROOM_CACHE       where the binaries live ($HOME/.cache/headroom by default)
 #   GO (go)              the Go that builds them (1.26 or later)
@@ -99,7 +100,8 @@ check() {
 	(cd "$MODULE" && GOWORK=off "$GO" build -mod=readonly -o "$tmp/e2e" .) || die "go build of the harness failed"
 	echo "== the check"
 	local keep=()
-	[[ ${KEEP:-0} == 1 ]] && keep=(-keep)
+	[[ ${KEEP:-0} == 1 ]] && keep+=(-keep)
+	[[ ${TLS:-0} == 1 ]] && keep+=(-tls)
 	"$tmp/e2e" -bin-dir "$INSTALL_DIR" -headroom "$tmp/headroom" -manifests "$ROOT/deploy/kubernetes" \
 		-users "${USERS:-20}" -ramp "${RAMP:-5s}" -duration "${DURATION:-60s}" \
 		-delete-after "${DELETE_AFTER:-20s}" -timeout "${TIMEOUT:-10m}" "${keep[@]}" &

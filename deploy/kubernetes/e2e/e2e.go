@@ -97,6 +97,11 @@ func (e *e2e) run(ctx context.Context) {
 		return len(names) >= n, nil
 	})
 	e.rep.check(err == nil, "the coordinator says every agent joined: %v (%v)", names, errText(err))
+	if e.o.tls {
+		ca, _ := check.Flag(e.set.Agents.Spec.Template.Spec.Containers[0].Args, "tls-ca")
+		cert, _ := check.Flag(e.set.Coordinator.Spec.Template.Spec.Containers[0].Args, "tls-cert")
+		e.rep.check(ca != "" && cert != "" && err == nil, "over TLS: the coordinator serves --tls-cert=%s, the agents verify it with --tls-ca=%s", cert, ca)
+	}
 	if e.o.coordinatorDelay > 0 {
 		var early []string
 		said := ""

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,8 +53,12 @@ type options struct {
 	ramp, duration, deleteAfter       time.Duration
 	coordinatorDelay                  time.Duration
 	timeout                           time.Duration
-	keep                              bool
+	keep, tls                         bool
 }
+
+// serviceAddr is the loopback address the coordinator Service's name
+// stands for here (kubelet.podIP): its pod's address.
+const serviceAddr = "127.0.2.10"
 
 func main() {
 	var o options
@@ -68,6 +73,7 @@ func main() {
 	flag.DurationVar(&o.coordinatorDelay, "coordinator-delay", 5*time.Second, "hold the coordinator's pod back this long (a slow image pull), so the agents start first and dial until it answers")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the whole check's limit")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
+	flag.BoolVar(&o.tls, "tls", false, "apply deploy/kubernetes-tls (beside -manifests) instead, with a CA and a coordinator certificate made here")
 	flag.Parse()
 	if o.binDir == "" || o.headroom == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: e2e -bin-dir DIR -headroom BIN [-manifests DIR] [flags]")
@@ -165,6 +171,7 @@ func run(o options) int {
 
 	kctx, stopKubelet := context.WithCancel(context.Background())
 	kl := newKubelet(cs, ns, "e2e-node", o.headroom, work, say)
+	kl.services[check.ServiceName] = serviceAddr
 	kl.startDelay = func(p *corev1.Pod) time.Duration {
 		if p.Labels["app.kubernetes.io/component"] == "coordinator" {
 			return o.coordinatorDelay
@@ -195,8 +202,30 @@ func run(o options) int {
 func manifests(o options, target string) (*check.Set, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
-	objs, err := check.Build(o.manifests, []byte(hex.EncodeToString(raw)))
-	if err != nil {
+	token := []byte(hex.EncodeToString(raw))
+	var objs []runtime.Object
+	var err error
+	if o.tls {
+		dir, err := filepath.Abs(o.manifests)
+		if err != nil {
+			return nil, err
+		}
+		base, overlay := filepath.Base(dir), filepath.Base(dir)+"-tls"
+		var names []string
+		for _, suffix := range []string{"", ".headroom", ".headroom.svc", ".headroom.svc.cluster.local"} {
+			names = append(names, check.ServiceName+suffix)
+		}
+		ca, cert, key, err := coordinatorTLS(names, serviceAddr)
+		if err != nil {
+			return nil, err
+		}
+		objs, err = check.BuildOverlay(filepath.Dir(dir), overlay, map[string][]byte{base + "/token": token,
+			overlay + "/ca.crt": ca, overlay + "/tls.crt": cert, overlay + "/tls.key": key})
+		if err != nil {
+			return nil, err
+		}
+		say("TLS: a CA and a certificate for %s and %s made for %s", strings.Join(names, ", "), serviceAddr, overlay)
+	} else if objs, err = check.Build(o.manifests, token); err != nil {
 		return nil, err
 	}
 	set, err := check.Classify(objs)
