@@ -4,7 +4,8 @@
 # chromium, which opens the HTML report as a reader would; Synapse, a real
 # Matrix homeserver, from pinned PyPI packages into a venv; Centrifugo, a
 # real WebSocket pub/sub server, built from its pinned Go module), then
-# vets, checks formatting, runs every test (35 hostile servers among them)
+# vets, checks formatting, decodes deploy/kubernetes's manifests strictly
+# (a module of its own), runs every test (35 hostile servers among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector. Takes about 11 minutes on 2
 # cores, most of it real ceiling searches against the testbed (the first
@@ -34,6 +35,9 @@ if [[ -n $unformatted ]]; then
   echo "$unformatted" >&2
   exit 1
 fi
+
+echo "== deploy/kubernetes: the manifests decoded strictly into k8s.io/api v0.33.0 (a module of its own: seconds; ~75 s and ~200 MB of modules the first time)"
+(cd deploy/kubernetes/check && export GOWORK=off && go mod download && go vet ./... && go test -count=1 ./...)
 
 echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium)"
 if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium ]]; then
