@@ -199,3 +199,37 @@ func TestLateAgentTakesALostPlace(t *testing.T) {
 		t.Errorf("ids: first agent %d, %d; its successor begins at %d", first(1), first(2), next(1))
 	}
 }
+
+// TestLostAgentsGaugesGo: a lost agent's counters stay in the fleet's
+// metrics (they must not fall back), its gauges (open connections) go.
+func TestLostAgentsGaugesGo(t *testing.T) {
+	c, f, _, _ := fleetOf(2)
+	for _, r := range c.remotes {
+		p := metrics.NewProm()
+		p.Observe(metrics.Sample{Kind: metrics.Request, Name: "GET /", Status: 200, Latency: time.Millisecond})
+		p.Observe(metrics.Sample{Kind: metrics.Opened, Name: "WS /ws"})
+		mfs, err := p.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.families = mfs
+	}
+	read := func() (requests, conns float64) {
+		for _, mf := range f.Metrics() {
+			switch mf.GetName() {
+			case "loadtest_http_request_time":
+				requests = float64(mf.Metric[0].Histogram.GetSampleCount())
+			case "loadtest_websocket_connections":
+				conns = mf.Metric[0].Gauge.GetValue()
+			}
+		}
+		return
+	}
+	if r, n := read(); r != 2 || n != 2 {
+		t.Fatalf("two agents: %v requests, %v connections, want 2 and 2", r, n)
+	}
+	lose(c, f, 1, "gone")
+	if r, n := read(); r != 2 || n != 1 {
+		t.Errorf("one lost: %v requests, %v connections, want its request kept (2) and its connection gone (1)", r, n)
+	}
+}

@@ -319,14 +319,25 @@ func (f *Fleet) rebalance() {
 	}
 }
 
-// Metrics is the sum of the agents' last Prometheus families, those lost
-// included (their counters must not fall back): what one process
-// running every user would expose (metrics.SumFamilies).
+// Metrics is the sum of the agents' last Prometheus families: what one
+// process running every user would expose (metrics.SumFamilies). A lost
+// agent's counters and histograms stay in it (a sum must not fall back,
+// or rate() sees a reset), its gauges do not: its connections are gone.
 func (f *Fleet) Metrics() []*dto.MetricFamily {
 	f.c.mu.Lock()
 	sets := make([][]*dto.MetricFamily, 0, len(f.c.remotes))
 	for _, r := range f.all() {
-		sets = append(sets, r.families)
+		if !r.ended {
+			sets = append(sets, r.families)
+			continue
+		}
+		var kept []*dto.MetricFamily
+		for _, mf := range r.families {
+			if mf.GetType() != dto.MetricType_GAUGE {
+				kept = append(kept, mf)
+			}
+		}
+		sets = append(sets, kept)
 	}
 	f.c.mu.Unlock()
 	return metrics.SumFamilies(sets...)
