@@ -27,6 +27,13 @@ cflog=$(mktemp)
 ./scripts/centrifugo.sh install >"$cflog" 2>&1 &
 cfinstall=$!
 
+# deploy/kubernetes's manifests, decoded strictly into k8s.io/api v0.33.0
+# by a module of its own (seconds; ~75 s and ~200 MB of modules the first
+# time): in the background too, waited for before the tests.
+k8slog=$(mktemp)
+(cd deploy/kubernetes/check && export GOWORK=off && go mod download && go vet ./... && go test -count=1 ./...) >"$k8slog" 2>&1 &
+k8scheck=$!
+
 echo "== vet and format"
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -36,8 +43,6 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 
-echo "== deploy/kubernetes: the manifests decoded strictly into k8s.io/api v0.33.0 (a module of its own: seconds; ~75 s and ~200 MB of modules the first time)"
-(cd deploy/kubernetes/check && export GOWORK=off && go mod download && go vet ./... && go test -count=1 ./...)
 
 echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium)"
 if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium ]]; then
@@ -65,6 +70,15 @@ fi
 cat "$cflog"
 rm -f "$cflog"
 
+echo "== deploy/kubernetes: the manifests decoded strictly into k8s.io/api v0.33.0 (begun in the background above)"
+if ! wait "$k8scheck"; then
+  cat "$k8slog"
+  echo "test: the Kubernetes manifests' check failed" >&2
+  exit 1
+fi
+cat "$k8slog"
+rm -f "$k8slog"
+
 echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
@@ -81,4 +95,4 @@ fi
 cat "$fuzzlog"
 
 echo "== race detector on the packages that share memory between goroutines"
-go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./control/ ./testbed/ ./health/
+go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./control/ ./testbed/ ./health/ ./agents/
