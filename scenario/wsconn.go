@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/headroom-dev/headroom/internal/rawio"
 )
 
 // readChunk is the size of the buffer a WebSocket connection borrows to read what has arrived.
@@ -51,7 +53,7 @@ func lend(c net.Conn) net.Conn {
 func (l *lentConn) readable(fd uintptr) bool {
 	b := readBuffers.Get().(*[]byte)
 	for {
-		n, err := syscall.Read(int(fd), *b)
+		n, err := rawio.Read(fd, *b)
 		switch {
 		case err == syscall.EINTR:
 			continue

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/headroom-dev/headroom/internal/rawio"
 )
 
 // roundTrip sends the serialized request in wb on conn, returning wb to
@@ -119,7 +121,7 @@ func (c *connection) ready(fd uintptr) bool {
 	t := &c.trip
 	if t.wb != nil {
 		for req := *t.wb; t.sent < len(req); {
-			n, err := syscall.Write(int(fd), req[t.sent:])
+			n, err := rawio.Write(fd, req[t.sent:])
 			switch {
 			case err == syscall.EINTR:
 				continue
@@ -136,7 +138,7 @@ func (c *connection) ready(fd uintptr) bool {
 		return false // wait until the response starts to arrive
 	}
 	for {
-		n, err := syscall.Read(int(fd), t.p.space())
+		n, err := rawio.Read(fd, t.p.space())
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -236,8 +238,8 @@ func (conn *connection) alive() bool {
 	alive := true
 	var b [1]byte
 	err := rc.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = n < 0 && (err == syscall.EAGAIN || err == syscall.EINTR)
+		_, err := rawio.Peek(fd, b[:])
+		alive = err == syscall.EAGAIN || err == syscall.EINTR
 	})
 	return alive && err == nil
 }

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package rawio
+
+import "syscall"
+
+// Read is read(2) on a non-blocking fd: syscall.EAGAIN when nothing is there.
+func Read(fd uintptr, p []byte) (int, error) { return syscall.Read(int(fd), p) }
+
+// Write is write(2) on a non-blocking fd: syscall.EAGAIN when its buffer is
+// full.
+func Write(fd uintptr, p []byte) (int, error) { return syscall.Write(int(fd), p) }
+
+// Peek is recv(2) with MSG_PEEK|MSG_DONTWAIT into p.
+func Peek(fd uintptr, p []byte) (int, error) {
+	n, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return n, err
+}
