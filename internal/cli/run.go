@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -119,6 +121,13 @@ func serveGatherer(addr string, gather prometheus.GathererFunc) (func(), error) 
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	// HEADROOM_PPROF=1 adds Go's profiler at /debug/pprof/, so a benchmark
+	// can profile a run's steady seconds only (bench/chat-cpu.sh); off by
+	// default, since a profile costs CPU and shows the scenario's internals.
+	if os.Getenv("HEADROOM_PPROF") == "1" {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
