@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 
-	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -192,18 +191,17 @@ func dataJSON(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		return nil, err
 	}
 	const hint = "fix the file; it must hold one JSON value"
-	if err := checkJSON(content); err != nil {
+	v, err := decodeJSON(string(content))
+	if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
 		return nil, &argError{fmt.Sprintf("%s: %s: %v", b.Name(), path, err), hint}
-	}
-	v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{starlark.String(content)}, nil)
-	if err != nil {
+	} else if err != nil {
 		return nil, &argError{fmt.Sprintf("%s: %s", b.Name(), jsonErrorAt(path, content, err)), hint}
 	}
 	v.Freeze()
 	return v, nil
 }
 
-var jsonOffset = regexp.MustCompile(`^json\.decode: at offset (\d+), `)
+var jsonOffset = regexp.MustCompile(`^(?:json\.decode: )?at offset (\d+), `)
 
 // jsonErrorAt rewrites json.decode's "at offset N, why" as "path:line:col: why".
 func jsonErrorAt(path string, content []byte, err error) string {

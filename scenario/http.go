@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/transport"
-	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 )
 
@@ -438,13 +438,11 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 			if r.r.Err != nil {
 				return nil, fmt.Errorf("response.json: no response (%v)", r.r.Err)
 			}
-			if err := checkJSON(r.r.Body); err != nil {
+			v, err := decodeJSON(string(r.body()))
+			if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
 				return nil, fmt.Errorf("response.json: %w", err)
-			}
-			v, err := starlark.Call(th, json.Module.Members["decode"], starlark.Tuple{r.body()}, nil)
-			if err != nil {
-				why := strings.TrimPrefix(err.Error(), "json.decode: ")
-				return nil, fmt.Errorf("response.json: status %d body is not JSON (%s): %s", r.r.Status, why, clip(string(r.r.Body), 80))
+			} else if err != nil {
+				return nil, fmt.Errorf("response.json: status %d body is not JSON (%v): %s", r.r.Status, err, clip(string(r.r.Body), 80))
 			}
 			return v, nil
 		}), nil

@@ -66,59 +66,25 @@ func jsonEncode(enc starlark.Value) starlarkBuiltin {
 	}
 }
 
-// jsonDecode is json.decode(x, default=...): it returns default, when
-// given, for a body over the limits as for any it cannot decode.
-func jsonDecode(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-	if len(args) > 0 {
-		if s, ok := args[0].(starlark.String); ok {
-			if err := checkJSON(string(s)); err != nil {
-				if len(args) > 1 {
-					return args[1], nil
-				}
-				for _, p := range kw {
-					if p[0] == starlark.String("default") {
-						return p[1], nil
-					}
-				}
-				return nil, fmt.Errorf("%s: %w", b.Name(), err)
-			}
-		}
+// jsonDecode is json.decode(x, default=...) on decodeJSON: it returns
+// default, when given, for a text over the limits as for any it cannot
+// decode.
+func jsonDecode(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+	var s string
+	var d starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kw, "x", &s, "default?", &d); err != nil {
+		return nil, err
 	}
-	return json.Module.Members["decode"].(*starlark.Builtin).CallInternal(th, args, kw)
+	if len(args) < 1 {
+		return nil, fmt.Errorf("%s: unexpected keyword argument x", b.Name()) // x is positional only
+	}
+	v, err := decodeJSON(s)
+	if err != nil {
+		if d != nil {
+			return d, nil
+		}
+		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	return v, nil
 }
 
-// checkJSON refuses JSON nested deeper than MaxJSONDepth or with a number
-// longer than MaxJSONNumber, in one pass that allocates nothing. It does
-// not validate: the decoder does, and a body it passes may still be
-// refused there.
-func checkJSON[T string | []byte](s T) error {
-	depth, num := 0, 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"': // skip the string, escapes included
-			for i++; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
-			num = 0
-		case c == '[' || c == '{':
-			if depth++; depth > MaxJSONDepth {
-				return fmt.Errorf("JSON nested too deep (more than %d levels, at byte %d)", MaxJSONDepth, i)
-			}
-			num = 0
-		case c == ']' || c == '}':
-			depth--
-			num = 0
-		case num == 0 && ('0' <= c && c <= '9' || c == '-') || // where the decoder starts a number,
-			num > 0 && ('0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'): // and what it takes in
-			if num++; num > MaxJSONNumber {
-				return fmt.Errorf("JSON number too long (more than %d characters, at byte %d)", MaxJSONNumber, i-num+1)
-			}
-		default:
-			num = 0
-		}
-	}
-	return nil
-}

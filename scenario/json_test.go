@@ -147,3 +147,39 @@ def act(user):
 		t.Errorf("json= body %q", body)
 	}
 }
+
+// checkJSON refuses JSON nested deeper than MaxJSONDepth or with a number
+// longer than MaxJSONNumber, in one pass, apart from the decoder: the tests'
+// oracle of what decodeJSON must refuse as over the limits. It does not
+// validate.
+func checkJSON[T string | []byte](s T) error {
+	depth, num := 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"': // skip the string, escapes included
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			num = 0
+		case c == '[' || c == '{':
+			if depth++; depth > MaxJSONDepth {
+				return fmt.Errorf("JSON nested too deep (more than %d levels, at byte %d)", MaxJSONDepth, i)
+			}
+			num = 0
+		case c == ']' || c == '}':
+			depth--
+			num = 0
+		case num == 0 && ('0' <= c && c <= '9' || c == '-') || // where the decoder starts a number,
+			num > 0 && ('0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'): // and what it takes in
+			if num++; num > MaxJSONNumber {
+				return fmt.Errorf("JSON number too long (more than %d characters, at byte %d)", MaxJSONNumber, i-num+1)
+			}
+		default:
+			num = 0
+		}
+	}
+	return nil
+}

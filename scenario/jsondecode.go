@@ -1,0 +1,449 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"go.starlark.net/starlark"
+)
+
+// decodeJSON turns JSON text into Starlark values, as Starlark's json.decode
+// does (the same values, types and refusals: FuzzDecodeJSON compares the two),
+// with the limits of MaxJSONDepth and MaxJSONNumber checked as it goes.
+//
+// It is headroom's own because r.json() and msg.json() are what a chat user
+// spends most of its CPU on: a page of 30 posts is ~250 values. Strings
+// without escapes are slices of s, not copies; a container's elements are
+// gathered on a reused stack and the list or dict made once at its size; an
+// integer of up to 18 digits is parsed without math/big. Errors read "at
+// offset N, why", as Starlark's do (data files turn N into a line).
+//
+// The values share s's memory, so s must not change afterwards.
+func decodeJSON(s string) (starlark.Value, error) {
+	d := decoders.Get().(*jsonDecoder)
+	d.s, d.i, d.depth, d.err = s, 0, 0, nil
+	v := d.value()
+	if d.err == nil && d.space() {
+		d.failf("unexpected character %q after value", s[d.i])
+	}
+	err := d.err
+	clear(d.stack)
+	d.stack, d.s = d.stack[:0], ""
+	if len(d.keys) > 256 {
+		d.keys = nil // a text of many keys (ids as keys): not kept in the pool
+	}
+	clear(d.keys)
+	decoders.Put(d)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+var decoders = sync.Pool{New: func() any { return &jsonDecoder{stack: make([]starlark.Value, 0, 64)} }}
+
+type jsonDecoder struct {
+	s     string
+	i     int
+	depth int
+	stack []starlark.Value // the elements, or keys and values, of the containers being read
+	err   error
+	keys  map[string]starlark.Value // the object keys met in s, as Values
+}
+
+// key reads an object key: within one text, the same Value each time the
+// same key comes, so a list of 30 posts holds one "channel_id", not 30.
+func (d *jsonDecoder) key() starlark.Value {
+	s, start := d.s, d.i
+	j := start + 1
+	for j < len(s) && plainByte[s[j]] {
+		j++
+	}
+	if j == len(s) || s[j] != '"' {
+		return d.str()
+	}
+	k := s[start+1 : j]
+	d.i = j + 1
+	if v, ok := d.keys[k]; ok {
+		return v
+	}
+	if d.keys == nil {
+		d.keys = make(map[string]starlark.Value, 32)
+	}
+	v := starlark.Value(starlark.String(k))
+	d.keys[k] = v
+	return v
+}
+
+// jsonLimit is an input over MaxJSONDepth or MaxJSONNumber: said as such,
+// not as a syntax error at an offset.
+type jsonLimit struct{ msg string }
+
+func (e *jsonLimit) Error() string { return e.msg }
+
+func (d *jsonDecoder) failf(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("at offset %d, %s", d.i, fmt.Sprintf(format, args...))
+	}
+}
+
+// space skips JSON's white space and reports whether anything follows.
+func (d *jsonDecoder) space() bool {
+	for ; d.i < len(d.s); d.i++ {
+		switch d.s[d.i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// value reads one value after optional white space; on error it sets d.err
+// and returns nil.
+func (d *jsonDecoder) value() starlark.Value {
+	if !d.space() {
+		d.failf("unexpected end of file")
+		return nil
+	}
+	s := d.s
+	switch c := s[d.i]; c {
+	case '"':
+		return d.str()
+	case '[', '{':
+		if d.depth++; d.depth > MaxJSONDepth {
+			d.err = &jsonLimit{fmt.Sprintf("JSON nested too deep (more than %d levels, at byte %d)", MaxJSONDepth, d.i)}
+			return nil
+		}
+		var v starlark.Value
+		if c == '[' {
+			v = d.list()
+		} else {
+			v = d.object()
+		}
+		d.depth--
+		return v
+	case 't':
+		if d.literal("true") {
+			return starlark.True
+		}
+	case 'f':
+		if d.literal("false") {
+			return starlark.False
+		}
+	case 'n':
+		if d.literal("null") {
+			return starlark.None
+		}
+	default:
+		if c == '-' || '0' <= c && c <= '9' {
+			return d.number()
+		}
+	}
+	d.failf("unexpected character %q", s[d.i])
+	return nil
+}
+
+func (d *jsonDecoder) literal(word string) bool {
+	if len(d.s)-d.i >= len(word) && d.s[d.i:d.i+len(word)] == word {
+		d.i += len(word)
+		return true
+	}
+	return false
+}
+
+// plainByte marks the bytes a string can hold and still be its own value: not
+// a quote, a backslash, a control character or the start of a multi-byte
+// character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str reads a string. Without escapes it is a slice of the input (when it
+// holds control characters or bytes past ASCII, only if they are valid
+// UTF-8 without control characters, where unquoting changes nothing);
+// otherwise encoding/json unquotes it, as Starlark's decoder does.
+func (d *jsonDecoder) str() starlark.Value {
+	s, start := d.s, d.i
+	j := start + 1
+	for j < len(s) && plainByte[s[j]] {
+		j++
+	}
+	if j < len(s) && s[j] == '"' {
+		d.i = j + 1
+		return starlark.String(s[start+1 : j])
+	}
+	// Something else first: find the closing quote, skipping escaped bytes.
+	ascii, escaped, control := true, false, false
+	for ; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '\\':
+			escaped = true
+			j++
+		case c == '"':
+			d.i = j + 1
+			r := s[start+1 : j]
+			if !escaped && (ascii || !control && utf8.ValidString(r)) {
+				return starlark.String(r)
+			}
+			if err := json.Unmarshal([]byte(s[start:j+1]), &r); err != nil {
+				d.failf("%s", err)
+				return nil
+			}
+			return starlark.String(r)
+		case c >= utf8.RuneSelf:
+			ascii = false
+		case c < 0x20:
+			control = true
+		}
+	}
+	d.failf("unclosed string literal")
+	return nil
+}
+
+func (d *jsonDecoder) list() starlark.Value {
+	d.i++ // '['
+	base := len(d.stack)
+	if !d.space() {
+		d.failf("unexpected end of file")
+		return nil
+	}
+	if d.s[d.i] != ']' {
+		for {
+			v := d.value()
+			if d.err != nil {
+				return nil
+			}
+			d.stack = append(d.stack, v)
+			if !d.space() {
+				d.failf("unexpected end of file")
+				return nil
+			}
+			if c := d.s[d.i]; c != ',' {
+				if c != ']' {
+					d.failf("got %q, want ',' or ']'", c)
+					return nil
+				}
+				break
+			}
+			d.i++ // ','
+		}
+	}
+	d.i++ // ']'
+	var elems []starlark.Value
+	if n := len(d.stack) - base; n > 0 {
+		elems = make([]starlark.Value, n)
+		copy(elems, d.stack[base:])
+		clear(d.stack[base:])
+		d.stack = d.stack[:base]
+	}
+	return starlark.NewList(elems)
+}
+
+func (d *jsonDecoder) object() starlark.Value {
+	d.i++ // '{'
+	base := len(d.stack)
+	if !d.space() {
+		d.failf("unexpected end of file")
+		return nil
+	}
+	if d.s[d.i] != '}' {
+		for {
+			var k starlark.Value
+			if d.space() && d.s[d.i] == '"' {
+				k = d.key()
+			} else {
+				k = d.value()
+			}
+			if d.err != nil {
+				return nil
+			}
+			if _, ok := k.(starlark.String); !ok {
+				d.failf("got %s for object key, want string", k.Type())
+				return nil
+			}
+			if !d.space() {
+				d.failf("unexpected end of file")
+				return nil
+			}
+			if c := d.s[d.i]; c != ':' {
+				d.failf("after object key, got %q, want ':' ", c)
+				return nil
+			}
+			d.i++ // ':'
+			v := d.value()
+			if d.err != nil {
+				return nil
+			}
+			d.stack = append(d.stack, k, v)
+			if !d.space() {
+				d.failf("unexpected end of file")
+				return nil
+			}
+			if c := d.s[d.i]; c != ',' {
+				if c != '}' {
+					d.failf("in object, got %q, want ',' or '}'", c)
+					return nil
+				}
+				break
+			}
+			d.i++ // ','
+		}
+	}
+	d.i++ // '}'
+	pairs := d.stack[base:]
+	dict := new(starlark.Dict) // up to 8 pairs live in the dict itself
+	if len(pairs) > 2*8 {
+		dict = starlark.NewDict(len(pairs) / 2)
+	}
+	for p := 0; p < len(pairs); p += 2 {
+		_ = dict.SetKey(pairs[p], pairs[p+1]) // a string key cannot fail
+	}
+	clear(pairs)
+	d.stack = d.stack[:base]
+	return dict
+}
+
+// number reads what Starlark's decoder reads as a number: a run of digits,
+// signs, points and exponents; an int when it is an optional minus and
+// digits, else a float.
+func (d *jsonDecoder) number() starlark.Value {
+	s, start := d.s, d.i
+	float := false
+	j := start + 1
+	for ; j < len(s); j++ {
+		c := s[j]
+		if '0' <= c && c <= '9' {
+			continue
+		}
+		if c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' {
+			float = true
+			continue
+		}
+		break
+	}
+	if j-start > MaxJSONNumber {
+		d.err = &jsonLimit{fmt.Sprintf("JSON number too long (more than %d characters, at byte %d)", MaxJSONNumber, start)}
+		return nil
+	}
+	num := s[start:j]
+	d.i = j
+	digits := num
+	if num[0] == '-' {
+		digits = num[1:]
+	}
+	if digits == "" || digits[0] == '0' && len(digits) > 1 && '0' <= digits[1] && digits[1] <= '9' {
+		d.failf("invalid number: %s", num)
+		return nil
+	}
+	if float {
+		x, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			d.failf("invalid number: %s", num)
+			return nil
+		}
+		return starlark.Float(x)
+	}
+	if len(digits) <= 18 {
+		x, err := strconv.ParseInt(num, 10, 64)
+		if err == nil {
+			return starlark.MakeInt64(x)
+		}
+	}
+	x, ok := new(big.Int).SetString(num, 10)
+	if !ok {
+		d.failf("invalid number: %s", num)
+		return nil
+	}
+	return starlark.MakeBigInt(x)
+}
+
+// topField finds key among the keys of the JSON object s and returns its
+// value's text, without decoding anything else: how a WebSocket message's
+// type and sequence number are read for every message, handler or not. A
+// key with escapes is not matched; a malformed object ends the search.
+func topField(s, key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	d := jsonDecoder{s: s}
+	if !d.space() || s[d.i] != '{' {
+		return "", false
+	}
+	d.i++
+	for d.space() && s[d.i] == '"' {
+		start := d.i
+		if !d.skip() {
+			return "", false
+		}
+		k := s[start+1 : d.i-1]
+		if !d.space() || s[d.i] != ':' {
+			return "", false
+		}
+		d.i++
+		if !d.space() {
+			return "", false
+		}
+		start = d.i
+		if !d.skip() {
+			return "", false
+		}
+		if k == key {
+			return s[start:d.i], true
+		}
+		if !d.space() || s[d.i] != ',' {
+			return "", false
+		}
+		d.i++
+	}
+	return "", false
+}
+
+// skip passes over one value (strings and brackets matched, nothing
+// checked inside) and reports whether it ended before the input did.
+func (d *jsonDecoder) skip() bool {
+	s := d.s
+	depth := 0
+	for d.i < len(s) {
+		c := s[d.i]
+		switch c {
+		case '"':
+			for d.i++; d.i < len(s) && s[d.i] != '"'; d.i++ {
+				if s[d.i] == '\\' {
+					d.i++
+				}
+			}
+			if d.i >= len(s) {
+				return false
+			}
+			d.i++
+		case '[', '{':
+			depth++
+			d.i++
+		case ']', '}':
+			if depth == 0 {
+				return true // the end of the enclosing container
+			}
+			depth--
+			d.i++
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return true
+			}
+			d.i++
+		default:
+			d.i++
+		}
+		if depth == 0 && (c == '"' || c == ']' || c == '}') {
+			return true
+		}
+	}
+	return depth == 0
+}
