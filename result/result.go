@@ -196,11 +196,11 @@ func encodeSnapshot(snap *metrics.Snapshot, requests, actions map[string]string)
 			if st.Count == 0 {
 				continue
 			}
-			b, err := st.Hist.Encode(hdrV2)
+			b, err := encodeHist(st.Hist)
 			if err != nil {
 				return fmt.Errorf("encode histogram %q: %w", name, err)
 			}
-			pair.to[name] = string(b)
+			pair.to[name] = b
 		}
 	}
 	return nil
