@@ -87,4 +87,3 @@ func jsonDecode(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	}
 	return v, nil
 }
-

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"strconv"
 	"sync"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"go.starlark.net/starlark"
@@ -193,6 +195,9 @@ func (d *jsonDecoder) str() starlark.Value {
 			if !escaped && (ascii || !control && utf8.ValidString(r)) {
 				return starlark.String(r)
 			}
+			if u, ok := unquote(r); ok {
+				return starlark.String(u)
+			}
 			if err := json.Unmarshal([]byte(s[start:j+1]), &r); err != nil {
 				d.failf("%s", err)
 				return nil
@@ -206,6 +211,94 @@ func (d *jsonDecoder) str() starlark.Value {
 	}
 	d.failf("unclosed string literal")
 	return nil
+}
+
+// unquote reads the escapes of a JSON string's contents as encoding/json
+// does (a lone surrogate is U+FFFD), for the strings that are valid: false
+// for a control character, a bad escape or bytes that are not UTF-8, which
+// encoding/json then refuses or mends with its own words.
+func unquote(s string) (string, bool) {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				return "", false
+			}
+			b = append(b, s[i:i+n]...)
+			i += n
+			continue
+		case c != '\\':
+			b = append(b, c)
+			i++
+			continue
+		}
+		if i+1 == len(s) {
+			return "", false
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := hex4(s[i+2:])
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(s[min(i+2, len(s)):]); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if pair := utf16.DecodeRune(r, r2); pair != unicode.ReplacementChar {
+						b = utf8.AppendRune(b, pair)
+						i += 6
+						continue
+					}
+				}
+				r = unicode.ReplacementChar
+			}
+			b = utf8.AppendRune(b, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return string(b), true
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func (d *jsonDecoder) list() starlark.Value {
