@@ -56,6 +56,10 @@ type Config struct {
 	// headroom, in or out of scenario code. That user is gone; the others
 	// go on. Without it a panic is only kept for Panicked.
 	OnPanic func(*PanicError)
+	// HTTP, if set, makes every HTTP client the engine would make with
+	// transport.NewClient(opt) (a user's, a lane's, init's): the seam
+	// where a test puts a fake server in virtual time.
+	HTTP func(opt transport.Options) scenario.HTTPClient
 }
 
 // PanicError is a panic recovered in one of the engine's goroutines.
@@ -141,7 +145,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 func (e *Engine) newUser(id int) *vu {
 	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread,
-		fresh: func() (*scenario.User, *transport.Client) { return e.userOf(id) }}
+		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id) }}
 	v.user, v.client = v.fresh()
 	return v
 }
@@ -149,15 +153,15 @@ func (e *Engine) newUser(id int) *vu {
 // userOf makes user id's scenario runtime and HTTP client, both new: no
 // state, headers, cookies or connection.
 // Its background lanes get clients made the same way (Env.NewHTTP).
-func (e *Engine) userOf(id int) (*scenario.User, *transport.Client) {
+func (e *Engine) userOf(id int) (*scenario.User, scenario.HTTPClient) {
 	opt := e.clientOptions(id)
-	client := transport.NewClient(opt)
+	client := e.newClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 		NewHTTP: func(cookies map[string]string) scenario.HTTPClient {
 			o := opt
 			o.Cookies = cookies
-			return withCredentials(transport.NewClient(o), e.cfg.Target)
+			return withCredentials(e.newClient(o), e.cfg.Target)
 		},
 		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
 	})
