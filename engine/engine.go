@@ -1,7 +1,8 @@
 // Package engine runs users: it adds and removes them while a run goes on,
-// and lets each one cycle through setup, actions and think time. This is
-// the closed model (a number of users); an open-model executor will start
-// iterations at an arrival rate on top of the same users.
+// and lets each one cycle through setup, actions and think time. That is
+// the closed model (a number of users, SetUsers); the open model
+// (StartOpen, SetPacer: open.go) starts iterations at an arrival rate on a
+// bounded pool of the same users.
 package engine
 
 import (
@@ -86,6 +87,7 @@ type Engine struct {
 	reason string        // Abort's, under mu
 
 	shared starlark.Value // what the scenario's init returned, frozen; under mu (see Init)
+	open   *openModel     // the open model's pool and schedule, once StartOpen ran; under mu
 }
 
 // New returns an engine with no users.
@@ -122,7 +124,7 @@ func (e *Engine) SetUsers(n int) { e.SetUsersBy(n, n) }
 func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.reason != "" { // aborted: no more users
+	if e.reason != "" || e.open != nil { // aborted: no more users; open: the pool adds its own
 		n = min(n, len(e.users))
 	}
 	for added := 0; len(e.users) < n && added < maxAdd; added++ {
@@ -265,14 +267,14 @@ func (e *Engine) States() map[State]int {
 	return out
 }
 
-// Ready returns how many running users are past setup (acting or
-// thinking): the load a level really applies.
+// Ready returns how many running users are past setup (acting, thinking,
+// or idle in the open model's pool): the load a level really applies.
 func (e *Engine) Ready() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, v := range e.users {
-		if st := v.State(); st == Acting || st == Thinking {
+		if st := v.State(); st == Acting || st == Thinking || st == Idle {
 			n++
 		}
 	}
@@ -292,8 +294,16 @@ func (e *Engine) SetUp() int64 { return e.setUp.Load() }
 func (e *Engine) Late() int64 { return e.late.Load() }
 
 // Stop removes every user and waits until all are done: each gets the
-// grace period to finish its action, then is cancelled.
+// grace period to finish its action, then is cancelled. In the open model
+// no arrival is dispatched after it, and those waiting for a user are
+// counted as canceled.
 func (e *Engine) Stop() {
+	e.mu.Lock()
+	o := e.open
+	e.mu.Unlock()
+	if o != nil {
+		o.halt()
+	}
 	e.SetUsers(0)
 	e.gone.Wait()
 }

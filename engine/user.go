@@ -11,8 +11,9 @@ import (
 
 // State is where a user is in its life. The only transitions are:
 //
-//	Starting -> SettingUp -> Acting <-> Thinking
-//	SettingUp, Acting, Thinking -> Stopping   (removed: finish the action, or be cancelled after the grace period)
+//	Starting -> SettingUp -> Acting <-> Thinking   (closed model)
+//	Starting -> SettingUp -> Idle <-> Acting       (open model: a pool user waits, idle, for an arrival)
+//	SettingUp, Acting, Thinking, Idle -> Stopping  (removed: finish the action, or be cancelled after the grace period)
 //	Stopping -> TearingDown -> Done
 //	Stopping -> Done                          (cancelled, or no teardown)
 //
@@ -33,10 +34,11 @@ const (
 	Stopping
 	TearingDown
 	Done
+	Idle
 )
 
 func (s State) String() string {
-	return [...]string{"starting", "setting-up", "acting", "thinking", "stopping", "tearing-down", "done"}[s]
+	return [...]string{"starting", "setting-up", "acting", "thinking", "stopping", "tearing-down", "done", "idle"}[s]
 }
 
 // lateAfter is how late a think time may end before the wake-up counts as
@@ -64,6 +66,7 @@ type vu struct {
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
 	timer    *time.Timer            // pause's; the user's goroutine's alone
+	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 }
 
 var setupName = scenario.SetupAction
