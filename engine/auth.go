@@ -15,7 +15,7 @@ import (
 // another host, and a request's or the scenario's own Authorization
 // header takes its place.
 type basicAuth struct {
-	*transport.Client
+	scenario.HTTPClient
 	header transport.Header
 }
 
@@ -23,20 +23,20 @@ var _ scenario.HTTPClient = (*basicAuth)(nil)
 
 // withCredentials wraps c when target carries credentials; else it
 // returns c.
-func withCredentials(c *transport.Client, target *url.URL) scenario.HTTPClient {
+func withCredentials(c scenario.HTTPClient, target *url.URL) scenario.HTTPClient {
 	if target == nil || target.User == nil {
 		return c
 	}
 	pw, _ := target.User.Password()
 	cred := base64.StdEncoding.EncodeToString([]byte(target.User.Username() + ":" + pw))
-	return &basicAuth{Client: c, header: transport.Header{Key: "Authorization", Value: "Basic " + cred}}
+	return &basicAuth{HTTPClient: c, header: transport.Header{Key: "Authorization", Value: "Basic " + cred}}
 }
 
 func (b *basicAuth) Do(req *transport.Request, resp *transport.Response) {
 	if !has(req.Header, "Authorization") && !has(req.Defaults, "Authorization") {
 		req.Defaults = append(req.Defaults, b.header)
 	}
-	b.Client.Do(req, resp)
+	b.HTTPClient.Do(req, resp)
 }
 
 func has(hs []transport.Header, key string) bool {

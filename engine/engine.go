@@ -1,7 +1,8 @@
 // Package engine runs users: it adds and removes them while a run goes on,
-// and lets each one cycle through setup, actions and think time. This is
-// the closed model (a number of users); an open-model executor will start
-// iterations at an arrival rate on top of the same users.
+// and lets each one cycle through setup, actions and think time. That is
+// the closed model (a number of users, SetUsers); the open model
+// (StartOpen, SetPacer: open.go) starts iterations at an arrival rate on a
+// bounded pool of the same users.
 package engine
 
 import (
@@ -56,6 +57,10 @@ type Config struct {
 	// headroom, in or out of scenario code. That user is gone; the others
 	// go on. Without it a panic is only kept for Panicked.
 	OnPanic func(*PanicError)
+	// HTTP, if set, makes every HTTP client the engine would make with
+	// transport.NewClient(opt) (a user's, a lane's, init's): the seam
+	// where a test puts a fake server in virtual time.
+	HTTP func(opt transport.Options) scenario.HTTPClient
 }
 
 // PanicError is a panic recovered in one of the engine's goroutines.
@@ -82,6 +87,7 @@ type Engine struct {
 	reason string        // Abort's, under mu
 
 	shared starlark.Value // what the scenario's init returned, frozen; under mu (see Init)
+	open   *openModel     // the open model's pool and schedule, once StartOpen ran; under mu
 }
 
 // New returns an engine with no users.
@@ -118,7 +124,7 @@ func (e *Engine) SetUsers(n int) { e.SetUsersBy(n, n) }
 func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.reason != "" { // aborted: no more users
+	if e.reason != "" || e.open != nil { // aborted: no more users; open: the pool adds its own
 		n = min(n, len(e.users))
 	}
 	for added := 0; len(e.users) < n && added < maxAdd; added++ {
@@ -141,7 +147,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 func (e *Engine) newUser(id int) *vu {
 	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread,
-		fresh: func() (*scenario.User, *transport.Client) { return e.userOf(id) }}
+		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id) }}
 	v.user, v.client = v.fresh()
 	return v
 }
@@ -149,15 +155,15 @@ func (e *Engine) newUser(id int) *vu {
 // userOf makes user id's scenario runtime and HTTP client, both new: no
 // state, headers, cookies or connection.
 // Its background lanes get clients made the same way (Env.NewHTTP).
-func (e *Engine) userOf(id int) (*scenario.User, *transport.Client) {
+func (e *Engine) userOf(id int) (*scenario.User, scenario.HTTPClient) {
 	opt := e.clientOptions(id)
-	client := transport.NewClient(opt)
+	client := e.newClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 		NewHTTP: func(cookies map[string]string) scenario.HTTPClient {
 			o := opt
 			o.Cookies = cookies
-			return withCredentials(transport.NewClient(o), e.cfg.Target)
+			return withCredentials(e.newClient(o), e.cfg.Target)
 		},
 		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
 	})
@@ -261,14 +267,14 @@ func (e *Engine) States() map[State]int {
 	return out
 }
 
-// Ready returns how many running users are past setup (acting or
-// thinking): the load a level really applies.
+// Ready returns how many running users are past setup (acting, thinking,
+// or idle in the open model's pool): the load a level really applies.
 func (e *Engine) Ready() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, v := range e.users {
-		if st := v.State(); st == Acting || st == Thinking {
+		if st := v.State(); st == Acting || st == Thinking || st == Idle {
 			n++
 		}
 	}
@@ -288,8 +294,16 @@ func (e *Engine) SetUp() int64 { return e.setUp.Load() }
 func (e *Engine) Late() int64 { return e.late.Load() }
 
 // Stop removes every user and waits until all are done: each gets the
-// grace period to finish its action, then is cancelled.
+// grace period to finish its action, then is cancelled. In the open model
+// no arrival is dispatched after it, and those waiting for a user are
+// counted as canceled.
 func (e *Engine) Stop() {
+	e.mu.Lock()
+	o := e.open
+	e.mu.Unlock()
+	if o != nil {
+		o.halt()
+	}
 	e.SetUsers(0)
 	e.gone.Wait()
 }

@@ -19,7 +19,7 @@ func (e *Engine) Init(ctx context.Context) (err error) {
 	if e.cfg.Scenario.Init == nil {
 		return nil
 	}
-	client := transport.NewClient(e.clientOptions(0))
+	client := e.newClient(e.clientOptions(0))
 	defer client.Close()
 	u := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: 0, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(0), Print: e.cfg.Print,
@@ -61,6 +61,15 @@ func (e *Engine) SetShared(v starlark.Value) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.shared = v
+}
+
+// newClient makes an HTTP client of the given options: Config.HTTP's, or
+// a transport.Client.
+func (e *Engine) newClient(opt transport.Options) scenario.HTTPClient {
+	if e.cfg.HTTP != nil {
+		return e.cfg.HTTP(opt)
+	}
+	return transport.NewClient(opt)
 }
 
 // clientOptions are the transport options of user id's connection (id 0

@@ -7,13 +7,13 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/transport"
 )
 
 // State is where a user is in its life. The only transitions are:
 //
-//	Starting -> SettingUp -> Acting <-> Thinking
-//	SettingUp, Acting, Thinking -> Stopping   (removed: finish the action, or be cancelled after the grace period)
+//	Starting -> SettingUp -> Acting <-> Thinking   (closed model)
+//	Starting -> SettingUp -> Idle <-> Acting       (open model: a pool user waits, idle, for an arrival)
+//	SettingUp, Acting, Thinking, Idle -> Stopping  (removed: finish the action, or be cancelled after the grace period)
 //	Stopping -> TearingDown -> Done
 //	Stopping -> Done                          (cancelled, or no teardown)
 //
@@ -34,10 +34,11 @@ const (
 	Stopping
 	TearingDown
 	Done
+	Idle
 )
 
 func (s State) String() string {
-	return [...]string{"starting", "setting-up", "acting", "thinking", "stopping", "tearing-down", "done"}[s]
+	return [...]string{"starting", "setting-up", "acting", "thinking", "stopping", "tearing-down", "done", "idle"}[s]
 }
 
 // lateAfter is how late a think time may end before the wake-up counts as
@@ -48,12 +49,12 @@ const lateAfter = 50 * time.Millisecond
 type vu struct {
 	id int
 	// fresh makes a new scenario runtime and client for this user.
-	fresh func() (*scenario.User, *transport.Client)
+	fresh func() (*scenario.User, scenario.HTTPClient)
 	// user and client are written by the user's goroutine alone (renew)
 	// and read by cancel from others: mu guards them against it.
 	mu       sync.Mutex
 	user     *scenario.User
-	client   *transport.Client
+	client   scenario.HTTPClient
 	state    atomic.Int32
 	stop     chan struct{} // closed when the user is asked to stop
 	done     chan struct{} // closed when its goroutine has ended
@@ -64,6 +65,8 @@ type vu struct {
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
+	timer    *time.Timer            // pause's; the user's goroutine's alone
+	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 }
 
 var setupName = scenario.SetupAction
@@ -72,95 +75,13 @@ func (v *vu) State() State { return State(v.state.Load()) }
 
 func (v *vu) set(s State) { v.state.Store(int32(s)) }
 
-// run is the user's goroutine. A panic leaves it Done, its connection
-// closed and done closed, for the engine to recover.
+// run is a closed-model user's goroutine. A panic leaves it Done, its
+// connection closed and done closed, for the engine to recover.
 func (v *vu) run(onAction func(user int, action string)) {
-	defer close(v.done)
-	// Whichever user and client v holds at the end (renew replaces them):
-	// the connection, and the dataset rows for users added later. The
-	// user's lanes end (user.Close waits for them) before it is Done.
-	defer func() { v.client.Close() }()
-	defer func() {
-		if v.State() != Done {
-			v.set(Done) // only a panic gets here before finish
-		}
-	}()
-	defer func() { v.user.Close() }()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	// pause waits d, or less if the user is stopped; false means stop.
-	// Meanwhile, and first, it runs the handlers of the WebSocket messages
-	// that arrive (never while an action runs): they take from the pause,
-	// as a person reads a notification while idle.
-	// handle runs the handlers of the WebSocket messages waiting, checking
-	// for a stop between each; false means stop.
-	handle := func() bool {
-		for m := v.user.NextMessage(); m != nil; m = v.user.NextMessage() {
-			select {
-			case <-v.stop:
-				return false
-			default:
-			}
-			v.user.Handle(m)
-		}
-		return true
-	}
-	pause := func(d time.Duration) bool {
-		waiting := v.user.Waiting()
-		if !handle() { // what arrived during the action first
-			return false
-		}
-		select {
-		case <-v.stop:
-			return false
-		default:
-		}
-		if d <= 0 {
-			return true
-		}
-		want := time.Now().Add(d)
-		timer.Reset(d)
-		for {
-			select {
-			case <-v.stop:
-				timer.Stop()
-				return false
-			case <-waiting:
-				if !handle() {
-					timer.Stop()
-					return false
-				}
-			case <-timer.C:
-				if time.Since(want) > lateAfter {
-					v.late.Add(1)
-				}
-				return true
-			}
-		}
-	}
-
-	// Users added together start within the spread of each other, not
-	// all at once: a login storm of one microsecond is not what people do.
-	if !pause(time.Duration(v.user.Spread(0) * float64(max(v.spread, 0)))) {
+	defer v.exit()
+	if !v.begin(v.spread) {
 		v.finish()
 		return
-	}
-	v.set(SettingUp)
-	v.began.Add(1)
-	since := time.Now()
-	for {
-		v.doing.Store(&setupName)
-		ok := v.user.Setup() == metrics.OK
-		v.doing.Store(nil)
-		if ok {
-			v.setUp.Add(1)
-			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
-			break
-		}
-		if v.canceled.Load() || !pause(v.user.Think()) || !v.renew() {
-			v.finish()
-			return
-		}
 	}
 	// The first action comes after a random part of one think time, so
 	// users set up together are spread over the think cycle and stay so:
@@ -168,7 +89,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 	// forever.
 	if v.spread >= 0 {
 		v.set(Thinking)
-		if !pause(time.Duration(v.user.Spread(1) * float64(v.user.Think()))) {
+		if !v.pause(time.Duration(v.user.Spread(1) * float64(v.user.Think()))) {
 			v.finish()
 			return
 		}
@@ -189,9 +110,108 @@ func (v *vu) run(onAction func(user int, action string)) {
 		v.user.Run(a)
 		v.doing.Store(nil)
 		v.set(Thinking)
-		if !pause(v.user.Think()) {
+		if !v.pause(v.user.Think()) {
 			v.finish()
 			return
+		}
+	}
+}
+
+// exit, deferred first by a user's goroutine, ends it whatever happened:
+// the user's lanes end (user.Close waits for them) before it is Done;
+// then whichever client v holds at the end (renew replaces it) is
+// closed, and with it the connection. Each step runs even if one before
+// it panicked.
+func (v *vu) exit() {
+	defer close(v.done)
+	defer func() { v.client.Close() }()
+	defer func() {
+		if v.State() != Done {
+			v.set(Done) // only a panic gets here before finish
+		}
+	}()
+	v.user.Close() // and the dataset rows, for users added later
+}
+
+// begin takes the user from Starting through its setup, retried from a
+// clean user after each failure (renew) until it succeeds or the user is
+// stopped (false). Users added together start within spread of each
+// other, not all at once: a login storm of one microsecond is not what
+// people do. spread < 0: at once.
+func (v *vu) begin(spread time.Duration) bool {
+	if !v.pause(time.Duration(v.user.Spread(0) * float64(max(spread, 0)))) {
+		return false
+	}
+	v.set(SettingUp)
+	v.began.Add(1)
+	since := time.Now()
+	for {
+		v.doing.Store(&setupName)
+		ok := v.user.Setup() == metrics.OK
+		v.doing.Store(nil)
+		if ok {
+			v.setUp.Add(1)
+			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
+			return true
+		}
+		if v.canceled.Load() || !v.pause(v.user.Think()) || !v.renew() {
+			return false
+		}
+	}
+}
+
+// handle runs the handlers of the WebSocket messages waiting, checking
+// for a stop between each; false means stop.
+func (v *vu) handle() bool {
+	for m := v.user.NextMessage(); m != nil; m = v.user.NextMessage() {
+		select {
+		case <-v.stop:
+			return false
+		default:
+		}
+		v.user.Handle(m)
+	}
+	return true
+}
+
+// pause waits d, or less if the user is stopped; false means stop.
+// Meanwhile, and first, it runs the handlers of the WebSocket messages
+// that arrive (never while an action runs): they take from the pause, as
+// a person reads a notification while idle.
+func (v *vu) pause(d time.Duration) bool {
+	waiting := v.user.Waiting()
+	if !v.handle() { // what arrived during the action first
+		return false
+	}
+	select {
+	case <-v.stop:
+		return false
+	default:
+	}
+	if d <= 0 {
+		return true
+	}
+	if v.timer == nil {
+		v.timer = time.NewTimer(d)
+	} else {
+		v.timer.Reset(d)
+	}
+	want := time.Now().Add(d)
+	for {
+		select {
+		case <-v.stop:
+			v.timer.Stop()
+			return false
+		case <-waiting:
+			if !v.handle() {
+				v.timer.Stop()
+				return false
+			}
+		case <-v.timer.C:
+			if time.Since(want) > lateAfter {
+				v.late.Add(1)
+			}
+			return true
 		}
 	}
 }

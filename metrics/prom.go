@@ -30,6 +30,12 @@ import (
 //	loadtest_websocket_message_bytes_total{name,direction}  counter
 //	loadtest_websocket_missed_total{name}          counter, messages skipped by jumps in a sequence field
 //	loadtest_websocket_dropped_total{name}         counter, messages dropped at a full inbox
+//	loadtest_arrivals_total{outcome}               counter, the open model's arrivals: "started" or "dropped"
+//	loadtest_arrival_lateness_seconds              histogram, how late after its intended time each arrival started
+//
+// In the open model a request's loadtest_http_request_time is counted from
+// its arrival's intended start (Sample.Intended): the checks see what the
+// schedule's clients would have seen.
 //
 // Setup's requests (Sample.Setup) are counted apart and never in
 // loadtest_http_*: logins do not move the client latency and error checks.
@@ -55,6 +61,9 @@ type Prom struct {
 	msgBytes *prometheus.CounterVec
 	missed   *prometheus.CounterVec
 	dropped  *prometheus.CounterVec
+	started  prometheus.Counter // loadtest_arrivals_total{outcome="started"}
+	shed     prometheus.Counter // loadtest_arrivals_total{outcome="dropped"}
+	lateness prometheus.Histogram
 	types    types
 	cache    sync.Map // request name -> prometheus.Observer
 	msgMu    sync.RWMutex
@@ -143,8 +152,18 @@ func NewProm() *Prom {
 		Name: "loadtest_websocket_dropped_total",
 		Help: "Messages dropped because their user's inbox was full (its handlers fell behind).",
 	}, []string{"name"})
+	arrivals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_arrivals_total",
+		Help: "Arrivals of the open model: started, or dropped (no user of the pool came free in time).",
+	}, []string{"outcome"})
+	p.started, p.shed = arrivals.WithLabelValues("started"), arrivals.WithLabelValues("dropped")
+	p.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "loadtest_arrival_lateness_seconds",
+		Help:    "How late after its intended time each arrival of the open model started, in seconds.",
+		Buckets: RequestTimeBuckets(),
+	})
 	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup,
-		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped)
+		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped, arrivals, p.lateness)
 	return p
 }
 
@@ -230,6 +249,15 @@ func (p *Prom) Observe(x Sample) {
 	}
 	if isSocket(x.Kind) { // never setup's, as in Snapshot.Add
 		p.observeSocket(x)
+		return
+	}
+	if x.Kind == Arrival {
+		if x.Outcome == DroppedArrival {
+			p.shed.Inc()
+			return
+		}
+		p.started.Inc()
+		p.lateness.Observe(x.Latency.Seconds())
 		return
 	}
 	if x.Setup {

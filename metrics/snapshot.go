@@ -23,23 +23,36 @@ type Snapshot struct {
 	// Sockets holds WebSocket connections' life and messages by
 	// connection name (MessageIn to Dropped).
 	Sockets map[string]*SocketStat
+	// Arrivals holds the open model's arrivals (Kind Arrival) by the
+	// executor's name: started (Count, with how late in the histogram),
+	// dropped (Stat.Dropped) and canceled.
+	Arrivals map[string]*Stat
 	// Setup holds the samples of users' setups (Sample.Setup), apart
 	// from the figures above; nil until there is one. Its Start and End
 	// are not kept.
 	Setup *Snapshot
+	// Service holds the service time of the open model's requests and
+	// actions (Sample.Intended), in its Requests and Actions, under the
+	// same names: the same samples whose latency from the intended start
+	// the tables above hold. A second Stat per name rather than a second
+	// histogram in Stat: the closed model pays nothing for it, and it
+	// merges, encodes and summarizes as every other table does. nil
+	// until there is one; its Start, End, Setup and Service are not kept.
+	Service *Snapshot
 }
 
 // NewSnapshot returns an empty Snapshot.
 func NewSnapshot() *Snapshot {
 	return &Snapshot{Requests: map[string]*Stat{}, Actions: map[string]*Stat{}, Polls: map[string]*Stat{},
-		Deliveries: map[string]*Stat{}, Sockets: map[string]*SocketStat{}}
+		Deliveries: map[string]*Stat{}, Sockets: map[string]*SocketStat{}, Arrivals: map[string]*Stat{}}
 }
 
-// statKinds are the kinds kept as Stats, each in a table of its own.
-var statKinds = [...]Kind{Request, Action, Poll, Delivery}
+// statKinds are the kinds kept as Stats, each in a table of its own, in
+// the order of the wire format.
+var statKinds = [...]Kind{Request, Action, Poll, Delivery, Arrival}
 
 // isSocket reports whether k is one of a WebSocket's kinds (SocketStat).
-func isSocket(k Kind) bool { return k >= MessageIn && k != Delivery }
+func isSocket(k Kind) bool { return k >= MessageIn && k <= Dropped && k != Delivery }
 
 // setup returns s.Setup, made if need be.
 func (s *Snapshot) setup() *Snapshot {
@@ -47,6 +60,14 @@ func (s *Snapshot) setup() *Snapshot {
 		s.Setup = NewSnapshot()
 	}
 	return s.Setup
+}
+
+// service returns s.Service, made if need be.
+func (s *Snapshot) service() *Snapshot {
+	if s.Service == nil {
+		s.Service = NewSnapshot()
+	}
+	return s.Service
 }
 
 func (s *Snapshot) table(k Kind) map[string]*Stat {
@@ -57,12 +78,16 @@ func (s *Snapshot) table(k Kind) map[string]*Stat {
 		return s.Polls
 	case Delivery:
 		return s.Deliveries
+	case Arrival:
+		return s.Arrivals
 	}
 	return s.Requests
 }
 
 // Add records one sample. A connection's life and messages are never
-// setup's: a WebSocket opened in setup stays open while the user acts.
+// setup's: a WebSocket opened in setup stays open while the user acts. An
+// Intended request or action (never setup's) is added twice: with its
+// latency here, with its service time in s.Service.
 func (s *Snapshot) Add(x *Sample) {
 	if isSocket(x.Kind) {
 		st := s.Sockets[x.Name]
@@ -75,6 +100,10 @@ func (s *Snapshot) Add(x *Sample) {
 	}
 	if x.Setup {
 		s = s.setup()
+	} else if x.Intended && (x.Kind == Request || x.Kind == Action) {
+		y := *x
+		y.Latency, y.Intended = x.Service, false
+		s.service().Add(&y)
 	}
 	t := s.table(x.Kind)
 	st := t[x.Name]
@@ -96,7 +125,7 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	for _, k := range statKinds {
 		dst := s.table(k)
 		for name, st := range o.table(k) {
-			if st.Count == 0 && st.Canceled == 0 {
+			if !st.counted() {
 				continue
 			}
 			d := dst[name]
@@ -120,6 +149,9 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	}
 	if o.Setup != nil {
 		s.setup().mergeStats(o.Setup)
+	}
+	if o.Service != nil {
+		s.service().mergeStats(o.Service)
 	}
 }
 
@@ -146,6 +178,9 @@ func (s *Snapshot) Reset() {
 	if s.Setup != nil {
 		s.Setup.Reset()
 	}
+	if s.Service != nil {
+		s.Service.Reset()
+	}
 	s.Start, s.End = time.Time{}, time.Time{}
 }
 
@@ -164,7 +199,7 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 	t := s.table(k)
 	out := make([]Summary, 0, len(t))
 	for _, name := range Names(t) {
-		if st := t[name]; st.Count > 0 || st.Canceled > 0 {
+		if st := t[name]; st.counted() {
 			out = append(out, st.Summarize(name, window))
 		}
 	}

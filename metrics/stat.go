@@ -38,6 +38,11 @@ const (
 	Failed                  // an unexpected status, a transport error, or a failed action
 	Timeout                 // no complete response within the timeout
 	Canceled                // stopped by headroom (user removed, run ended); not a failure of the target
+	// DroppedArrival is an arrival of the open model that never started:
+	// no user of the pool came free in time (k6's dropped_iterations).
+	// Like Canceled, it is kept out of Count and the histogram, and
+	// counted apart (Stat.Dropped). (Kind Dropped is a WebSocket's.)
+	DroppedArrival
 )
 
 func (o Outcome) String() string {
@@ -50,6 +55,8 @@ func (o Outcome) String() string {
 		return "timeout"
 	case Canceled:
 		return "canceled"
+	case DroppedArrival:
+		return "dropped"
 	}
 	return "unknown"
 }
@@ -88,6 +95,12 @@ const (
 	// Dropped is N messages of a connection dropped because its user's
 	// inbox was full.
 	Dropped
+	// Arrival is one arrival of the open model, under the executor's
+	// name: OK once an iteration started for it, Latency how late after
+	// its intended time (the executor woke late, or waited for a user);
+	// DroppedArrival if none started; Canceled if the run stopped while
+	// it waited. Snapshot.Arrivals holds them.
+	Arrival
 )
 
 // Sample is one finished request or action.
@@ -112,6 +125,14 @@ type Sample struct {
 	Type string
 	// N, of a Gap or Dropped sample: how many messages.
 	N int64
+	// Intended marks a request or action of the open model: its Latency
+	// is counted from its arrival's intended start (wrk2's correction),
+	// so a target that stalls shows in it even when the requests wait on
+	// the client side, and Service is its service time, from the actual
+	// send (for an action, its actual start). Snapshot.Service keeps the
+	// service times apart.
+	Intended bool
+	Service  time.Duration
 }
 
 // maxMessages bounds the kinds of error messages kept per name (see
@@ -126,6 +147,7 @@ type Stat struct {
 	Errors   int64          // Failed samples (Timeout is counted apart)
 	Timeouts int64          // Timeout samples
 	Canceled int64          // Canceled samples, kept out of everything else
+	Dropped  int64          // DroppedArrival samples (Kind Arrival), kept out of everything else
 	Status   map[int]int64  // responses by HTTP status; 0 = no response
 	BytesIn  int64          //
 	BytesOut int64          //
@@ -168,8 +190,12 @@ func (s *Stat) sparse() *hdr.PackedHistogram {
 
 // Add records one sample.
 func (s *Stat) Add(x *Sample) {
-	if x.Outcome == Canceled {
+	switch x.Outcome {
+	case Canceled:
 		s.Canceled++
+		return
+	case DroppedArrival:
+		s.Dropped++
 		return
 	}
 	us := x.Latency.Microseconds()
@@ -248,6 +274,7 @@ func (s *Stat) Merge(o *Stat) {
 	s.Errors += o.Errors
 	s.Timeouts += o.Timeouts
 	s.Canceled += o.Canceled
+	s.Dropped += o.Dropped
 	for k, v := range o.Status {
 		s.Status[k] += v
 	}
@@ -270,13 +297,16 @@ func (s *Stat) mergeMessage(key string, o MessageKind) {
 	s.Messages[key] = k
 }
 
+// counted reports whether s counted any sample, whatever its outcome.
+func (s *Stat) counted() bool { return s.Count > 0 || s.Canceled > 0 || s.Dropped > 0 }
+
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {
 	s.Hist.Reset()
 	if s.buckets != nil {
 		s.buckets.Reset()
 	}
-	s.Count, s.Errors, s.Timeouts, s.Canceled, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.Dropped, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)
 }
@@ -289,6 +319,7 @@ type Summary struct {
 	Errors   int64            `json:"errors"`
 	Timeouts int64            `json:"timeouts"`
 	Canceled int64            `json:"canceled,omitempty"`
+	Dropped  int64            `json:"dropped,omitempty"` // arrivals only: never started
 	MeanMs   float64          `json:"mean_ms"`
 	P50Ms    float64          `json:"p50_ms"`
 	P90Ms    float64          `json:"p90_ms"`
@@ -310,7 +341,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 	h := s.Hist
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
-		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled,
+		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled, Dropped: s.Dropped,
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {

@@ -39,6 +39,9 @@ type Point struct {
 	Deliveries     int64   `json:"deliveries,omitempty"`
 	DeliveryP99Ms  float64 `json:"delivery_p99_ms,omitempty"`
 	Polls          int64   `json:"polls,omitempty"`
+	// The open model: arrivals started and dropped in the window.
+	Arrivals int64 `json:"arrivals,omitempty"`
+	Dropped  int64 `json:"dropped,omitempty"`
 }
 
 // PointOf reduces an interval snapshot to a timeline point. scratch is
@@ -69,6 +72,10 @@ func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Poin
 	}
 	for _, st := range s.Polls {
 		p.Polls += st.Count
+	}
+	for _, st := range s.Arrivals {
+		p.Arrivals += st.Count
+		p.Dropped += st.Dropped
 	}
 	if len(s.Deliveries) > 0 {
 		d := s.Total(Delivery, scratch)

@@ -18,10 +18,11 @@ import (
 // Snapshot of it. Numbers are varints (encoding/binary), unsigned but for
 // seconds and parts; every list is sorted and says first how long it is:
 //
-//	snapshot = version(byte) seq start end body setup
-//	setup    = 0 | 1 body                      (a setup's window, seq and own setup are not kept)
-//	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) sockets
-//	stats    = n × (name Count Errors Timeouts Canceled BytesIn BytesOut NoRequest
+//	snapshot = version(byte) seq start end body setup service
+//	setup    = 0 | 1 body                      (a setup's window, seq, own setup and service are not kept)
+//	service  = 0 | 1 body                      (Snapshot.Service; likewise)
+//	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
+//	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut NoRequest
 //	                n×(status count) n×(key kind) hist)
 //	hist     = n × (gap count)                 the non-empty buckets by index; gap: empty ones skipped
 //	sockets  = n × (name Opened Closed Abnormal Reconnects Gaps Missed Dropped
@@ -35,8 +36,9 @@ import (
 // geometry (NewHistogram), so they merge exactly and cost what they hold.
 
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
-// version only.
-const wireVersion = 1
+// version only. 2: the open model's arrivals, dropped counts and service
+// times.
+const wireVersion = 2
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another
@@ -94,11 +96,13 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	e.time(s.Start)
 	e.time(s.End)
 	e.body(s)
-	if s.Setup == nil {
-		e.b = append(e.b, 0)
-	} else {
-		e.b = append(e.b, 1)
-		e.body(s.Setup)
+	for _, sub := range [...]*Snapshot{s.Setup, s.Service} {
+		if sub == nil {
+			e.b = append(e.b, 0)
+		} else {
+			e.b = append(e.b, 1)
+			e.body(sub)
+		}
 	}
 	return e.b
 }
@@ -124,7 +128,7 @@ func (e *encoder) body(s *Snapshot) {
 func (e *encoder) stats(t map[string]*Stat) {
 	e.names = e.names[:0]
 	for name, st := range t {
-		if st.Count > 0 || st.Canceled > 0 {
+		if st.counted() {
 			e.names = append(e.names, name)
 		}
 	}
@@ -142,7 +146,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 			}
 		}
 		e.str(run[0])
-		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.BytesIn, st.BytesOut, st.NoRequest} {
+		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.Dropped, st.BytesIn, st.BytesOut, st.NoRequest} {
 			e.uvarint(uint64(n))
 		}
 		e.codes = e.codes[:0]

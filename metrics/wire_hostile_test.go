@@ -39,15 +39,15 @@ func wireOf(parts ...any) []byte {
 // request is a snapshot of one Stat in Requests made of parts; socket one
 // of one SocketStat.
 func request(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 func socket(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 1}, parts...), 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0)...)
 }
 
 // okStat is a Stat of 2 samples of status 200 in bucket 100.
-var okStat = []any{"a", 2, 0, 0, 0, 10, 20, 0, 1, 200, 2, 0, 1, 100, 2}
+var okStat = []any{"a", 2, 0, 0, 0, 0, 10, 20, 0, 1, 200, 2, 0, 1, 100, 2}
 
 // hostileInputs are encodings MergeEncoded must refuse, each with a
 // fragment of the error that says why.
@@ -62,7 +62,7 @@ func hostileInputs() []struct {
 		b          []byte
 	}{
 		{"no bytes", "0 bytes", nil},
-		{"another version", "format version 2", wireOf(2, 7, 0, 0)},
+		{"another version", "format version 1", wireOf(1, 7, 0, 0)},
 		{"a byte past the end", "past the end", append(request(okStat...), 0)},
 		{"an overlong number", "overlong", wireOf(wireVersion, bytesOf(0xff, 11))},
 		{"huge table length", "at most 1001", wireOf(wireVersion, 7, 0, 0, uint64(math.MaxUint64))},
@@ -73,29 +73,31 @@ func hostileInputs() []struct {
 		{"a name too long", "bytes in a name", request(append([]any{long}, okStat[1:]...)...)},
 		{"nanoseconds past a second", "nanoseconds", wireOf(wireVersion, 7, 1, int64(5), 1_000_000_000)},
 		{"a time flag of 2", "time flag", wireOf(wireVersion, 7, 2)},
-		{"a setup flag of 2", "setup flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 2)},
-		{"a count past int64", "largest int64", request(counts(uint64(1)<<63, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
-		{"a Stat of nothing", "counted nothing", request(counts(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
-		{"more errors than samples", "errors", request(counts(2, 2, 1, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
-		{"a status out of range", "status 70000", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 70000, 2, 0, 1, 100, 2)...)},
-		{"statuses twice", "status 200 out of", request(counts(2, 0, 0, 0, 0, 0, 0, 2, 200, 1, 200, 1, 0, 1, 100, 2)...)},
-		{"statuses short", "statuses of 1 samples", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 1, 0, 1, 100, 2)...)},
-		{"error kinds past the count", "more than the 2", request(counts(2, 2, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 3, 0, 1, 100, 2)...)},
-		{"too many parts", "5 parts", request(counts(2, 2, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 5, 1, 100, 2)...)},
-		{"a part going down", "down to", request(counts(2, 2, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 1, int64(5), int64(4), 1, 100, 2)...)},
-		{"names out of order", "out of order", wireOf(append(append(append([]any{wireVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0)...)},
-		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, countsLen, 2)...)},
-		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, countsLen-101, 1)...)},
-		{"an empty bucket", "bucket of 0", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 0, 0, 2)...)},
-		{"a histogram short", "histogram of 1 values, not 2", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 1)...)},
-		{"a histogram past the count", "bucket of 3", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 3)...)},
-		{"more buckets than there are", "at most 23552", request(counts(2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, countsLen+1)...)},
+		{"a setup flag of 2", "setup flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"a service flag of 2", "service flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"a count past int64", "largest int64", request(counts(uint64(1)<<63, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
+		{"a Stat of nothing", "counted nothing", request(counts(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
+		{"more errors than samples", "errors", request(counts(2, 2, 1, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
+		{"a status out of range", "status 70000", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 70000, 2, 0, 1, 100, 2)...)},
+		{"statuses twice", "status 200 out of", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 2, 200, 1, 200, 1, 0, 1, 100, 2)...)},
+		{"statuses short", "statuses of 1 samples", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 1, 0, 1, 100, 2)...)},
+		{"error kinds past the count", "more than the 2", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 3, 0, 1, 100, 2)...)},
+		{"too many parts", "5 parts", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 5, 1, 100, 2)...)},
+		{"a part going down", "down to", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 1, int64(5), int64(4), 1, 100, 2)...)},
+		{"names out of order", "out of order", wireOf(append(append(append([]any{wireVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0)...)},
+		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, countsLen, 2)...)},
+		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, countsLen-101, 1)...)},
+		{"an empty bucket", "bucket of 0", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 0, 0, 2)...)},
+		{"a histogram short", "histogram of 1 values, not 2", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 1)...)},
+		{"a histogram past the count", "bucket of 3", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 3)...)},
+		{"more buckets than there are", "at most 23552", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, countsLen+1)...)},
 		{"more abnormal closes than closes", "abnormal closes of", socket("w", 0, 1, 2, 0, 0, 0, 0, 0, 0, 0)},
 		{"close reasons short", "close reasons of 0", socket("w", 0, 2, 1, 0, 0, 0, 0, 0, 0, 0)},
 		{"a SocketStat of nothing", "counted nothing", socket("w", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 		{"types out of order", "out of order", socket("w", 1, 0, 0, 0, 0, 0, 0, 2, "b", 1, 1, "a", 1, 1, 0, 0)},
 		{"one type too many", "52 message types", socket("w", 1, 0, 0, 0, 0, 0, 0, maxTypes+2)},
-		{"a broken setup", "counted nothing", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"a broken setup", "counted nothing", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"a broken service", "counted nothing", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 	}
 }
 
@@ -103,8 +105,8 @@ func bytesOf(c byte, n int) []byte { return []byte(strings.Repeat(string([]byte{
 
 // untouched reports whether s is as NewSnapshot made it.
 func untouched(s *Snapshot) bool {
-	return s.Seq == 0 && s.Start.IsZero() && s.End.IsZero() && s.Setup == nil && len(s.Requests) == 0 &&
-		len(s.Actions) == 0 && len(s.Polls) == 0 && len(s.Deliveries) == 0 && len(s.Sockets) == 0
+	return s.Seq == 0 && s.Start.IsZero() && s.End.IsZero() && s.Setup == nil && s.Service == nil && len(s.Requests) == 0 &&
+		len(s.Actions) == 0 && len(s.Polls) == 0 && len(s.Deliveries) == 0 && len(s.Arrivals) == 0 && len(s.Sockets) == 0
 }
 
 func TestMergeEncodedReadsHandMade(t *testing.T) {
@@ -186,7 +188,7 @@ func TestHugeLengthsAllocateNothing(t *testing.T) {
 
 // counts1 is a Stat whose histogram claims n buckets.
 func counts1(n uint64) []any {
-	return []any{"a", 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, n}
+	return []any{"a", 2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, n}
 }
 
 // allocated is the bytes allocated by the process so far.
@@ -221,9 +223,9 @@ func FuzzMergeEncoded(f *testing.F) {
 		before := allocated()
 		seq, err := MergeEncoded(b, into)
 		stats := 0
-		for _, s := range []*Snapshot{into, into.Setup} {
+		for _, s := range []*Snapshot{into, into.Setup, into.Service} {
 			if s != nil {
-				stats += len(s.Requests) + len(s.Actions) + len(s.Polls) + len(s.Deliveries)
+				stats += len(s.Requests) + len(s.Actions) + len(s.Polls) + len(s.Deliveries) + len(s.Arrivals)
 			}
 		}
 		if grew, bound := allocated()-before, uint64(1<<20+200<<10*stats+64*len(b)); grew > bound {
@@ -268,7 +270,7 @@ func FuzzMergeEncoded(f *testing.F) {
 // math.MaxInt64: one by one drops some of the buckets that all at once adds
 // up first.
 func overflowed(s *Snapshot) bool {
-	for _, s := range []*Snapshot{s, s.Setup} {
+	for _, s := range []*Snapshot{s, s.Setup, s.Service} {
 		for _, k := range statKinds {
 			if s == nil {
 				continue

@@ -82,22 +82,27 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 		}
 	}
 	m.body(into, m.ds)
-	var setups []*decoder
-	for _, d := range m.ds {
-		switch d.byte() {
-		case 0:
-		case 1:
-			setups = append(setups, d)
-		default:
-			d.fail("setup flag not 0 or 1")
+	for _, sub := range [...]struct {
+		what string
+		of   func(*Snapshot) *Snapshot
+	}{{"setup", (*Snapshot).setup}, {"service", (*Snapshot).service}} {
+		var with []*decoder
+		for _, d := range m.ds {
+			switch d.byte() {
+			case 0:
+			case 1:
+				with = append(with, d)
+			default:
+				d.fail("%s flag not 0 or 1", sub.what)
+			}
 		}
-	}
-	if len(setups) > 0 {
-		var setup *Snapshot
-		if into != nil {
-			setup = into.setup()
+		if len(with) > 0 {
+			var s *Snapshot
+			if into != nil {
+				s = sub.of(into)
+			}
+			m.body(s, with)
 		}
-		m.body(setup, setups)
 	}
 	for _, d := range m.ds {
 		if d.err == nil && d.off != len(d.b) {
@@ -212,12 +217,12 @@ func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at [
 // stat reads the entry of a Stat and merges it into st, if st is not nil;
 // its buckets into sum, if sum is not nil, for the caller to record.
 func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
-	count, errs, timeouts, canceled := d.count(), d.count(), d.count(), d.count()
+	count, errs, timeouts, canceled, dropped := d.count(), d.count(), d.count(), d.count(), d.count()
 	bytesIn, bytesOut, noRequest := d.count(), d.count(), d.count()
 	switch {
 	case d.err != nil:
 		return
-	case count == 0 && canceled == 0:
+	case count == 0 && canceled == 0 && dropped == 0:
 		d.fail("%q counted nothing", name)
 		return
 	case errs > count || timeouts > count-errs || noRequest > count:
@@ -228,6 +233,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 	if st != nil {
 		st.Count, st.Errors = addCount(st.Count, count), addCount(st.Errors, errs)
 		st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
+		st.Dropped = addCount(st.Dropped, dropped)
 		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
 		st.NoRequest = addCount(st.NoRequest, noRequest)
 		merge = st.mergeMessage

@@ -71,7 +71,8 @@ var mixes = []mix{
 // randomSamples returns n samples of every kind, with latencies from 0 to
 // 2 s (log-uniform) and now and then past the histogram's range, statuses, failures with
 // messages that carry durations, byte counts and ports, timeouts and
-// cancels.
+// cancels; arrivals started, dropped and canceled, and requests and
+// actions of the open model (Sample.Intended).
 func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 	out := make([]Sample, 0, n)
 	latency := func() time.Duration {
@@ -100,11 +101,22 @@ func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 			x.Outcome = []Outcome{Failed, Failed, Timeout, Canceled}[r.IntN(4)]
 			x.Message, x.Status = message(), []int{500, 503, 0}[r.IntN(3)]
 		}
-		switch k := Kind(r.IntN(int(Dropped) + 1)); {
+		switch k := Kind(r.IntN(int(Arrival) + 1)); {
 		case k <= Action || k == Poll || k == Delivery:
 			x.Kind = k
 			if k == Action {
 				x.Name, x.Requests = "act "+strconv.Itoa(r.IntN(5)), r.IntN(3)
+			}
+			if k <= Action && !x.Setup && r.IntN(3) == 0 {
+				x.Intended, x.Service = true, time.Duration(r.Int64N(int64(x.Latency)+1))
+			}
+		case k == Arrival:
+			x = Sample{Kind: Arrival, Name: "(arrivals)", Latency: latency()}
+			switch r.IntN(10) {
+			case 0, 1:
+				x.Outcome = DroppedArrival
+			case 2:
+				x.Outcome = Canceled
 			}
 		case m.sockets:
 			x = Sample{Kind: k, Name: "WS /" + strconv.Itoa(r.IntN(3)), Type: "t" + strconv.Itoa(r.IntN(m.types)),
@@ -146,6 +158,12 @@ func snapshotDiff(a, b *Snapshot) []string {
 	case a.Setup != nil:
 		out = append(out, tablesDiff("setup: ", a.Setup, b.Setup)...)
 	}
+	switch {
+	case (a.Service == nil) != (b.Service == nil):
+		out = append(out, fmt.Sprintf("service %v vs %v", a.Service != nil, b.Service != nil))
+	case a.Service != nil:
+		out = append(out, tablesDiff("service: ", a.Service, b.Service)...)
+	}
 	return out
 }
 
@@ -185,8 +203,8 @@ func tablesDiff(prefix string, a, b *Snapshot) []string {
 }
 
 func statDiff(x, y *Stat) string {
-	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.BytesIn, x.BytesOut, x.NoRequest}
-	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.BytesIn, y.BytesOut, y.NoRequest}
+	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.Dropped, x.BytesIn, x.BytesOut, x.NoRequest}
+	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.Dropped, y.BytesIn, y.BytesOut, y.NoRequest}
 	switch {
 	case fx != fy:
 		return fmt.Sprintf("counts %v vs %v", fx, fy)
@@ -219,7 +237,7 @@ func union[S interface{ *Stat | *SocketStat }](a, b map[string]S) []string {
 func counted[S interface{ *Stat | *SocketStat }](st S) bool {
 	switch st := any(st).(type) {
 	case *Stat:
-		return st.Count > 0 || st.Canceled > 0
+		return st.counted()
 	case *SocketStat:
 		return !st.empty()
 	}
@@ -231,7 +249,7 @@ func TestWireRoundTrip(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		s := randomSnapshot(r, mixes[seed%len(mixes)], 100+r.IntN(3000))
 		if seed == 0 {
-			s.Setup = nil
+			s.Setup, s.Service = nil, nil
 		}
 		if seed == 1 {
 			s.Start, s.End = time.Time{}, time.Time{}
@@ -363,9 +381,9 @@ func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 	m.kinds = 30  // past maxMessages, so that some fold
 	var encs [][]byte
 	for i := range 6 {
-		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 300)))
+		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 800)))
 		if i == 2 {
-			bad := AppendSnapshot(nil, randomSnapshot(r, m, 300))
+			bad := AppendSnapshot(nil, randomSnapshot(r, m, 800))
 			encs = append(encs, bad[:len(bad)-1])
 		}
 	}

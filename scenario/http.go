@@ -358,6 +358,7 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	case !expected(resp.Status, expect):
 		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
 	}
+	u.fromIntended(&s)
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
 	return rv

@@ -219,6 +219,7 @@ var writeBuffers websocket.BufferPool = &sync.Pool{}
 func (c *wsConn) dial() {
 	u := c.u
 	ws, s := c.handshake(u.setup)
+	u.fromIntended(&s)
 	u.env.Record.Record(s)
 	u.noteRequest(c.name, &s)
 	c.mu.Lock()
