@@ -134,6 +134,12 @@ type Config struct {
 	// Label is the user's description of what ran (--label), e.g. the
 	// build or the target's architecture; reports show it.
 	Label string `json:"label,omitempty"`
+	// Model is ModelClosed (users that wait for their responses: Users)
+	// or ModelOpen (arrivals at a rate: Rate); "" in results written
+	// before the open model, which are closed.
+	Model string `json:"model,omitempty"`
+	// Rate, of the open model: the arrival rate and the pool of users.
+	Rate *RateConfig `json:"rate,omitempty"`
 }
 
 // UserType is one type of user of a scenario (scenario.UserType).

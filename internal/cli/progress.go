@@ -49,11 +49,18 @@ func (s *statusLine) clear() {
 }
 
 // progress is a bounded run's live line.
-type progress struct{ statusLine }
+type progress struct {
+	statusLine
+	open bool // a run of the open model: arrivals, not users
+}
 
-func newProgress(env Env) *progress { return &progress{newStatusLine(env)} }
+func newProgress(env Env) *progress { return &progress{statusLine: newStatusLine(env)} }
 
 func (p *progress) update(x runner.Progress) {
+	if p.open {
+		p.updateOpen(x)
+		return
+	}
 	errPct := 0.0
 	if x.Requests > 0 {
 		errPct = 100 * float64(x.Errors) / float64(x.Requests)
@@ -70,6 +77,31 @@ func (p *progress) update(x runner.Progress) {
 	}
 	if x.Phase == "stopping" {
 		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+	}
+	p.show(line, x.Phase == "stopping")
+}
+
+// updateOpen is the line of a run of the open model: the arrivals the
+// schedule asked for and those that started, dropped and late, and the
+// latency from the intended start.
+func (p *progress) updateOpen(x runner.Progress) {
+	var line string
+	switch x.Phase {
+	case "stopping":
+		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+	case "steady":
+		errPct := 0.0
+		if x.Requests > 0 {
+			errPct = 100 * float64(x.Errors) / float64(x.Requests)
+		}
+		line = fmt.Sprintf("open %s/%s  arrivals/s %.0f of %.0f  dropped %d  late %d  pool %d users  p50 %s  p99 %s (from intended start)  errors %.2f%%  timeouts %d",
+			clock(x.Elapsed), clock(x.Total), x.Started, x.Rate, x.Dropped, x.Late, x.Users, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+		line += connectedLine(x.Last)
+	default:
+		line = fmt.Sprintf("setting up the pool %s  users %d/%d set up", clock(x.Elapsed), x.Ready, x.Want)
+		if n := x.Last.SetupErrors; n > 0 {
+			line += fmt.Sprintf("  setup errors %d/s", n)
+		}
 	}
 	p.show(line, x.Phase == "stopping")
 }
