@@ -58,6 +58,12 @@ type Result struct {
 	// DegradedTotals, runs on agents: requests that ended in seconds
 	// marked degraded (Agents.DegradedS), kept out of every other figure.
 	DegradedTotals metrics.Summary `json:"degraded_totals,omitzero"`
+	// Arrivals, of the open model: what the schedule asked for over the
+	// window and what came of it. In the open model Totals, Requests and
+	// Actions time each request from its arrival's intended start, and
+	// ServiceTimes from its actual send.
+	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
+	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
 	// Setup is what users' setups did over the whole run (requests,
 	// failures, time to set up), in no other figure; nil when no user
 	// has a setup.

@@ -271,6 +271,9 @@ func (r *boundedRun) finish(status string) {
 	if r.setupShort != "" {
 		res.Notes = append(res.Notes, r.setupShort)
 	}
+	if r.Open != nil {
+		r.finishOpen(win)
+	}
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
@@ -106,4 +107,39 @@ func perSecond(n int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / d.Seconds()
+}
+
+// finishOpen fills the open model's figures of the result: the arrivals
+// and the service times over the window (win long), and a note when
+// arrivals were dropped or started late.
+func (r *boundedRun) finishOpen(win time.Duration) {
+	res := r.s.res
+	intended := 0.0
+	if win > 0 {
+		intended = r.schedule.Expected(win) / win.Seconds()
+	}
+	res.Arrivals = result.ArrivalsOf(r.steady, win, intended)
+	res.ServiceTimes = result.ServiceTimesOf(r.steady, win)
+	if note := arrivalsNote(res.Arrivals, r.Open); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+}
+
+// arrivalsNote says what the arrivals that did not start as scheduled
+// mean, or "".
+func arrivalsNote(a *result.Arrivals, o *Open) string {
+	if a == nil {
+		return ""
+	}
+	var parts []string
+	if a.Dropped > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d arrivals (%.1f%%) were dropped: no user of the pool (--max-users %d) was free within --max-wait %v; "+
+			"the target held them longer than rate × pool allows, or the pool is too small (raise --max-users to measure how long it held them)",
+			a.Dropped, a.Intended, a.DroppedPct, o.MaxUsers, o.MaxWait))
+	}
+	if a.Late > 0 && float64(a.Late) > 0.01*float64(a.Started) {
+		parts = append(parts, fmt.Sprintf("%d of %d arrivals started more than %g ms late (p99 %.1f ms, max %.1f ms): headroom's CPU or a wait for a free user held the schedule up; their lateness is in their latency from the intended start",
+			a.Late, a.Started, a.LateAfterMs, a.Lateness.P99Ms, a.Lateness.MaxMs))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -66,6 +66,20 @@ func TestOpenRunHoldsTheRate(t *testing.T) {
 	if res.Setup == nil || res.Setup.Users != 10 {
 		t.Errorf("setup: %+v; want the pool's 10 users set up, apart", res.Setup)
 	}
+	a := res.Arrivals
+	if a == nil || a.Intended != get.Count || a.Started != get.Count || a.Dropped != 0 || math.Abs(a.IntendedRPS-50) > 3 || math.Abs(a.StartedRPS-50) > 3 {
+		t.Errorf("arrivals %+v; want the %d started, none dropped, at 50/s", a, get.Count)
+	}
+	sv := res.ServiceTimes
+	if sv == nil || len(sv.Requests) != 1 || sv.Requests[0].Count != get.Count || sv.Totals.Count != get.Count {
+		t.Fatalf("service times %+v; want one per request", sv)
+	}
+	// Each request's latency from the intended start is its lateness plus
+	// its service time: never less.
+	if sv.Totals.MaxMs > res.Totals.MaxMs || sv.Totals.MeanMs > res.Totals.MeanMs {
+		t.Errorf("service time (mean %.2f, max %.2f ms) above the latency from the intended start (mean %.2f, max %.2f ms)",
+			sv.Totals.MeanMs, sv.Totals.MaxMs, res.Totals.MeanMs, res.Totals.MaxMs)
+	}
 }
 
 // TestOpenRunRefusedOnAgents: a fleet that cannot run the open model

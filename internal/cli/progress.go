@@ -131,14 +131,19 @@ func ms(v float64) string {
 
 // printSummary prints the per-request and per-action tables of a result.
 func printSummary(w io.Writer, r *result.Result) {
-	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs once set up, after a %.0fs ramp\n",
-		r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
-	table(w, "REQUEST", append(r.Requests, r.Totals))
+	if r.Config.Open() {
+		printOpenHead(w, r)
+	} else {
+		fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs once set up, after a %.0fs ramp\n",
+			r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
+		table(w, "REQUEST", append(r.Requests, r.Totals))
+	}
 	if n := r.StoppingTotals.Count; n > 0 {
 		fmt.Fprintf(w, "(%d more requests ended while users stopped, after the window: in stopping_totals, in no figure above)\n", n)
 	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
+	printArrivals(w, r)
 	printConnected(w, r.Connected)
 	printSetup(w, r.Setup)
 	if len(r.Config.UserTypes) > 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
 	"math"
@@ -144,5 +145,63 @@ func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("%d requests reached the target", n)
+	}
+}
+
+// TestRunAtARate: run --rate prints both latencies, each labelled, and
+// the arrivals table; result.json records the model, the rate, the
+// arrivals and the service times.
+func TestRunAtARate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/', name='GET /')\nactions = [action('A', a)]\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := headroom(t, "run", sc, "--target", srv.URL, "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
+	if code != ExitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"run: completed, open model at 40/s (even arrivals), a pool of up to 40 users (40 set up first)",
+		"latency (from intended start)", "service time: from the request's actual send",
+		"ARRIVALS  intended/s  achieved/s  intended  started  dropped  dropped%  late (>10ms)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "open model, 40/s for 2s, even arrivals; a pool of up to 40 users (40 set up first)") {
+		t.Errorf("stderr does not say what runs:\n%s", stderr)
+	}
+	var r struct {
+		Config struct {
+			Model string `json:"model"`
+			Rate  struct {
+				PerSecond float64 `json:"per_second"`
+				MaxUsers  int     `json:"max_users"`
+			} `json:"rate"`
+		} `json:"config"`
+		Arrivals struct {
+			Intended, Started, Dropped int64
+		} `json:"arrivals"`
+		Service struct {
+			Requests []struct{ Name string } `json:"requests"`
+		} `json:"service_time"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Config.Model != "open" || r.Config.Rate.PerSecond != 40 || r.Config.Rate.MaxUsers != 40 {
+		t.Errorf("config: %+v", r.Config)
+	}
+	if a := r.Arrivals; a.Intended < 79 || a.Intended > 81 || a.Started != a.Intended || a.Dropped != 0 {
+		t.Errorf("arrivals: %+v; want the 80 of 40/s for 2 s, all started", a)
+	}
+	if len(r.Service.Requests) != 1 || r.Service.Requests[0].Name != "GET /" {
+		t.Errorf("service times: %+v", r.Service)
 	}
 }
