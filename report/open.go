@@ -71,3 +71,24 @@ func openBlocks(r *result.Result) []Block {
 	}
 	return out
 }
+
+// omissionBlocks warn when a closed-model run's users were held up by the
+// target (coordinated omission): at the run's figures, or at each step
+// level where it happened.
+func omissionBlocks(r *result.Result) []Block {
+	var items []string
+	if w := r.Omission.Warning(); w != "" {
+		items = append(items, strings.ToUpper(w[:1])+w[1:]+".")
+	}
+	if r.Step != nil {
+		for _, l := range r.Step.Levels {
+			if w := l.Omission.Warning(); w != "" {
+				items = append(items, fmt.Sprintf("At %d users, %s.", l.Users, w))
+			}
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return []Block{&Heading{Level: 2, Text: "Warning: coordinated omission"}, &List{Items: items}}
+}

@@ -22,6 +22,7 @@ func ForResult(r *result.Result) *Doc {
 	if len(r.Notes) > 0 {
 		add(&Heading{Level: 2, Text: "Notes"}, &List{Items: r.Notes})
 	}
+	add(omissionBlocks(r)...)
 	switch {
 	case r.Ceiling != nil:
 		add(ceilingBlocks(r)...)

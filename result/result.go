@@ -64,6 +64,11 @@ type Result struct {
 	// ServiceTimes from its actual send.
 	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
 	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
+	// Omission, of the closed model: what the window's actions say of
+	// stalls that held users up (coordinated omission, omission.go); nil
+	// when the users have no think time. A ceiling's is at the supported
+	// users.
+	Omission *Omission `json:"coordinated_omission,omitempty"`
 	// Setup is what users' setups did over the whole run (requests,
 	// failures, time to set up), in no other figure; nil when no user
 	// has a setup.

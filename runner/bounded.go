@@ -273,6 +273,8 @@ func (r *boundedRun) finish(status string) {
 	}
 	if r.Open != nil {
 		r.finishOpen(win)
+	} else {
+		res.Omission = result.OmissionOf(steady, meanThink(s.c.Scenario))
 	}
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)

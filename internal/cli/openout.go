@@ -58,3 +58,11 @@ func printArrivals(w io.Writer, r *result.Result) {
 		fmt.Fprintf(w, "(%d arrivals were waiting for a user when the run stopped: canceled, in no figure above)\n", a.Canceled)
 	}
 }
+
+// printOmission prints the warning of a closed-model result whose users
+// the target held up (coordinated omission), pointing to --rate.
+func printOmission(w io.Writer, r *result.Result) {
+	if warning := r.Omission.Warning(); warning != "" {
+		fmt.Fprintf(w, "\nwarning: %s\n", warning)
+	}
+}

@@ -156,6 +156,7 @@ func printSummary(w io.Writer, r *result.Result) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	printOmission(w, r)
 	errs := topMessages(r)
 	if len(errs) > 0 {
 		fmt.Fprintln(w, "\nerrors:")
