@@ -255,6 +255,18 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 // Abort asks every agent to stop adding users and remove them.
 func (f *Fleet) Abort(string) { f.SetUsersBy(0, 0) }
 
+// ErrOpenOnAgents is StartOpen's and SetPacer's error: agents run the
+// closed model only. The open model on agents wants the pool split by
+// cores and a striding pacer per agent (agent a of k takes arrivals a,
+// a+k, ...), and frames to carry both; not built yet (issue 14).
+var ErrOpenOnAgents = errors.New("the open model (--rate) does not run on agents yet: run it in one process")
+
+// StartOpen refuses: see ErrOpenOnAgents.
+func (f *Fleet) StartOpen(engine.OpenModel) error { return ErrOpenOnAgents }
+
+// SetPacer refuses: see ErrOpenOnAgents.
+func (f *Fleet) SetPacer(engine.Pacer) error { return ErrOpenOnAgents }
+
 // stopWait bounds the wait for agents' last snapshots beyond the grace period.
 const stopWait = 15 * time.Second
 

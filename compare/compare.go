@@ -43,15 +43,20 @@ const Format = "headroom-compare/1"
 
 // SideInfo describes one side.
 type SideInfo struct {
-	Label        string           `json:"label"`
-	Dirs         []string         `json:"dirs"`
-	Headroom     string           `json:"headroom"`
-	Scenario     string           `json:"scenario"`
-	ScenarioHash string           `json:"scenario_hash"`
-	Target       string           `json:"target"`
-	Users        []int            `json:"users"`
-	Knee         []string         `json:"knee,omitempty"` // step runs: each repeat's knee
-	Results      []*result.Result `json:"-"`
+	Label        string   `json:"label"`
+	Dirs         []string `json:"dirs"`
+	Headroom     string   `json:"headroom"`
+	Scenario     string   `json:"scenario"`
+	ScenarioHash string   `json:"scenario_hash"`
+	Target       string   `json:"target"`
+	Users        []int    `json:"users"`
+	// Model is the runs' model of load: "closed" (users) or "open"
+	// (arrivals at a rate); Rates, of the open model, each run's peak
+	// rate in arrivals per second.
+	Model   string           `json:"model,omitempty"`
+	Rates   []float64        `json:"rates,omitempty"`
+	Knee    []string         `json:"knee,omitempty"` // step runs: each repeat's knee
+	Results []*result.Result `json:"-"`
 }
 
 // LevelSpan is one step level both sides held.
@@ -70,6 +75,9 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	if base.Kind() != new.Kind() {
 		return nil, fmt.Errorf("the base runs are %q results and the new runs %q results: compare needs results of the same kind (run, step or ceiling)",
 			base.Kind(), new.Kind())
+	}
+	if err := sameModel(base, new); err != nil {
+		return nil, err
 	}
 	itself, err := distinct(base, new)
 	if err != nil {
@@ -124,10 +132,14 @@ func meanOr(xs []float64) float64 {
 
 func info(s *Side) SideInfo {
 	r0 := s.Runs[0].Result
-	in := SideInfo{Label: s.Label, Headroom: r0.Headroom, Scenario: r0.Config.Scenario, ScenarioHash: r0.Config.ScenarioHash, Target: r0.Config.Target}
+	in := SideInfo{Label: s.Label, Headroom: r0.Headroom, Scenario: r0.Config.Scenario, ScenarioHash: r0.Config.ScenarioHash, Target: r0.Config.Target,
+		Model: modelOf(r0)}
 	for _, r := range s.Runs {
 		in.Dirs = append(in.Dirs, r.Dir)
 		in.Users = append(in.Users, r.Result.Config.Users)
+		if rc := r.Result.Config.Rate; rc != nil {
+			in.Rates = append(in.Rates, rc.PeakPerSecond)
+		}
 		in.Results = append(in.Results, r.Result)
 		if st := r.Result.Step; st != nil {
 			in.Knee = append(in.Knee, st.Knee.Summary)
@@ -171,7 +183,51 @@ func (c *Comparison) notes(base, new *Side) {
 		if !slices.Equal(uniq(bu), uniq(nu)) {
 			add("the sides ran different user counts (base %v, new %v)", uniq(bu), uniq(nu))
 		}
+		br, nr := uniqFloat(info(base).Rates), uniqFloat(info(new).Rates)
+		if !slices.Equal(br, nr) {
+			add("the sides ran different arrival rates (base %v/s, new %v/s)", br, nr)
+		}
 	}
+	if modelOf(base.Runs[0].Result) == result.ModelOpen {
+		add("open-model results: latencies are from each arrival's intended start (waits for a free user included), on both sides")
+	}
+}
+
+func uniqFloat(xs []float64) []float64 {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// modelOf is a result's model of load; a result written before there was
+// one is of the closed model.
+func modelOf(r *result.Result) string {
+	if r.Config.Open() {
+		return result.ModelOpen
+	}
+	return result.ModelClosed
+}
+
+// sameModel refuses runs of the open and the closed model side by side:
+// the open model times a request from its arrival's intended start, the
+// closed one from its send, so their latencies are not the same measure,
+// and a closed run's throughput is the users', an open run's the rate's.
+func sameModel(base, new *Side) error {
+	first, firstDir := "", ""
+	for _, s := range []*Side{base, new} {
+		for _, r := range s.Runs {
+			m := modelOf(r.Result)
+			switch {
+			case first == "":
+				first, firstDir = m, r.Dir
+			case m != first:
+				return fmt.Errorf("%s is a result of the %s model and %s of the %s model: compare refuses to set them side by side, "+
+					"as the open model (--rate) times requests from when they were due and the closed model (--users) from when they were sent; "+
+					"compare open-model results with open-model ones, closed with closed", firstDir, first, r.Dir, m)
+			}
+		}
+	}
+	return nil
 }
 
 func uniq(xs []int) []int {

@@ -50,6 +50,41 @@ func Constant(perSecond float64, d time.Duration) Rate {
 	return Rate{Start: perSecond, Stages: []Stage{{Target: perSecond, Duration: d}}}
 }
 
+// Length is how long the rate lasts: the sum of its stages' durations
+// (Forever if one is Forever, or the sum passes it).
+func (r Rate) Length() time.Duration {
+	var d time.Duration
+	for _, st := range r.Stages {
+		d = satAdd(d, max(st.Duration, 0))
+	}
+	return d
+}
+
+// At is the rate, in arrivals per second, at t since the start: the
+// start rate, moved linearly along each stage; 0 once the last stage is
+// over (no more arrivals come).
+func (r Rate) At(t time.Duration) float64 {
+	from := r.Start
+	var at time.Duration
+	for _, st := range r.Stages {
+		end := satAdd(at, st.Duration)
+		if t < end {
+			return from + (st.Target-from)*float64(t-at)/float64(st.Duration)
+		}
+		at, from = end, st.Target
+	}
+	return 0
+}
+
+// Peak is the highest rate the schedule reaches, in arrivals per second.
+func (r Rate) Peak() float64 {
+	p := r.Start
+	for _, st := range r.Stages {
+		p = max(p, st.Target)
+	}
+	return p
+}
+
 // Spacing is how arrivals are placed at a given rate.
 type Spacing uint8
 

@@ -218,3 +218,31 @@ func TestScheduleRefusesBadRates(t *testing.T) {
 		}
 	}
 }
+
+// TestRateAtLengthPeak: the rate at a time follows the stages linearly
+// (a stage of 0 s jumps), is 0 once they are over; the length sums them.
+func TestRateAtLengthPeak(t *testing.T) {
+	r := Rate{Start: 10, Stages: []Stage{
+		{Target: 110, Duration: 10 * time.Second}, // 10 -> 110 over 10 s
+		{Target: 110, Duration: 5 * time.Second},  // held
+		{Target: 40, Duration: 0},                 // a jump
+		{Target: 0, Duration: 4 * time.Second},    // down to 0
+	}}
+	for _, c := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 10}, {5 * time.Second, 60}, {12 * time.Second, 110}, {15 * time.Second, 40}, {17 * time.Second, 20}, {19 * time.Second, 0}, {time.Hour, 0}} {
+		if got := r.At(c.at); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("At(%v) = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if l := r.Length(); l != 19*time.Second {
+		t.Errorf("Length = %v, want 19s", l)
+	}
+	if p := r.Peak(); p != 110 {
+		t.Errorf("Peak = %v, want 110", p)
+	}
+	if l := Constant(5, Forever).Length(); l != Forever {
+		t.Errorf("a rate held forever lasts %v", l)
+	}
+}

@@ -84,6 +84,33 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 	return checks
 }
 
+// DroppedArrivalsName names the open model's check on dropped arrivals.
+const DroppedArrivalsName = "dropped arrivals (%)"
+
+// OpenDefaults are the defaults of a run of the open model (arrivals at
+// a rate): Defaults, whose client checks then read latencies from each
+// arrival's intended start, and DroppedArrivals. A run of the closed
+// model has no arrivals to drop and does not evaluate that check: it
+// takes Defaults.
+func OpenDefaults(window time.Duration, has func(metric string) bool) []Check {
+	return append(Defaults(window, has), DroppedArrivals(window))
+}
+
+// DroppedArrivals fires when more than 1% of the arrivals in the window
+// were dropped (loadtest_arrivals_total{outcome="dropped"}): no user of
+// the pool was free in time, so that share of the load the rate asks for
+// never reached the target, and the latencies do not cover it. With no
+// arrival in the window its value is NaN (0/0) and it fires, as every
+// check fails closed.
+func DroppedArrivals(window time.Duration) Check {
+	return Check{
+		Name: DroppedArrivalsName,
+		Query: ExpandWindow(`(sum(rate(loadtest_arrivals_total{outcome="dropped"}[$window])) or vector(0)) / `+
+			`sum(rate(loadtest_arrivals_total[$window])) * 100`, window),
+		Threshold: 1,
+	}
+}
+
 // server5xx is the server 5xx check over the status counts of families
 // that has reports (all of them for a nil has): the share of responses
 // with a 5xx status, all families together. Its numerator and denominator

@@ -99,3 +99,25 @@ func TestArrivalsCountStartsDropsAndLateness(t *testing.T) {
 		t.Errorf("arrivals exposed as requests")
 	}
 }
+
+// TestAbove counts the samples past a latency: none past the max, all
+// past 0 (a sample is at least 1 µs), the late arrivals past
+// LateArrival; dropped ones are in none.
+func TestAbove(t *testing.T) {
+	st := NewStat()
+	for _, ms := range []int{0, 1, 5, 9, 11, 20, 300} {
+		st.Add(&Sample{Kind: Arrival, Latency: time.Duration(ms) * time.Millisecond})
+	}
+	st.Add(&Sample{Kind: Arrival, Outcome: DroppedArrival})
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+	}{{0, 7}, {LateArrival, 3}, {250 * time.Millisecond, 1}, {time.Second, 0}} {
+		if got := st.Above(c.d); got != c.want {
+			t.Errorf("Above(%v) = %d, want %d", c.d, got, c.want)
+		}
+	}
+	if n := NewStat().Above(0); n != 0 {
+		t.Errorf("an empty Stat has %d above 0", n)
+	}
+}

@@ -39,9 +39,11 @@ type Point struct {
 	Deliveries     int64   `json:"deliveries,omitempty"`
 	DeliveryP99Ms  float64 `json:"delivery_p99_ms,omitempty"`
 	Polls          int64   `json:"polls,omitempty"`
-	// The open model: arrivals started and dropped in the window.
+	// The open model: arrivals started and dropped in the window, and
+	// how many of those started were late (past LateArrival).
 	Arrivals int64 `json:"arrivals,omitempty"`
 	Dropped  int64 `json:"dropped,omitempty"`
+	Late     int64 `json:"late,omitempty"`
 }
 
 // PointOf reduces an interval snapshot to a timeline point. scratch is
@@ -76,6 +78,7 @@ func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Poin
 	for _, st := range s.Arrivals {
 		p.Arrivals += st.Count
 		p.Dropped += st.Dropped
+		p.Late += st.Above(LateArrival)
 	}
 	if len(s.Deliveries) > 0 {
 		d := s.Total(Delivery, scratch)

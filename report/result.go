@@ -22,6 +22,7 @@ func ForResult(r *result.Result) *Doc {
 	if len(r.Notes) > 0 {
 		add(&Heading{Level: 2, Text: "Notes"}, &List{Items: r.Notes})
 	}
+	add(omissionBlocks(r)...)
 	switch {
 	case r.Ceiling != nil:
 		add(ceilingBlocks(r)...)
@@ -29,6 +30,7 @@ func ForResult(r *result.Result) *Doc {
 		add(stepBlocks(r)...)
 	}
 	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", r.Requests))
+	add(openBlocks(r)...)
 	if len(r.Actions) > 0 {
 		add(&Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
 		if anyNoRequest(r.Actions) {
@@ -88,6 +90,8 @@ func headline(r *result.Result) string {
 		return s
 	case r.Step != nil:
 		return r.Step.Knee.Summary
+	case r.Config.Open():
+		return openHeadline(r)
 	}
 	return fmt.Sprintf("%d users for %s: %s requests/s, mean %s ms, p99 %s ms, errors %s.", r.Config.Users, seconds(r.Window.Seconds),
 		num(r.Totals.RPS), num(r.Totals.MeanMs), num(r.Totals.P99Ms), errPct(r.Totals))
@@ -135,13 +139,19 @@ func setupTable(r *result.Result) *Table {
 	case r.Step != nil:
 		row("levels", strings.Trim(fmt.Sprint(r.Step.Planned), "[]"))
 		row("hold / settle", fmt.Sprintf("%s / %s", seconds(r.Step.HoldS), seconds(r.Step.SettleS)))
+	case c.Open():
+		openRows(c, row)
 	default:
 		row("users", fmt.Sprint(c.Users))
 		row("ramp / duration", fmt.Sprintf("%s / %s", seconds(c.RampS), seconds(c.DurationS)))
 	}
 	if len(c.UserTypes) == 0 {
 		row("actions (weight)", actionMix(c.Actions))
-		row("think time", c.Think)
+		if c.Open() {
+			row("think time", "not used: the rate paces the actions ("+c.Think+" in the scenario)")
+		} else {
+			row("think time", c.Think)
+		}
 	} else {
 		row("user types", fmt.Sprintf("%d, below", len(c.UserTypes)))
 	}
@@ -190,6 +200,9 @@ func windowText(r *result.Result) string {
 		return "At the supported users: " + r.Ceiling.StatsWindow + "."
 	case r.Step != nil:
 		return "Every level's held window together (settling excluded); per level below."
+	case r.Config.Open():
+		return fmt.Sprintf("The measured window: %s once the pool of users was set up. Latency from the intended start: from when each arrival was due "+
+			"to the end of its response, a wait for a free user included (the service time, from the actual send, is below).", seconds(r.Window.Seconds))
 	}
 	return fmt.Sprintf("The measured window: %s after the ramp (the ramp's %s requests are left out).", seconds(r.Window.Seconds), count(r.RampTotals.Count))
 }

@@ -58,6 +58,17 @@ type Result struct {
 	// DegradedTotals, runs on agents: requests that ended in seconds
 	// marked degraded (Agents.DegradedS), kept out of every other figure.
 	DegradedTotals metrics.Summary `json:"degraded_totals,omitzero"`
+	// Arrivals, of the open model: what the schedule asked for over the
+	// window and what came of it. In the open model Totals, Requests and
+	// Actions time each request from its arrival's intended start, and
+	// ServiceTimes from its actual send.
+	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
+	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
+	// Omission, of the closed model: what the window's actions say of
+	// stalls that held users up (coordinated omission, omission.go); nil
+	// when the users have no think time. A ceiling's is at the supported
+	// users.
+	Omission *Omission `json:"coordinated_omission,omitempty"`
 	// Setup is what users' setups did over the whole run (requests,
 	// failures, time to set up), in no other figure; nil when no user
 	// has a setup.
@@ -134,6 +145,12 @@ type Config struct {
 	// Label is the user's description of what ran (--label), e.g. the
 	// build or the target's architecture; reports show it.
 	Label string `json:"label,omitempty"`
+	// Model is ModelClosed (users that wait for their responses: Users)
+	// or ModelOpen (arrivals at a rate: Rate); "" in results written
+	// before the open model, which are closed.
+	Model string `json:"model,omitempty"`
+	// Rate, of the open model: the arrival rate and the pool of users.
+	Rate *RateConfig `json:"rate,omitempty"`
 }
 
 // UserType is one type of user of a scenario (scenario.UserType).

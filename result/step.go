@@ -46,6 +46,9 @@ type StepLevel struct {
 	Requests []metrics.Summary `json:"requests"`
 	Actions  []metrics.Summary `json:"actions"`
 	Connected
+	// Omission is what the level's actions say of stalls that held its
+	// users up (coordinated omission); nil without think time.
+	Omission *Omission `json:"coordinated_omission,omitempty"`
 	// GeneratorCPUPercent is headroom's CPU over the held window, in
 	// percent of one core (the machine has result.Generator.GOMAXPROCS).
 	GeneratorCPUPercent float64 `json:"generator_cpu_percent"`

@@ -1,8 +1,10 @@
 // Package runner drives runs: it owns the clock of a run, tells the engine
-// how many users to run, collects the metrics every second and writes the
-// result. A bounded run is a fixed number of users, reached by a linear
-// ramp, held for a duration; a ceiling run lets a controller choose the
-// user count from health checks.
+// how many users to run (or, in the open model, at what rate arrivals
+// come), collects the metrics every second and writes the result. A
+// bounded run is a fixed number of users, reached by a linear ramp, held
+// for a duration, or a rate held or ramped for its stages (Bounded.Open);
+// a ceiling run lets a controller choose the user count from health
+// checks.
 package runner
 
 import (
@@ -11,6 +13,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/server"
@@ -27,6 +30,10 @@ type Bounded struct {
 	// and the result says so. Default 1 minute.
 	SetupTimeout time.Duration
 	Progress     func(Progress)
+	// Open, if set, makes the run one of the open model: arrivals at its
+	// rate on a pool of users, for as long as its stages last. Users,
+	// Ramp and Duration are then not used.
+	Open *Open
 }
 
 // Progress is what a run reports once a second.
@@ -34,11 +41,16 @@ type Progress struct {
 	Elapsed, Total time.Duration
 	Phase          string // "ramp", "setup" (waiting for users to finish setup), "steady", "stopping"
 	Users, Want    int
-	Ready          int           // users past setup
-	Last           metrics.Point // the last second
-	Requests       int64         // so far
-	Errors         int64
-	Timeouts       int64
+	Ready          int // users past setup
+	// The open model: the arrivals per second the schedule asks for now
+	// (0 for the closed model) and those that started over the last
+	// second; the arrivals dropped and started late so far.
+	Rate, Started float64
+	Dropped, Late int64
+	Last          metrics.Point // the last second
+	Requests      int64         // so far
+	Errors        int64
+	Timeouts      int64
 }
 
 // Run runs until the duration is over or ctx is done, and returns the
@@ -55,7 +67,15 @@ type Progress struct {
 // (result.StoppingTotals); setup's own requests are in none of these but
 // in result.Setup.
 func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
-	if b.Users <= 0 {
+	users := b.Users
+	if b.Open != nil {
+		if err := b.Open.check(); err != nil {
+			return nil, err
+		}
+		// The window is the schedule; the pool's users set up before it
+		// are what the window waits for, as a ramp's users are.
+		users, b.Ramp, b.Duration = b.Open.PreUsers, 0, b.Open.Rate.Length()
+	} else if users <= 0 {
 		return nil, fmt.Errorf("users must be at least 1, got %d", b.Users)
 	}
 	s, err := b.open(ctx, "run")
@@ -63,12 +83,19 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	res := s.res
-	res.Config.Users, res.Config.RampS, res.Config.DurationS = b.Users, b.Ramp.Seconds(), b.Duration.Seconds()
+	res.Config.Users, res.Config.RampS, res.Config.DurationS, res.Config.Model = b.Users, b.Ramp.Seconds(), b.Duration.Seconds(), result.ModelClosed
 	if b.SetupTimeout <= 0 {
 		b.SetupTimeout = time.Minute
 	}
-	r := &boundedRun{Bounded: b, s: s, total: b.Ramp + b.Duration, prev: s.start,
+	r := &boundedRun{Bounded: b, s: s, users: users, total: b.Ramp + b.Duration, prev: s.start,
 		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
+	if b.Open != nil {
+		res.Config.Users, res.Config.Model, res.Config.Rate = 0, result.ModelOpen, b.Open.config()
+		if err := r.startOpen(); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
 	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
 
 	ticks(s.ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(s.ctx, now) })
@@ -80,6 +107,9 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	r.tick(context.Background(), end, want, phase)
 	if b.Progress != nil {
 		b.Progress(Progress{Elapsed: time.Since(s.start), Total: r.total, Phase: "stopping", Users: s.eng.Users()})
+	}
+	if b.Open != nil { // no arrival while the pool stops (an interrupt comes before the schedule's end)
+		_ = s.eng.SetPacer(nil)
 	}
 	s.stop()
 	r.stopping.Merge(s.interval)
@@ -101,6 +131,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 type boundedRun struct {
 	*Bounded
 	s                      *session
+	users                  int           // the users the window waits for: Users, or the open model's PreUsers
 	total                  time.Duration // ramp + duration
 	ramp, steady, stopping *metrics.Snapshot
 	measured               time.Duration // the seconds merged into steady
@@ -113,6 +144,11 @@ type boundedRun struct {
 	// first tick after the ramp with every user set up.
 	window     time.Time
 	setupShort string // why the window began with users not set up, if it did
+
+	// The open model: the schedule, and when it began (the window's start).
+	schedule      *engine.Schedule
+	paced         time.Time
+	dropped, late int64 // arrivals so far, for Progress
 }
 
 // want is the users wanted at now, and the phase.
@@ -120,11 +156,11 @@ func (r *boundedRun) want(now time.Time) (int, string) {
 	el := now.Sub(r.s.start)
 	switch {
 	case el < r.Ramp:
-		return int(math.Ceil(float64(r.Users) * el.Seconds() / r.Ramp.Seconds())), "ramp"
+		return int(math.Ceil(float64(r.users) * el.Seconds() / r.Ramp.Seconds())), "ramp"
 	case r.window.IsZero():
-		return r.Users, "setup"
+		return r.users, "setup"
 	}
-	return r.Users, "steady"
+	return r.users, "steady"
 }
 
 // step runs every 100 ms or so; it returns false once the duration is over.
@@ -133,13 +169,23 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 		return false
 	}
 	want, phase := r.want(now)
-	r.s.setUsers(want)
-	if r.window.IsZero() && phase != "ramp" && (r.s.eng.Ready() >= r.Users || now.Sub(r.s.start) >= r.Ramp+r.SetupTimeout) {
+	if r.Open == nil {
+		r.s.setUsers(want)
+	} else if r.s.c.Prom != nil { // the pool adds its own users
+		r.s.c.Prom.SetUsers(r.s.eng.Users())
+	}
+	if r.window.IsZero() && phase != "ramp" && (r.s.eng.Ready() >= r.users || now.Sub(r.s.start) >= r.Ramp+r.SetupTimeout) {
 		// The window begins now, on a tick of its own: what came before
 		// is the ramp's.
 		r.tick(ctx, now, want, phase)
 		r.begin(now)
 		r.nextTick = now.Add(r.Tick)
+		if r.Open != nil {
+			if err := r.beginOpen(now); err != nil {
+				r.s.abort(err)
+				return false
+			}
+		}
 	}
 	if !now.Before(r.nextTick) {
 		r.tick(ctx, now, want, phase)
@@ -179,19 +225,21 @@ func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase st
 	}
 	s.scrape(ctx, now)
 	r.prev = now
+	r.dropped, r.late = r.dropped+p.Dropped, r.late+p.Late
 	if r.Progress != nil {
 		tot := s.all.Total(metrics.Request, s.scratch)
 		r.Progress(Progress{Elapsed: now.Sub(s.start), Total: r.total, Phase: phase, Users: s.eng.Users(), Want: want,
-			Ready: p.Ready, Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts})
+			Ready: p.Ready, Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts, Rate: r.rateAt(now),
+			Started: perSecond(p.Arrivals, s.interval.End.Sub(s.interval.Start)), Dropped: r.dropped, Late: r.late})
 	}
 }
 
 // begin begins the measured window at now: every user is set up, or
 // SetupTimeout has passed since the ramp without them (said in a note).
 func (r *boundedRun) begin(now time.Time) {
-	if ready := r.s.eng.Ready(); ready < r.Users {
+	if ready := r.s.eng.Ready(); ready < r.users {
 		r.setupShort = fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (--setup-timeout): the window began without the rest",
-			ready, r.Users, r.SetupTimeout)
+			ready, r.users, r.SetupTimeout)
 	}
 	r.window, r.total = now, now.Sub(r.s.start)+r.Duration
 }
@@ -222,6 +270,11 @@ func (r *boundedRun) finish(status string) {
 	res.Notes = nil
 	if r.setupShort != "" {
 		res.Notes = append(res.Notes, r.setupShort)
+	}
+	if r.Open != nil {
+		r.finishOpen(win)
+	} else {
+		res.Omission = result.OmissionOf(steady, meanThink(s.c.Scenario))
 	}
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)

@@ -365,6 +365,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	res.Requests = snap.Summaries(metrics.Request, win)
 	res.Actions = snap.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(snap, win)
+	res.Omission = result.OmissionOf(snap, meanThink(s.c.Scenario))
 	ci.ThroughputRPS = res.Totals.RPS
 	res.Config.Users = int(est.Value)
 	res.Notes = nil

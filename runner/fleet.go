@@ -19,14 +19,22 @@ type Fleet interface {
 	// SetUsersBy moves the user count towards n, adding at most maxAdd
 	// users; it returns the users running after it.
 	SetUsersBy(n, maxAdd int) int
-	Users() int                   // users running (not those stopping)
-	Ready() int                   // users running past their setup
-	Began() int64                 // users that began setup, ever
-	SetUp() int64                 // users that finished setup, ever
-	Late() int64                  // think-time wake-ups more than 50 ms late, ever
-	Doing() map[string]int        // what running users do now, by action (or setup)
-	UsersByType() map[string]int  // users started, by type
-	Abort(reason string)          // no more users: headroom is stopping the run
+	Users() int                  // users running (not those stopping)
+	Ready() int                  // users running past their setup
+	Began() int64                // users that began setup, ever
+	SetUp() int64                // users that finished setup, ever
+	Late() int64                 // think-time wake-ups more than 50 ms late, ever
+	Doing() map[string]int       // what running users do now, by action (or setup)
+	UsersByType() map[string]int // users started, by type
+	Abort(reason string)         // no more users: headroom is stopping the run
+	// StartOpen turns the fleet into the open model's pool of users
+	// (engine.Engine.StartOpen): it adds m.PreAllocated users, which
+	// begin their setup; no arrival comes before SetPacer. A fleet that
+	// cannot run the open model says so (agents: ErrOpenOnAgents).
+	StartOpen(m engine.OpenModel) error
+	// SetPacer starts p's schedule now, in place of any other
+	// (engine.Engine.SetPacer).
+	SetPacer(p engine.Pacer) error
 	Stop()                        // removes every user and waits until all are done
 	Drain(into *metrics.Snapshot) // merges the samples recorded since the last Drain into into
 	Overflowed() bool             // request names passed metrics.MaxNames

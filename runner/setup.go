@@ -30,3 +30,21 @@ func setupOf(snap *metrics.Snapshot, started int64, window time.Duration) *resul
 	}
 	return out
 }
+
+// meanThink is the mean think time of sc's users: of its one user type,
+// or of its types weighted as users are drawn from them.
+func meanThink(sc *scenario.Scenario) time.Duration {
+	var sum, weights float64
+	for _, t := range sc.Types {
+		w := t.Weight
+		if len(sc.Types) == 1 || w <= 0 {
+			w = 1
+		}
+		sum += w * float64(t.Think.Mean())
+		weights += w
+	}
+	if weights == 0 {
+		return 0
+	}
+	return time.Duration(sum / weights)
+}

@@ -299,6 +299,7 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 		Requests:  l.snap.Summaries(metrics.Request, l.held),
 		Actions:   l.snap.Summaries(metrics.Action, l.held),
 		Connected: result.ConnectedOf(l.snap, l.held),
+		Omission:  result.OmissionOf(l.snap, meanThink(r.s.c.Scenario)),
 	}
 	if !l.settle.IsZero() {
 		out.Setup = setupOf(l.setup, int64(l.users-l.prev), l.settle.Sub(l.start))

@@ -162,4 +162,5 @@ func printCeiling(w io.Writer, r *result.Result) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	printOmission(w, r)
 }

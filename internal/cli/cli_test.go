@@ -143,6 +143,10 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 	if len(res.Timeline) < 3 || res.Window.Seconds < 2.5 {
 		t.Errorf("timeline %d points, window %.1fs", len(res.Timeline), res.Window.Seconds)
 	}
+	// A healthy testbed holds no user up: judged, no warning.
+	if o := res.Omission; o == nil || o.Warn || o.Stalled != 0 || strings.Contains(stdout, "coordinated omission") {
+		t.Errorf("coordinated omission on a healthy testbed: %+v", o)
+	}
 	// the raw JSON carries the documented per-request fields
 	raw, _ := os.ReadFile(filepath.Join(out, result.ResultFile))
 	var generic map[string]any

@@ -88,6 +88,9 @@ func TestCompareBadInput(t *testing.T) {
 	}{
 		{"different kinds", args([]string{"compare"}, base, []string{"--vs"}, fixtures("ceil-1")), ExitUsage, `the base runs are "run" results and the new runs "ceiling" results`},
 		{"kinds mixed on a side", args([]string{"compare"}, fixtures("base-1", "step-1"), []string{"--vs"}, base), ExitError, "the repeats of one side must be of one kind"},
+		{"open against closed", args([]string{"compare"}, base, []string{"--vs"}, fixtures("open-1")), ExitUsage, "a result of the closed model and " +
+			filepath.Join("..", "..", "report", "testdata", "runs", "open-1") + " of the open model: compare refuses"},
+		{"models mixed on a side", args([]string{"compare"}, fixtures("open-1", "base-2"), []string{"--vs"}, base), ExitUsage, "compare open-model results with open-model ones"},
 		{"missing directory", args([]string{"compare"}, base, []string{"--vs", filepath.Join(dir, "nope")}), ExitError, "nope: no such directory"},
 		{"corrupt result.json", args([]string{"compare"}, base, []string{"--vs", corrupt}), ExitError, "corrupt: corrupt result.json"},
 		{"older format", args([]string{"compare"}, base, []string{"--vs", old}), ExitError, `result format "headroom-result/0" is not supported by this headroom`},
@@ -104,6 +107,20 @@ func TestCompareBadInput(t *testing.T) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, c.code, c.stderr)
 			}
 		})
+	}
+}
+
+// TestCompareOpenResults: two open-model results compare as closed ones
+// do, their latencies from the intended start, said in a note.
+func TestCompareOpenResults(t *testing.T) {
+	code, stdout, stderr := headroom(t, args([]string{"compare"}, fixtures("open-1"), []string{"--vs"}, fixtures("open-2"))...)
+	if code != ExitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"new (1 runs) vs base (1 runs), run results", "p99 latency, common mix", "latencies are from each arrival's intended start"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
 	}
 }
 

@@ -49,11 +49,18 @@ func (s *statusLine) clear() {
 }
 
 // progress is a bounded run's live line.
-type progress struct{ statusLine }
+type progress struct {
+	statusLine
+	open bool // a run of the open model: arrivals, not users
+}
 
-func newProgress(env Env) *progress { return &progress{newStatusLine(env)} }
+func newProgress(env Env) *progress { return &progress{statusLine: newStatusLine(env)} }
 
 func (p *progress) update(x runner.Progress) {
+	if p.open {
+		p.updateOpen(x)
+		return
+	}
 	errPct := 0.0
 	if x.Requests > 0 {
 		errPct = 100 * float64(x.Errors) / float64(x.Requests)
@@ -70,6 +77,31 @@ func (p *progress) update(x runner.Progress) {
 	}
 	if x.Phase == "stopping" {
 		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+	}
+	p.show(line, x.Phase == "stopping")
+}
+
+// updateOpen is the line of a run of the open model: the arrivals the
+// schedule asked for and those that started, dropped and late, and the
+// latency from the intended start.
+func (p *progress) updateOpen(x runner.Progress) {
+	var line string
+	switch x.Phase {
+	case "stopping":
+		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+	case "steady":
+		errPct := 0.0
+		if x.Requests > 0 {
+			errPct = 100 * float64(x.Errors) / float64(x.Requests)
+		}
+		line = fmt.Sprintf("open %s/%s  arrivals/s %.0f of %.0f  dropped %d  late %d  pool %d users  p50 %s  p99 %s (from intended start)  errors %.2f%%  timeouts %d",
+			clock(x.Elapsed), clock(x.Total), x.Started, x.Rate, x.Dropped, x.Late, x.Users, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
+		line += connectedLine(x.Last)
+	default:
+		line = fmt.Sprintf("setting up the pool %s  users %d/%d set up", clock(x.Elapsed), x.Ready, x.Want)
+		if n := x.Last.SetupErrors; n > 0 {
+			line += fmt.Sprintf("  setup errors %d/s", n)
+		}
 	}
 	p.show(line, x.Phase == "stopping")
 }
@@ -99,14 +131,19 @@ func ms(v float64) string {
 
 // printSummary prints the per-request and per-action tables of a result.
 func printSummary(w io.Writer, r *result.Result) {
-	fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs once set up, after a %.0fs ramp\n",
-		r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
-	table(w, "REQUEST", append(r.Requests, r.Totals))
+	if r.Config.Open() {
+		printOpenHead(w, r)
+	} else {
+		fmt.Fprintf(w, "\n%s: %s, %d users, measured window %.0fs once set up, after a %.0fs ramp\n",
+			r.Kind, r.Status, r.Config.Users, r.Window.Seconds, r.Config.RampS)
+		table(w, "REQUEST", append(r.Requests, r.Totals))
+	}
 	if n := r.StoppingTotals.Count; n > 0 {
 		fmt.Fprintf(w, "(%d more requests ended while users stopped, after the window: in stopping_totals, in no figure above)\n", n)
 	}
 	fmt.Fprintln(w)
 	table(w, "ACTION", r.Actions)
+	printArrivals(w, r)
 	printConnected(w, r.Connected)
 	printSetup(w, r.Setup)
 	if len(r.Config.UserTypes) > 0 {
@@ -119,6 +156,7 @@ func printSummary(w io.Writer, r *result.Result) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	printOmission(w, r)
 	errs := topMessages(r)
 	if len(errs) > 0 {
 		fmt.Fprintln(w, "\nerrors:")

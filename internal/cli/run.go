@@ -42,6 +42,7 @@ Examples:
 
 type runFlags struct {
 	loadFlags
+	open           openFlags
 	users          int
 	ramp, duration time.Duration
 	setupTimeout   time.Duration
@@ -55,6 +56,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users once they are set up: the measured window")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "how long after the ramp the window waits for every user to finish setup; past it, it begins without them (with a note)")
+	f.open.register(fs)
 	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
 		return code
@@ -67,12 +69,23 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
-	sc, out, code, ok := f.prepare(ctx, env, path, target, f.users, fmt.Sprintf("--users %d", f.users))
+	open, err := f.open.resolve(fs, f.duration)
+	if err != nil {
+		return usageError(env, fs, "%v", err)
+	}
+	users, what := f.users, fmt.Sprintf("--users %d", f.users)
+	if open != nil {
+		if f.fleet.on() {
+			return fail(env, ExitUsage, "--rate does not run on agents yet (--local-agents, --agents): run the open model in one process, or the closed model (--users) on agents")
+		}
+		users, what = open.MaxUsers, fmt.Sprintf("--max-users %d", open.MaxUsers)
+	}
+	sc, out, code, ok := f.prepare(ctx, env, path, target, users, what)
 	if !ok {
 		return code
 	}
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
-		SetupTimeout: f.setupTimeout}
+		SetupTimeout: f.setupTimeout, Open: open}
 	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &b.Common, target)
 	if !ok {
 		out.release()
@@ -88,9 +101,14 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	var pr *progress
 	if !f.quiet {
 		pr = newProgress(env)
+		pr.open = open != nil
 		b.Progress = pr.update
 	}
-	fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target.Redacted(), f.users, f.ramp, f.duration, f.seed)
+	if open != nil {
+		fmt.Fprintf(env.Stderr, "running %s against %s: %s; seed %d\n", sc.Path, target.Redacted(), describeOpen(open), f.seed)
+	} else {
+		fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target.Redacted(), f.users, f.ramp, f.duration, f.seed)
+	}
 	res, err := b.Run(ctx)
 	if pr != nil {
 		pr.done()

@@ -207,6 +207,11 @@ func printStep(w io.Writer, r *result.Result) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	for _, l := range s.Levels {
+		if warning := l.Omission.Warning(); warning != "" {
+			fmt.Fprintf(w, "\nwarning: at %d users, %s\n", l.Users, warning)
+		}
+	}
 }
 
 func stepTable(w io.Writer, head string, rows []metrics.Summary) {

@@ -13,10 +13,13 @@ trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
 $H testbed --listen 127.0.0.1:$A --workers 2 --scale 10 2>/dev/null & PIDS+=($!)
 $H testbed --listen 127.0.0.1:$B --workers 2 --scale 11.111 2>/dev/null & PIDS+=($!)
 sleep 1
-rm -rf "$F"/base-* "$F"/new-* "$F"/step-* "$F"/ceil-*
+rm -rf "$F"/base-* "$F"/new-* "$F"/step-* "$F"/ceil-* "$F"/open-*
 for i in 1 2 3; do
   $H run $S --target http://127.0.0.1:$A --users 10 --ramp 1s --duration 4s --out $F/base-$i --scrape http://127.0.0.1:$A/metrics --quiet --no-report
   $H run $S --target http://127.0.0.1:$B --users 10 --ramp 1s --duration 4s --out $F/new-$i --scrape http://127.0.0.1:$B/metrics --quiet --no-report
+done
+for i in 1 2; do
+  $H run $S --target http://127.0.0.1:$A --rate 40/s --duration 4s --max-users 20 --out $F/open-$i --scrape http://127.0.0.1:$A/metrics --quiet --no-report
 done
 $H step $S --target http://127.0.0.1:$A --levels 5,10,20,40 --hold 3s --settle 1s --out $F/step-1 --scrape http://127.0.0.1:$A/metrics --quiet --no-report
 for i in 1 2; do

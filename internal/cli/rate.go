@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/runner"
+)
+
+// openFlags are run's flags of the open model (docs/OPEN.md): --rate or
+// --rate-stages make the run one of arrivals at a rate.
+type openFlags struct {
+	rate     rateValue
+	stages   stagesValue
+	maxUsers int
+	preUsers int
+	maxWait  time.Duration
+	arrivals string
+}
+
+func (f *openFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.rate, "rate", "run the open model: arrivals at this rate, each one action on a free user, e.g. 500/s, 500 (per second), 30/m; held for --duration (docs/OPEN.md)")
+	fs.Var(&f.stages, "rate-stages", `the open model with a changing rate, as k6's stages: RATE:DURATION,... each moving the rate linearly to RATE over DURATION, from --rate (default 0), e.g. "100/s:30s,500/s:60s,500/s:5m"; their sum is the measured window`)
+	fs.IntVar(&f.maxUsers, "max-users", 0, "with --rate: the most users the pool may hold, each with its own connection (default: the peak rate × 1 s, at least 10: enough while each arrival takes up to a second)")
+	fs.IntVar(&f.preUsers, "pre-users", -1, "with --rate: users set up before the measured window (default: --max-users, so no setup runs in the window); the pool adds the rest when arrivals find no user free, dropping those")
+	fs.DurationVar(&f.maxWait, "max-wait", 0, "with --rate: how long an arrival may wait for a user to come free before it is dropped (0: dropped at once, as k6); a wait counts in its latency from the intended start")
+	fs.StringVar(&f.arrivals, "arrivals", "even", "with --rate: how arrivals are spaced: even (the same gap between two) or poisson (independent, as many clients make)")
+}
+
+// on reports whether the run is of the open model.
+func (f *openFlags) on() bool { return f.rate.set || len(f.stages.stages) > 0 }
+
+// resolve turns the flags into the runner's open model, or says what is
+// wrong; nil without --rate or --rate-stages. duration is --duration.
+func (f *openFlags) resolve(fs *flag.FlagSet, duration time.Duration) (*runner.Open, error) {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !f.on() {
+		for _, name := range []string{"max-users", "pre-users", "max-wait", "arrivals"} {
+			if set[name] {
+				return nil, fmt.Errorf("--%s is for the open model: give --rate (e.g. --rate 100/s) or --rate-stages too", name)
+			}
+		}
+		return nil, nil
+	}
+	for _, name := range []string{"users", "ramp"} {
+		if set[name] {
+			return nil, fmt.Errorf("--%s is the closed model's: with --rate, arrivals come at the rate and --max-users bounds the pool of users that run them", name)
+		}
+	}
+	var r engine.Rate
+	switch {
+	case len(f.stages.stages) > 0:
+		if set["duration"] {
+			return nil, errors.New("--duration with --rate-stages: the stages' durations add up to the measured window; give one or the other")
+		}
+		r = engine.Rate{Start: f.rate.perSecond, Stages: f.stages.stages}
+	case f.rate.perSecond <= 0:
+		return nil, errors.New("--rate must be more than 0 arrivals per second, e.g. --rate 100/s")
+	default:
+		r = engine.Constant(f.rate.perSecond, duration)
+	}
+	if l := r.Length(); l <= 0 {
+		return nil, errors.New("--rate-stages last 0s in all: give the stages durations, e.g. 100/s:30s")
+	} else if l > maxDuration {
+		return nil, fmt.Errorf("--rate-stages last %v in all, longer than headroom allows (720h, 30 days); run longer tests as several runs", l)
+	}
+	if r.Peak() <= 0 {
+		return nil, errors.New("--rate-stages never rise above 0 arrivals per second")
+	}
+	o := &runner.Open{Rate: r, MaxUsers: f.maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait}
+	switch f.arrivals {
+	case "even":
+		o.Arrivals = engine.Even
+	case "poisson":
+		o.Arrivals = engine.Poisson
+	default:
+		return nil, fmt.Errorf("--arrivals %q: want even or poisson", f.arrivals)
+	}
+	if !set["max-users"] {
+		o.MaxUsers = runner.DefaultMaxUsers(r.Peak())
+	}
+	if o.MaxUsers < 1 {
+		return nil, fmt.Errorf("--max-users must be at least 1, got %d", o.MaxUsers)
+	}
+	if !set["pre-users"] {
+		o.PreUsers = o.MaxUsers
+	}
+	if o.PreUsers < 0 || o.PreUsers > o.MaxUsers {
+		return nil, fmt.Errorf("--pre-users must be 0 to --max-users (%d), got %d", o.MaxUsers, o.PreUsers)
+	}
+	return o, nil
+}
+
+// describe is the open model in a line: "500/s for 1m0s (even arrivals),
+// a pool of 500 users (500 set up first), dropped at once".
+func describeOpen(o *runner.Open) string {
+	var rate string
+	if len(o.Rate.Stages) == 1 && o.Rate.Stages[0].Target == o.Rate.Start {
+		rate = fmt.Sprintf("%s for %v", perSecond(o.Rate.Start), o.Rate.Length())
+	} else {
+		parts := []string{perSecond(o.Rate.Start)}
+		for _, st := range o.Rate.Stages {
+			parts = append(parts, fmt.Sprintf("%s over %v", perSecond(st.Target), st.Duration))
+		}
+		rate = strings.Join(parts, " → ") + fmt.Sprintf(" (%v)", o.Rate.Length())
+	}
+	wait := "an arrival that finds no user free is dropped"
+	if o.MaxWait > 0 {
+		wait = fmt.Sprintf("an arrival waits up to %v for a user, then is dropped", o.MaxWait)
+	}
+	return fmt.Sprintf("open model, %s, %s arrivals; a pool of up to %d users (%d set up first); %s",
+		rate, o.Arrivals, o.MaxUsers, o.PreUsers, wait)
+}
+
+// perSecond writes a rate: "500/s", "0.5/s".
+func perSecond(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + "/s" }
+
+// rateValue is --rate: arrivals per second.
+type rateValue struct {
+	perSecond float64
+	set       bool
+}
+
+func (v *rateValue) String() string {
+	if v == nil || !v.set {
+		return ""
+	}
+	return perSecond(v.perSecond)
+}
+
+func (v *rateValue) Set(s string) error {
+	r, err := parseRate(s)
+	if err != nil {
+		return err
+	}
+	v.perSecond, v.set = r, true
+	return nil
+}
+
+// parseRate reads a rate: a number of arrivals per second ("500"), or
+// per unit of time ("500/s", "30/m", "30/min", "100/h").
+func parseRate(s string) (float64, error) {
+	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
+	per := 1.0
+	switch strings.TrimSpace(unit) {
+	case "", "s", "sec", "second":
+	case "m", "min", "minute":
+		per = 60
+	case "h", "hour":
+		per = 3600
+	default:
+		return 0, fmt.Errorf("rate %q: the unit after / must be s, m or h, e.g. 500/s or 30/m", s)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("rate %q: want a number of arrivals, 0 or more, per s, m or h, e.g. 500/s", s)
+	}
+	r := v / per
+	if r > 1e7 {
+		return 0, fmt.Errorf("rate %q is more than 10 million arrivals a second", s)
+	}
+	return r, nil
+}
+
+// stagesValue is --rate-stages: RATE:DURATION,...
+type stagesValue struct {
+	text   string
+	stages []engine.Stage
+}
+
+func (v *stagesValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.text
+}
+
+func (v *stagesValue) Set(s string) error {
+	var stages []engine.Stage
+	for i, part := range strings.Split(s, ",") {
+		rate, dur, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return fmt.Errorf("stage %d %q: write RATE:DURATION, e.g. 100/s:30s", i+1, part)
+		}
+		r, err := parseRate(rate)
+		if err != nil {
+			return fmt.Errorf("stage %d: %v", i+1, err)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(dur))
+		if err != nil || d < 0 || d > maxDuration {
+			return fmt.Errorf("stage %d %q: want a duration from 0 to 720h after the colon, e.g. 100/s:30s", i+1, part)
+		}
+		stages = append(stages, engine.Stage{Target: r, Duration: d})
+	}
+	v.text, v.stages = s, stages
+	return nil
+}

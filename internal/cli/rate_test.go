@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/engine"
+)
+
+func TestParseRate(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64
+	}{{"500", 500}, {"500/s", 500}, {" 30/m", 0.5}, {"30/min", 0.5}, {"7200/h", 2}, {"0.25/s", 0.25}, {"0", 0}} {
+		got, err := parseRate(c.in)
+		if err != nil || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("parseRate(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "fast", "-1/s", "5/d", "NaN", "Inf/s", "1e9/s"} {
+		if got, err := parseRate(in); err == nil {
+			t.Errorf("parseRate(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+func TestRateStagesParse(t *testing.T) {
+	var v stagesValue
+	if err := v.Set("100/s:30s, 500:1m,0/s:0s"); err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.Stage{{Target: 100, Duration: 30 * time.Second}, {Target: 500, Duration: time.Minute}, {Target: 0, Duration: 0}}
+	if len(v.stages) != len(want) {
+		t.Fatalf("stages %+v, want %+v", v.stages, want)
+	}
+	for i := range want {
+		if v.stages[i] != want[i] {
+			t.Errorf("stage %d: %+v, want %+v", i+1, v.stages[i], want[i])
+		}
+	}
+	for _, in := range []string{"100/s", "100/s:", "x:30s", "100/s:-1s", "100/s:30s,,"} {
+		if err := new(stagesValue).Set(in); err == nil {
+			t.Errorf("--rate-stages %q taken", in)
+		}
+	}
+}
+
+// resolveOpen parses run's flags of the open model from args.
+func resolveOpen(t *testing.T, args ...string) (*openFlagsResult, error) {
+	t.Helper()
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&f.users, "users", 10, "")
+	fs.DurationVar(&f.ramp, "ramp", 0, "")
+	fs.DurationVar(&f.duration, "duration", time.Minute, "")
+	f.open.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o, err := f.open.resolve(fs, f.duration)
+	if o == nil {
+		return nil, err
+	}
+	return &openFlagsResult{maxUsers: o.MaxUsers, preUsers: o.PreUsers, length: o.Rate.Length(), peak: o.Rate.Peak(), spacing: o.Arrivals, maxWait: o.MaxWait}, err
+}
+
+type openFlagsResult struct {
+	maxUsers, preUsers int
+	length             time.Duration
+	peak               float64
+	spacing            engine.Spacing
+	maxWait            time.Duration
+}
+
+// TestOpenFlagsResolve: the defaults (a pool of the peak rate × 1 s, at
+// least 10, all set up first; even arrivals; no wait) and what the flags
+// change.
+func TestOpenFlagsResolve(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want openFlagsResult
+	}{
+		{[]string{"--rate", "500/s", "--duration", "20s"}, openFlagsResult{500, 500, 20 * time.Second, 500, engine.Even, 0}},
+		{[]string{"--rate", "3/s"}, openFlagsResult{10, 10, time.Minute, 3, engine.Even, 0}},
+		{[]string{"--rate-stages", "100/s:30s,250.5/s:1m"}, openFlagsResult{251, 251, 90 * time.Second, 250.5, engine.Even, 0}},
+		{[]string{"--rate", "10", "--rate-stages", "40/s:10s", "--max-users", "8", "--pre-users", "2", "--max-wait", "300ms", "--arrivals", "poisson"},
+			openFlagsResult{8, 2, 10 * time.Second, 40, engine.Poisson, 300 * time.Millisecond}},
+	} {
+		got, err := resolveOpen(t, c.args...)
+		if err != nil || got == nil || *got != c.want {
+			t.Errorf("%v: %+v, %v; want %+v", c.args, got, err, c.want)
+		}
+	}
+	if got, err := resolveOpen(t, "--users", "5"); got != nil || err != nil {
+		t.Errorf("no --rate: %+v, %v; want the closed model", got, err)
+	}
+}
+
+// TestOpenFlagsRefusedBeforeTraffic: mistakes in the open model's flags,
+// and the open model on agents, are usage errors: exit 2, a message
+// saying what to do, no request sent, no result written.
+func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "10/s", "--users", "5"}, "--users is the closed model's"},
+		{[]string{"--rate", "10/s", "--ramp", "5s"}, "--ramp is the closed model's"},
+		{[]string{"--max-users", "5"}, "--max-users is for the open model"},
+		{[]string{"--arrivals", "poisson"}, "--arrivals is for the open model"},
+		{[]string{"--rate", "0/s"}, "--rate must be more than 0"},
+		{[]string{"--rate", "fast"}, "want a number of arrivals"},
+		{[]string{"--rate-stages", "10/s:5s", "--duration", "5s"}, "--duration with --rate-stages"},
+		{[]string{"--rate-stages", "0/s:5s"}, "never rise above 0"},
+		{[]string{"--rate-stages", "10/s:0s"}, "last 0s in all"},
+		{[]string{"--rate", "10/s", "--max-users", "0"}, "--max-users must be at least 1"},
+		{[]string{"--rate", "10/s", "--max-users", "4", "--pre-users", "5"}, "--pre-users must be 0 to --max-users (4)"},
+		{[]string{"--rate", "10/s", "--arrivals", "burst"}, `--arrivals "burst": want even or poisson`},
+		{[]string{"--rate", "10/s", "--local-agents", "2"}, "--rate does not run on agents yet"},
+	} {
+		out := filepath.Join(dir, "out")
+		code, _, stderr := headroom(t, append([]string{"run", sc, "--target", srv.URL, "--out", out}, c.args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: --out was created", c.args)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the target", n)
+	}
+}
+
+// TestRunAtARate: run --rate prints both latencies, each labelled, and
+// the arrivals table; result.json records the model, the rate, the
+// arrivals and the service times.
+func TestRunAtARate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/', name='GET /')\nactions = [action('A', a)]\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := headroom(t, "run", sc, "--target", srv.URL, "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
+	if code != ExitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"run: completed, open model at 40/s (even arrivals), a pool of up to 40 users (40 set up first)",
+		"latency (from intended start)", "service time: from the request's actual send",
+		"ARRIVALS  intended/s  achieved/s  intended  started  dropped  dropped%  late (>10ms)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "open model, 40/s for 2s, even arrivals; a pool of up to 40 users (40 set up first)") {
+		t.Errorf("stderr does not say what runs:\n%s", stderr)
+	}
+	var r struct {
+		Config struct {
+			Model string `json:"model"`
+			Rate  struct {
+				PerSecond float64 `json:"per_second"`
+				MaxUsers  int     `json:"max_users"`
+			} `json:"rate"`
+		} `json:"config"`
+		Arrivals struct {
+			Intended, Started, Dropped int64
+		} `json:"arrivals"`
+		Service struct {
+			Requests []struct{ Name string } `json:"requests"`
+		} `json:"service_time"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Config.Model != "open" || r.Config.Rate.PerSecond != 40 || r.Config.Rate.MaxUsers != 40 {
+		t.Errorf("config: %+v", r.Config)
+	}
+	if a := r.Arrivals; a.Intended < 79 || a.Intended > 81 || a.Started != a.Intended || a.Dropped != 0 {
+		t.Errorf("arrivals: %+v; want the 80 of 40/s for 2 s, all started", a)
+	}
+	if len(r.Service.Requests) != 1 || r.Service.Requests[0].Name != "GET /" {
+		t.Errorf("service times: %+v", r.Service)
+	}
+}

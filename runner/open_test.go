@@ -1,0 +1,119 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/agents"
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// serve starts a real HTTP server on loopback that answers with h.
+func serve(t *testing.T, h http.HandlerFunc) *url.URL {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u
+}
+
+// loginThenGet is a scenario whose users log in (slowly: 300 ms) in
+// setup, and whose one action is one GET.
+const loginThenGet = `
+def setup(user):
+    user.http.get("/login", name="login")
+def get(user):
+    user.http.get("/x", name="GET /x")
+actions = [action("Get", get)]
+`
+
+// slowLogin answers /login after 300 ms, anything else at once.
+func slowLogin(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/login" {
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestOpenRunHoldsTheRate: a bounded run of the open model sets its pool
+// up first (logins in no figure), then starts the schedule with the
+// window: 50/s for 2 s is 100 actions of one request, in a window of 2 s.
+func TestOpenRunHoldsTheRate(t *testing.T) {
+	target := serve(t, slowLogin)
+	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target},
+		Open: &Open{Rate: engine.Constant(50, 2*time.Second), MaxUsers: 10, PreUsers: 10}}
+	res := run(t, b)
+	if res.Config.Model != result.ModelOpen || res.Config.Rate == nil || res.Config.Rate.MaxUsers != 10 || res.Config.Users != 0 {
+		t.Fatalf("config: model %q, rate %+v, users %d", res.Config.Model, res.Config.Rate, res.Config.Users)
+	}
+	if res.Window.Start < 0.3 {
+		t.Errorf("the window began %.2f s into the run, before the 300 ms logins were done", res.Window.Start)
+	}
+	if math.Abs(res.Window.Seconds-2) > 0.1 {
+		t.Errorf("window %.2f s, want the schedule's 2 s", res.Window.Seconds)
+	}
+	get := request(t, res, "GET /x")
+	if get.Count < 99 || get.Count > 101 || res.Totals.Count != get.Count {
+		t.Errorf("%d requests of GET /x (%d in all) in the window; want the 100 arrivals of 50/s for 2 s", get.Count, res.Totals.Count)
+	}
+	if res.Setup == nil || res.Setup.Users != 10 {
+		t.Errorf("setup: %+v; want the pool's 10 users set up, apart", res.Setup)
+	}
+	a := res.Arrivals
+	if a == nil || a.Intended != get.Count || a.Started != get.Count || a.Dropped != 0 || math.Abs(a.IntendedRPS-50) > 3 || math.Abs(a.StartedRPS-50) > 3 {
+		t.Errorf("arrivals %+v; want the %d started, none dropped, at 50/s", a, get.Count)
+	}
+	sv := res.ServiceTimes
+	if sv == nil || len(sv.Requests) != 1 || sv.Requests[0].Count != get.Count || sv.Totals.Count != get.Count {
+		t.Fatalf("service times %+v; want one per request", sv)
+	}
+	// Each request's latency from the intended start is its lateness plus
+	// its service time: never less.
+	if sv.Totals.MaxMs > res.Totals.MaxMs || sv.Totals.MeanMs > res.Totals.MeanMs {
+		t.Errorf("service time (mean %.2f, max %.2f ms) above the latency from the intended start (mean %.2f, max %.2f ms)",
+			sv.Totals.MeanMs, sv.Totals.MaxMs, res.Totals.MeanMs, res.Totals.MaxMs)
+	}
+}
+
+// TestOpenRunRefusedOnAgents: a fleet that cannot run the open model
+// (agents, for now) ends the run before any arrival, with its error.
+func TestOpenRunRefusedOnAgents(t *testing.T) {
+	target := serve(t, func(http.ResponseWriter, *http.Request) {})
+	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target, Timeout: time.Second, Grace: time.Second,
+		NewFleet: func(local engine.Config) Fleet {
+			return refusing{localFleet{Engine: engine.New(local), rec: local.Recorder}}
+		}},
+		Open: &Open{Rate: engine.Constant(50, time.Second), MaxUsers: 2, PreUsers: 2}}
+	res, err := b.Run(context.Background())
+	if res != nil || !errors.Is(err, agents.ErrOpenOnAgents) {
+		t.Fatalf("result %v, error %v; want no result and ErrOpenOnAgents", res, err)
+	}
+}
+
+// refusing is a fleet that refuses the open model, as agents do.
+type refusing struct{ localFleet }
+
+func (refusing) StartOpen(engine.OpenModel) error { return agents.ErrOpenOnAgents }
+
+func TestOpenRunRefusesBadSchedules(t *testing.T) {
+	sc := load(t, loginThenGet)
+	for _, o := range []*Open{
+		{Rate: engine.Constant(10, engine.Forever), MaxUsers: 1},
+		{Rate: engine.Constant(10, 0), MaxUsers: 1},
+		{Rate: engine.Constant(-1, time.Second), MaxUsers: 1},
+		{Rate: engine.Constant(10, time.Second), MaxUsers: 0},
+		{Rate: engine.Constant(10, time.Second), MaxUsers: 2, PreUsers: 3},
+	} {
+		_, err := (&Bounded{Common: Common{Scenario: sc, Target: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}}, Open: o}).Run(context.Background())
+		if err == nil || strings.Contains(err.Error(), "cannot reach") {
+			t.Errorf("%+v: %v; want it refused before anything else", o, err)
+		}
+	}
+}
