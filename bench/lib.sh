@@ -239,3 +239,24 @@ find_k6() {
 	fi
 	log "using $("$K6_BIN" version | head -1) ($K6_BIN)"
 }
+
+# find_vegeta: sets VEGETA_BIN to vegeta $VEGETA_VERSION (default v12.13.0): $VEGETA_BIN if set, else
+# one built once from the Go module github.com/tsenart/vegeta/v12 at that version into
+# ${HEADROOM_CACHE:-~/.cache/headroom}/vegeta-$VEGETA_VERSION/. vegeta is not in Debian.
+find_vegeta() {
+	VEGETA_VERSION=${VEGETA_VERSION:-v12.13.0}
+	if [ -n "${VEGETA_BIN:-}" ]; then
+		[ -x "$VEGETA_BIN" ] || die "VEGETA_BIN=$VEGETA_BIN is not an executable"
+	else
+		local dir=${HEADROOM_CACHE:-$HOME/.cache/headroom}/vegeta-$VEGETA_VERSION
+		if [ ! -x "$dir/vegeta" ]; then
+			command -v go >/dev/null || die "go is required to build vegeta $VEGETA_VERSION (or set VEGETA_BIN=/path/to/vegeta)"
+			log "building vegeta $VEGETA_VERSION -> $dir/vegeta (go install github.com/tsenart/vegeta/v12@$VEGETA_VERSION; once)"
+			mkdir -p "$dir"
+			(cd "$dir" && GOBIN=$dir GOFLAGS=-buildvcs=false go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION") ||
+				die "could not build vegeta $VEGETA_VERSION"
+		fi
+		VEGETA_BIN=$dir/vegeta
+	fi
+	log "using vegeta $VEGETA_VERSION ($VEGETA_BIN)"
+}
