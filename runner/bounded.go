@@ -254,6 +254,11 @@ func (r *boundedRun) finish(status string) {
 	if r.holes { // degraded seconds are not in it
 		win = r.measured
 	}
+	if r.Open != nil {
+		// The window ends at the tick after the schedule's end: up to a
+		// tick with no arrival, which would lower every rate.
+		win = min(win, r.Duration)
+	}
 	if !steady.Start.IsZero() {
 		res.Window = result.Window{Start: steady.Start.Sub(res.StartedAt).Seconds(), End: steady.End.Sub(res.StartedAt).Seconds(), Seconds: win.Seconds()}
 	}

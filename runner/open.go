@@ -68,8 +68,11 @@ func (o *Open) config() *result.RateConfig {
 // arrivals (counted) rather than hiding the stall; raise --max-users to
 // see how long it really takes.
 func DefaultMaxUsers(peak float64) int {
-	return max(10, int(math.Ceil(peak*1)))
+	return max(10, int(math.Ceil(peak*defaultBusy.Seconds())))
 }
+
+// defaultBusy is how long DefaultMaxUsers lets each arrival take.
+const defaultBusy = time.Second
 
 // startOpen puts the run's fleet in the open model. The schedule starts
 // when the window begins (beginOpen).
@@ -133,9 +136,10 @@ func arrivalsNote(a *result.Arrivals, o *Open) string {
 	}
 	var parts []string
 	if a.Dropped > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d arrivals (%.1f%%) were dropped: no user of the pool (--max-users %d) was free within --max-wait %v; "+
-			"the target held them longer than rate × pool allows, or the pool is too small (raise --max-users to measure how long it held them)",
-			a.Dropped, a.Intended, a.DroppedPct, o.MaxUsers, o.MaxWait))
+		parts = append(parts, fmt.Sprintf("%d of %d arrivals (%.1f%%) were dropped: no user of the pool (--max-users %d) was free within --max-wait %v. "+
+			"At %.4g/s a pool of %d keeps up while each arrival takes %s or less on average (users busy = rate × time each); "+
+			"the target took longer, or stalled: raise --max-users to measure how long",
+			a.Dropped, a.Intended, a.DroppedPct, o.MaxUsers, o.MaxWait, o.Rate.Peak(), o.MaxUsers, time.Duration(float64(o.MaxUsers)/o.Rate.Peak()*float64(time.Second)).Round(time.Millisecond)))
 	}
 	if a.Late > 0 && float64(a.Late) > 0.01*float64(a.Started) {
 		parts = append(parts, fmt.Sprintf("%d of %d arrivals started more than %g ms late (p99 %.1f ms, max %.1f ms): headroom's CPU or a wait for a free user held the schedule up; their lateness is in their latency from the intended start",

@@ -7,12 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/headroom-dev/headroom/agents"
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -115,5 +120,70 @@ func TestOpenRunRefusesBadSchedules(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "cannot reach") {
 			t.Errorf("%+v: %v; want it refused before anything else", o, err)
 		}
+	}
+}
+
+// TestOpenPoolTooSmallDropsAndTheCheckFires is issue 14's pool too small:
+// 100 arrivals a second for a server that takes 100 ms, on 2 users, who
+// serve 20 a second. The other 80 a second are dropped and counted, in
+// the result, its note and on /metrics, where the default check on
+// dropped arrivals, evaluated by the embedded PromQL engine on what the
+// run exposed, fires. And the run does not fall behind: every second
+// still hands out its 100 arrivals, none of them late.
+func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
+	target := serve(t, func(http.ResponseWriter, *http.Request) { time.Sleep(100 * time.Millisecond) })
+	prom := metrics.NewProm()
+	store := health.NewStore(time.Hour)
+	stop, scraped := make(chan struct{}), make(chan time.Time, 1)
+	go func() { // what a scrape of --metrics-listen would see, twice a second
+		var last time.Time
+		defer func() { scraped <- last }()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				mfs, err := prom.Gather()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				store.AppendGathered(mfs, now, labels.FromStrings("job", "headroom"))
+				last = now
+			}
+		}
+	}()
+	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target, Prom: prom},
+		Open: &Open{Rate: engine.Constant(100, 4*time.Second), MaxUsers: 2, PreUsers: 2}}
+	res := run(t, b)
+	close(stop)
+	at := <-scraped
+
+	a := res.Arrivals
+	if a == nil || a.Intended < 398 || a.Intended > 402 || math.Abs(a.IntendedRPS-100) > 3 {
+		t.Fatalf("arrivals %+v; want the 400 of 100/s for 4 s handed out", a)
+	}
+	// 2 users of ~100 ms serve ~20 a second: ~80 of 400 start.
+	if a.Started < 60 || a.Started > 90 || a.Dropped != a.Intended-a.Started || a.DroppedPct < 75 {
+		t.Errorf("%d started, %d dropped (%.1f%%); want ~80 started, the rest dropped", a.Started, a.Dropped, a.DroppedPct)
+	}
+	if a.Late != 0 {
+		t.Errorf("%d arrivals started late: with --max-wait 0 none waits, and the schedule never catches up late", a.Late)
+	}
+	for _, p := range res.Timeline {
+		if p.T > res.Window.Start+0.5 && p.T < res.Window.End-0.5 && (p.Arrivals+p.Dropped < 80 || p.Arrivals+p.Dropped > 120) {
+			t.Errorf("second at %.1f s: %d started + %d dropped; want the schedule's 100 a second", p.T, p.Arrivals, p.Dropped)
+		}
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "were dropped: no user of the pool (--max-users 2)") }) {
+		t.Errorf("no note on the dropped arrivals: %q", res.Notes)
+	}
+	r := health.Evaluate(context.Background(), health.NewEmbedded(store), []health.Check{health.DroppedArrivals(2 * time.Second)}, at)[0]
+	t.Logf("%d intended (%.1f/s), %d started, %d dropped (%.1f%%), %d late; check %q = %.1f, fired %v",
+		a.Intended, a.IntendedRPS, a.Started, a.Dropped, a.DroppedPct, a.Late, r.Name, r.Value, r.Fired)
+	if !r.Fired || r.Value < 70 || r.Value > 90 {
+		t.Errorf("the dropped-arrivals check: %+v; want it fired at ~80%%", r)
 	}
 }

@@ -100,7 +100,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "run a bounded load test: a fixed number of users for a duration", runCmd},
+		{"run", "run a bounded load test: a fixed number of users, or an arrival rate (--rate), for a duration", runCmd},
 		{"step", "hold a list of user counts in turn; a table per level and the knee", stepCmd},
 		{"ceiling", "find how many users the target supports while its health checks pass", ceilingCmd},
 		{"compare", "compare base and new builds' results: deltas, intervals, verdicts; gates CI", compareCmd},

@@ -21,7 +21,6 @@ func printOpenHead(w io.Writer, r *result.Result) {
 		fmt.Fprintln(w, "\nservice time: from the request's actual send to the end of the response, what the target took")
 		table(w, "REQUEST", append(sv.Requests, sv.Totals))
 	}
-	fmt.Fprintln(w, "\nactions: latency from intended start")
 }
 
 // openModelText is "open model at 100/s (even arrivals), a pool of up to 150

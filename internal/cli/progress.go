@@ -142,6 +142,9 @@ func printSummary(w io.Writer, r *result.Result) {
 		fmt.Fprintf(w, "(%d more requests ended while users stopped, after the window: in stopping_totals, in no figure above)\n", n)
 	}
 	fmt.Fprintln(w)
+	if r.Config.Open() {
+		fmt.Fprintln(w, "actions: latency from intended start (a WebSocket message's handler, as it ran)")
+	}
 	table(w, "ACTION", r.Actions)
 	printArrivals(w, r)
 	printConnected(w, r.Connected)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/runner"
 )
 
 func TestSummaryMarksActionsWithoutRequests(t *testing.T) {
@@ -49,5 +51,27 @@ func TestSummaryCountsUsersByType(t *testing.T) {
 	printSummary(&b, r)
 	if !strings.Contains(b.String(), "users by type: reader 90, poster 10\n") {
 		t.Errorf("no users by type, in the scenario's order:\n%s", b.String())
+	}
+}
+
+// TestOpenProgressLine: the live line of the open model shows the
+// arrivals a second against the rate, the drops and late starts so far,
+// and labels its latencies.
+func TestOpenProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(Env{Stderr: &b})
+	p.open = true
+	p.update(runner.Progress{Phase: "setup", Ready: 3, Want: 10})
+	p.update(runner.Progress{Elapsed: 12 * time.Second, Total: time.Minute, Phase: "steady", Users: 10, Rate: 100, Started: 97,
+		Dropped: 30, Late: 2, Last: metrics.Point{P50Ms: 1.5, P99Ms: 700}}) // within 5 s of the last: printed only on a terminal
+	p.statusLine.last = time.Time{}
+	p.update(runner.Progress{Elapsed: 13 * time.Second, Total: time.Minute, Phase: "steady", Users: 10, Rate: 100, Started: 97,
+		Dropped: 30, Late: 2, Last: metrics.Point{P50Ms: 1.5, P99Ms: 700}})
+	out := b.String()
+	for _, want := range []string{"setting up the pool 00:00  users 3/10 set up", "open 00:13/01:00  arrivals/s 97 of 100  dropped 30  late 2  pool 10 users",
+		"p99 700.0ms (from intended start)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func (f *openFlags) resolve(fs *flag.FlagSet, duration time.Duration) (*runner.O
 	return o, nil
 }
 
-// describe is the open model in a line: "500/s for 1m0s (even arrivals),
+// describeOpen is the open model in a line: "500/s for 1m0s (even arrivals),
 // a pool of 500 users (500 set up first), dropped at once".
 func describeOpen(o *runner.Open) string {
 	var rate string

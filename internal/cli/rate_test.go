@@ -205,3 +205,15 @@ func TestRunAtARate(t *testing.T) {
 		t.Errorf("service times: %+v", r.Service)
 	}
 }
+
+// TestRunHelpTeachesTheRate: run --help explains the open model's flags
+// with examples.
+func TestRunHelpTeachesTheRate(t *testing.T) {
+	code, _, stderr := headroom(t, "run", "--help")
+	for _, want := range []string{"--rate 500/s --duration 60s", "--rate-stages \"100/s:30s,500/s:60s,500/s:5m\"", "--arrivals poisson",
+		"-max-users", "-pre-users", "-max-wait", "intended start", "service time", "dropped", "coordinated omission"} {
+		if code != ExitOK || !strings.Contains(stderr, want) {
+			t.Errorf("run --help (exit %d) lacks %q", code, want)
+		}
+	}
+}

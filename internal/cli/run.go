@@ -19,8 +19,9 @@ import (
 
 var runHelp = `
 Runs a bounded load test: --users users, added linearly over --ramp, then
-held for --duration. Each user runs the scenario's setup once, then weighted
-actions with think time between them, over its own keep-alive connection.
+held for --duration; or, with --rate, arrivals at a rate (the open model,
+below). Each user runs the scenario's setup once, then weighted actions with
+think time between them, over its own keep-alive connection.
 
 Live progress goes to stderr; the per-request table goes to stdout at the
 end, and everything to --out/result.json. Ctrl-C stops the run gracefully
@@ -34,9 +35,29 @@ during the ramp or while users stop. Users added together start within
 100 ms of each other and first act after their own part of a think time, so
 they never act in lockstep.
 
+The open model (--rate, docs/OPEN.md): instead of users that wait for their
+answers, actions start at an arrival rate whatever the target does, each on a
+free user of a pool (--max-users, default the peak rate x 1 s, at least 10; all
+set up before the window unless --pre-users says fewer). Requests are timed
+from the arrival's intended start, a wait for a user included, and beside it
+as service time from the actual send; the tables show both, labelled. An
+arrival that finds no user free within --max-wait (default 0: at once) is
+dropped and counted, one that starts over 10 ms late is counted late: the
+ARRIVALS table at the end, and the live line, show both. A ramp of rates is
+k6-like stages (--rate-stages), each moving the rate linearly to its target
+over its duration; their sum is the window. The think time is not used. Not
+yet on agents (--local-agents, --agents).
+
+At the end of a closed-model run, a warning says when the target held users
+up much longer than their think time (coordinated omission: the requests they
+did not send meanwhile are never measured) and points to --rate.
+
 Examples:
   headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
   headroom run my.star --target http://127.0.0.1:8080 --users 50 --duration 2m --seed 7 --metrics-listen 127.0.0.1:9465
+  headroom run api.star --target http://127.0.0.1:8080 --rate 500/s --duration 60s
+  headroom run api.star --target http://127.0.0.1:8080 --rate 30/m --duration 10m --arrivals poisson
+  headroom run api.star --target http://127.0.0.1:8080 --rate-stages "100/s:30s,500/s:60s,500/s:5m" --max-users 2000 --max-wait 500ms
 
 ` + exitCodes("run", "")
 
