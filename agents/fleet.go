@@ -290,7 +290,24 @@ func (f *Fleet) Stop() {
 		}
 		return true
 	})
+	// Then each agent hangs up once its last snapshots are acknowledged. A
+	// coordinator that ended first could cut those acknowledgements off in
+	// flight, and the agent, not knowing its figures arrived, exited 1 after
+	// a completed run (seen once under the whole test command's load).
+	ctx, cancel = context.WithTimeout(context.Background(), hangUpWait)
+	defer cancel()
+	_ = c.await(ctx, func() bool {
+		for _, r := range remotes {
+			if !r.ended {
+				return false
+			}
+		}
+		return true
+	})
 }
+
+// hangUpWait bounds the wait for agents to hang up after their Done.
+const hangUpWait = 5 * time.Second
 
 // UsersByType adds up the agents' users by type, as their Done said.
 func (f *Fleet) UsersByType() map[string]int {
