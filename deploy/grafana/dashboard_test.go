@@ -94,8 +94,6 @@ func exposed(t *testing.T) map[string]map[string]bool {
 		}
 	}
 	p.Observe(metrics.Sample{Kind: metrics.Request, Name: "login", Setup: true})
-	p.Observe(metrics.Sample{Kind: metrics.Arrival, Name: "(arrivals)", Latency: time.Millisecond})
-	p.Observe(metrics.Sample{Kind: metrics.Arrival, Name: "(arrivals)", Outcome: metrics.DroppedArrival})
 	p.SetUsers(2)
 	p.SetReady(1)
 	mfs, err := metrics.Labelled(p.Gather, "agent", "agent-0")()
@@ -300,9 +298,8 @@ func TestDashboardQueries(t *testing.T) {
 }
 
 // TestDashboardShowsTheChecks: the four client checks (those on headroom's
-// own metrics) and the open model's dropped-arrivals check each have a
-// panel of their name with their query, $window standing for --window,
-// and their threshold.
+// own metrics) each have a panel of their name with their query, $window
+// standing for --window, and their threshold.
 func TestDashboardShowsTheChecks(t *testing.T) {
 	d, _ := load(t)
 	byTitle := map[string]panel{}
@@ -311,7 +308,7 @@ func TestDashboardShowsTheChecks(t *testing.T) {
 	}
 	const w = 20 * time.Second
 	n := 0
-	for _, c := range health.OpenDefaults(w, nil) {
+	for _, c := range health.Defaults(w, nil) {
 		if len(c.Requires) > 0 {
 			continue // a target's or a node's metric: not headroom's
 		}
@@ -332,8 +329,8 @@ func TestDashboardShowsTheChecks(t *testing.T) {
 			t.Errorf("panel %q: no threshold step at the check's %v", c.Name, c.Threshold)
 		}
 	}
-	if n != 5 {
-		t.Errorf("%d checks on headroom's own metrics, want 5", n)
+	if n != 4 {
+		t.Errorf("%d client checks, want 4", n)
 	}
 }
 
