@@ -165,7 +165,7 @@ func (r *boundedRun) want(now time.Time) (int, string) {
 
 // step runs every 100 ms or so; it returns false once the duration is over.
 func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
-	if !r.window.IsZero() && now.Sub(r.window) >= r.Duration {
+	if !r.window.IsZero() && now.Sub(r.window) >= r.Duration+r.tail() {
 		return false
 	}
 	want, phase := r.want(now)
@@ -255,8 +255,8 @@ func (r *boundedRun) finish(status string) {
 		win = r.measured
 	}
 	if r.Open != nil {
-		// The window ends at the tick after the schedule's end: up to a
-		// tick with no arrival, which would lower every rate.
+		// The window ends a tail and up to a tick after the schedule's
+		// end: time with no arrival, which would lower every rate.
 		win = min(win, r.Duration)
 	}
 	if !steady.Start.IsZero() {

@@ -95,6 +95,22 @@ func (r *boundedRun) beginOpen(now time.Time) error {
 	return r.s.eng.SetPacer(r.schedule)
 }
 
+// openTail is how long past the schedule's end an open run's window
+// lasts: the schedule starts a moment after the window (its first tick's
+// work), and its last arrivals, due just before its end, may start a
+// little late; without it they would land after the window. No arrival
+// is due in it, so the rates are over the schedule's length (finish).
+const openTail = 100 * time.Millisecond
+
+// tail is how long the window lasts past Duration: openTail for the open
+// model, nothing for the closed one.
+func (r *boundedRun) tail() time.Duration {
+	if r.Open == nil {
+		return 0
+	}
+	return openTail
+}
+
 // rateAt is the rate the schedule asks for at now, arrivals per second;
 // 0 before the window and for the closed model.
 func (r *boundedRun) rateAt(now time.Time) float64 {
