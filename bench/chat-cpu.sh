@@ -49,13 +49,6 @@ build_headroom
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 [ "$(ulimit -n)" -gt $((USERS * 2 + 200)) ] || die "open-files limit $(ulimit -n) is too low for $USERS chat users"
 
-# scrape URL NAME [LABEL_MATCH]: the sum of the samples of metric NAME whose
-# labels contain LABEL_MATCH, from the Prometheus text at URL.
-scrape() {
-	curl -fsS --max-time 5 "$1" | awk -v name="$2" -v want="${3:-}" '
-		$0 ~ "^" name "({| )" && index($0, want) { sum += $NF }
-		END { printf "%.0f\n", sum }'
-}
 
 HZ=$(getconf CLK_TCK)
 # all_ticks PID: CPU ticks of PID and its descendants (a coordinator's local agents).
@@ -88,14 +81,7 @@ round() {
 		--metrics-listen "127.0.0.1:$mport" "${agents[@]}" --out "$dir/run" --quiet >"$dir/run.txt" 2>"$dir/run.err" &
 	hpid=$!
 	BENCH_PIDS+=("$hpid")
-	local deadline=$((SECONDS + 120)) ready=0
-	while [ $SECONDS -lt "$deadline" ]; do
-		ready=$(scrape "http://127.0.0.1:$mport/metrics" loadtest_users_ready 2>/dev/null) || ready=0
-		[ "$ready" -ge "$USERS" ] && break
-		kill -0 "$hpid" 2>/dev/null || die "round $n: headroom exited early: $(tail -5 "$dir/run.err")"
-		sleep 0.5
-	done
-	[ "$ready" -ge "$USERS" ] || die "round $n: only $ready of $USERS users set up in 120 s: $(tail -5 "$dir/run.err")"
+	wait_ready "http://127.0.0.1:$mport/metrics" "$USERS" "$hpid" 120 "$dir/run.err"
 	sleep 5
 	local hm=http://127.0.0.1:$mport/metrics
 	local t0 c0 r0 m0 e0 t1 c1 r1 m1 e1

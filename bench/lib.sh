@@ -260,3 +260,25 @@ find_vegeta() {
 	fi
 	log "using vegeta $VEGETA_VERSION ($VEGETA_BIN)"
 }
+
+# scrape URL NAME [LABEL_MATCH]: the sum of the samples of metric NAME whose
+# labels contain LABEL_MATCH, from the Prometheus text at URL.
+scrape() {
+	curl -fsS --max-time 5 "$1" | awk -v name="$2" -v want="${3:-}" '
+		$0 ~ "^" name "({| )" && index($0, want) { sum += $NF }
+		END { printf "%.0f\n", sum }'
+}
+
+# wait_ready METRICS_URL USERS PID SECONDS ERRFILE: waits until headroom's
+# loadtest_users_ready at METRICS_URL reaches USERS; dies (with ERRFILE's
+# tail) if PID exits first or SECONDS pass.
+wait_ready() {
+	local url=$1 want=$2 pid=$3 deadline=$((SECONDS + $4)) err=$5 ready=0
+	while [ $SECONDS -lt "$deadline" ]; do
+		ready=$(scrape "$url" loadtest_users_ready 2>/dev/null) || ready=0
+		[ "$ready" -ge "$want" ] && return 0
+		kill -0 "$pid" 2>/dev/null || die "headroom exited early: $(tail -5 "$err")"
+		sleep 0.5
+	done
+	die "only $ready of $want users set up in $4 s: $(tail -5 "$err")"
+}

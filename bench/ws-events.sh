@@ -88,13 +88,6 @@ user_types = [
 ]
 STAR
 
-# scrape URL NAME [LABEL_MATCH]: the sum of the samples of metric NAME whose
-# labels contain LABEL_MATCH, from the Prometheus text at URL.
-scrape() {
-	curl -fsS --max-time 5 "$1" | awk -v name="$2" -v want="${3:-}" '
-		$0 ~ "^" name "({| )" && index($0, want) { sum += $NF }
-		END { printf "%.0f\n", sum }'
-}
 
 # cpu_ticks_of PID: utime + stime of PID, in clock ticks.
 cpu_ticks_of() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
@@ -119,14 +112,7 @@ round() {
 	hpid=$!
 	BENCH_PIDS+=("$hpid")
 	# Every user set up, then two seconds for the events to flow.
-	local deadline=$((SECONDS + 60)) ready=0
-	while [ $SECONDS -lt "$deadline" ]; do
-		ready=$(scrape "http://127.0.0.1:$mport/metrics" loadtest_users_ready 2>/dev/null) || ready=0
-		[ "$ready" -ge "$total" ] && break
-		kill -0 "$hpid" 2>/dev/null || die "round $n: headroom exited early: $(tail -5 "$dir/run.err")"
-		sleep 0.5
-	done
-	[ "$ready" -ge "$total" ] || die "round $n: only $ready of $total users set up in 60 s: $(tail -5 "$dir/run.err")"
+	wait_ready "http://127.0.0.1:$mport/metrics" "$total" "$hpid" 60 "$dir/run.err"
 	sleep 2
 	local hm=http://127.0.0.1:$mport/metrics tm=http://127.0.0.1:$tport/metrics
 	local h0 c0 b0 p0 q0 d0 t0 h1 c1 b1 p1 q1 d1 t1
