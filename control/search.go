@@ -17,6 +17,11 @@ type SearchConfig struct {
 	Settle    time.Duration // after reaching a level, before judging it: at least the checks' longest window; default 30 s
 	Judge     time.Duration // how long a level is judged; default 10 s
 	RampRate  float64       // users added per second at most when moving up; default 50 (logins are costly)
+	// Unit is what a level counts, for the reasons: "users" (default) or
+	// "arrivals/s" (the open model: levels are rates, moved to at once
+	// with a RampRate past any level). MaxFlag names Max's flag in them;
+	// default --max-users.
+	Unit, MaxFlag string
 	// A level is unhealthy when more than half of its judged evaluations
 	// had a check firing. FailFast ends the judging early after that many
 	// consecutive unhealthy evaluations; default 5.
@@ -74,6 +79,12 @@ func (c SearchConfig) withDefaults() SearchConfig {
 	}
 	if c.Window <= 0 {
 		c.Window = 10 * time.Second
+	}
+	if c.Unit == "" {
+		c.Unit = "users"
+	}
+	if c.MaxFlag == "" {
+		c.MaxFlag = "--max-users"
 	}
 	c.Start = min(max(c.Start, c.Min), c.Max)
 	return c
@@ -143,7 +154,7 @@ func (s *Search) Decide(o Observation) Decision {
 	if !s.started {
 		s.started = true
 		s.target = float64(o.Users)
-		return s.moveTo(s.cfg.Start, o, fmt.Sprintf("start at %d users", s.cfg.Start))
+		return s.moveTo(s.cfg.Start, o, fmt.Sprintf("start at %s", s.n(s.cfg.Start)))
 	}
 
 	// Moving: ramp up at most RampRate users a second; go down at once.
@@ -159,8 +170,8 @@ func (s *Search) Decide(o Observation) Decision {
 		// logins, so it is not yet a verdict.
 		if cur := int(s.target); float64(s.level) > s.target && s.badSince >= 0 && cur > s.lo && cur > 0 &&
 			o.Elapsed-s.badSince >= time.Duration(s.cfg.FailFast)*time.Second {
-			why := fmt.Sprintf("checks firing for %v on the way to %d users: hold at %d and judge it",
-				(o.Elapsed - s.badSince).Round(time.Second), s.level, cur)
+			why := fmt.Sprintf("checks firing for %v on the way to %s: hold at %d and judge it",
+				(o.Elapsed - s.badSince).Round(time.Second), s.n(s.level), cur)
 			s.level, s.badSince = cur, -1
 			return Decision{Users: cur, Reason: why}
 		}
@@ -179,10 +190,10 @@ func (s *Search) Decide(o Observation) Decision {
 			s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
 		case int(s.target) >= s.level && late:
 			l := Level{Users: s.level, Start: s.movedAt.Seconds(), End: o.Elapsed.Seconds(), SetUp: o.Users, Verdict: "unhealthy",
-				Why: fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (setup timeout)", o.Users, s.level, s.cfg.SetupTimeout)}
+				Why: s.setupShort(o)}
 			s.levels = append(s.levels, l)
 			s.hi = minPos(s.hi, l.Users)
-			d := s.after(fmt.Sprintf("%d users unhealthy: %s", l.Users, l.Why), o)
+			d := s.after(fmt.Sprintf("%s unhealthy: %s", s.n(l.Users), l.Why), o)
 			d.Judged = true
 			return d
 		}
@@ -270,7 +281,7 @@ func (s *Search) judge(o Observation) Decision {
 		s.relo()
 	}
 	s.cur, s.run = nil, 0
-	verdict := fmt.Sprintf("%d users %s (%d of %d evaluations unhealthy)", l.Users, l.Verdict, l.Unhealthy, l.Evaluations)
+	verdict := fmt.Sprintf("%s %s (%d of %d evaluations unhealthy)", s.n(l.Users), l.Verdict, l.Unhealthy, l.Evaluations)
 	if l.Undecided {
 		verdict += ", undecided"
 	}
@@ -289,7 +300,7 @@ func (s *Search) Held(h Level, o Observation) Decision {
 		h.Why = fmt.Sprintf("%d of %d evaluations of the hold unhealthy: not decided at %s confidence", h.Unhealthy, h.Evaluations, pct(s.cfg.Confidence))
 	}
 	s.levels = append(s.levels, h)
-	verdict := fmt.Sprintf("the hold at %d users was %s (%d of %d evaluations unhealthy)", h.Users, h.Verdict, h.Unhealthy, h.Evaluations)
+	verdict := fmt.Sprintf("the hold at %s was %s (%d of %d evaluations unhealthy)", s.n(h.Users), h.Verdict, h.Unhealthy, h.Evaluations)
 	if h.Verdict != "unhealthy" {
 		if next, why := s.probe(); next > 0 {
 			s.done = false
@@ -308,9 +319,9 @@ func (s *Search) Held(h Level, o Observation) Decision {
 func (s *Search) after(verdict string, o Observation) Decision {
 	switch {
 	case s.hi == 0 && s.lo >= s.cfg.Max:
-		return s.finish(fmt.Sprintf("never unhealthy up to --max-users %d: the ceiling is above it", s.cfg.Max), verdict)
+		return s.finish(fmt.Sprintf("never unhealthy up to %s %d: the ceiling is above it", s.cfg.MaxFlag, s.cfg.Max), verdict)
 	case s.lo == 0 && s.hi <= s.cfg.Min:
-		return s.finish(fmt.Sprintf("unhealthy from the start: even %d users fired a check", s.hi), verdict)
+		return s.finish(fmt.Sprintf("unhealthy from the start: even %s fired a check", s.n(s.hi)), verdict)
 	case s.lo > 0 && s.hi > 0 && (s.hi-s.lo <= 1 || float64(s.hi-s.lo) <= s.cfg.Precision*float64(s.lo)):
 		if next, why := s.probe(); next > 0 {
 			s.probes++
@@ -360,7 +371,7 @@ func (s *Search) probe() (int, string) {
 			}
 		}
 		if next > dlo && next >= s.cfg.Min {
-			return next, fmt.Sprintf("%d users were undecided: try %d for a decided lower bound", s.lo, next)
+			return next, fmt.Sprintf("%s were undecided: try %d for a decided lower bound", s.n(s.lo), next)
 		}
 	}
 	if l := latest[s.hi]; l.Undecided {
@@ -372,7 +383,7 @@ func (s *Search) probe() (int, string) {
 			}
 		}
 		if (dhi == 0 || next < dhi) && next <= s.cfg.Max {
-			return next, fmt.Sprintf("%d users were undecided: try %d for a decided upper bound", s.hi, next)
+			return next, fmt.Sprintf("%s were undecided: try %d for a decided upper bound", s.n(s.hi), next)
 		}
 	}
 	return 0, ""
@@ -482,11 +493,11 @@ func (s *Search) Estimate() Estimate {
 	var widened []string
 	if l, ok := latest[s.lo]; ok && l.Undecided {
 		e.Low = float64(dlo)
-		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %d users were undecided (%s): down to the nearest decided level", s.lo, l.Why))
+		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %s were undecided (%s): down to the nearest decided level", s.n(s.lo), l.Why))
 	}
 	if l, ok := latest[s.hi]; ok && l.Undecided {
 		e.High = float64(dhi)
-		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %d users were undecided (%s): up to the nearest decided level", s.hi, l.Why))
+		widened = append(widened, fmt.Sprintf("the checks were noisy near the ceiling, %s were undecided (%s): up to the nearest decided level", s.n(s.hi), l.Why))
 	}
 	if why := s.drift(&e); why != "" {
 		widened = append(widened, why)
@@ -534,13 +545,25 @@ func (s *Search) drift(e *Estimate) string {
 	if above == 0 || (e.High != 0 && float64(above) > e.High) {
 		e.High = float64(above) // 0: no decided level above bounds it
 	}
-	return fmt.Sprintf("verdicts contradicted each other, %d users healthy at %s and %d unhealthy at %s: the target's capacity moved during the search (growing state, caches, a slower phase), so the interval covers both",
-		hi.Users, clock(hi.End), lo.Users, clock(lo.End))
+	return fmt.Sprintf("verdicts contradicted each other, %s healthy at %s and %d unhealthy at %s: the target's capacity moved during the search (growing state, caches, a slower phase), so the interval covers both",
+		s.n(hi.Users), clock(hi.End), lo.Users, clock(lo.End))
 }
 
 func clock(s float64) string {
 	d := time.Duration(s * float64(time.Second)).Round(time.Second)
 	return fmt.Sprintf("%02d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// n is x in the search's unit: "40 users", "40 arrivals/s".
+func (s *Search) n(x int) string { return fmt.Sprintf("%d %s", x, s.cfg.Unit) }
+
+// setupShort says why a level was reached short of its load: users (or,
+// in the open model, the pool) not set up within SetupTimeout.
+func (s *Search) setupShort(o Observation) string {
+	if s.cfg.Unit != "users" {
+		return fmt.Sprintf("the pool of users had not finished setup %v after the level was asked for (setup timeout)", s.cfg.SetupTimeout)
+	}
+	return fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (setup timeout)", o.Users, s.level, s.cfg.SetupTimeout)
 }
 
 // Levels implements Controller.

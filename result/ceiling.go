@@ -2,6 +2,10 @@ package result
 
 // Ceiling is the part of result.json that only ceiling runs have.
 type Ceiling struct {
+	// Unit is what the search counts: UnitUsers, or UnitRate for
+	// ceiling --open (SupportedUsers, the levels, decisions and the check
+	// timeline's users are then whole arrivals per second).
+	Unit string `json:"unit,omitempty"`
 	// SupportedUsers is the answer: Value users, in [Low, High) for a
 	// search (High 0: no unhealthy level found), or the mean with its 5-95%
 	// band for the linear controller. Found is false when the run could not

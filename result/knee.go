@@ -61,7 +61,12 @@ type Knee struct {
 //
 // levels must be in increasing order of users. Levels that are not
 // Complete or have no requests are skipped. FindKnee is pure.
-func FindKnee(levels []StepLevel, rule KneeRule) Knee {
+func FindKnee(levels []StepLevel, rule KneeRule) Knee { return FindKneeIn(levels, rule, UnitUsers) }
+
+// FindKneeIn is FindKnee for levels counted in unit (UnitRate: arrivals
+// per second, step --rates): the same rule, the load's gain against the
+// throughput's, and the summary in the unit's words.
+func FindKneeIn(levels []StepLevel, rule KneeRule, unit string) Knee {
 	var use []StepLevel
 	for _, l := range levels {
 		if l.Complete && l.Totals.Count > 0 && l.Users > 0 {
@@ -73,10 +78,11 @@ func FindKnee(levels []StepLevel, rule KneeRule) Knee {
 		k.Summary = fmt.Sprintf("no knee: finding one takes at least two completed levels with requests, got %d", len(use))
 		return k
 	}
-	span := fmt.Sprintf("%d–%d users", use[0].Users, use[len(use)-1].Users)
+	span := fmt.Sprintf("%d–%s", use[0].Users, Amount(float64(use[len(use)-1].Users), unit))
 	var weakest, flatOnly *step
 	for i := 0; i+1 < len(use); i++ {
 		s := stepOf(use[i], use[i+1])
+		s.unit = unit
 		if s.xFrom <= 0 {
 			continue // nothing succeeded at the lower level: no growth to judge
 		}
@@ -101,7 +107,7 @@ func FindKnee(levels []StepLevel, rule KneeRule) Knee {
 			if errs {
 				why = append(why, fmt.Sprintf("errors and timeouts rose from %.1f%% to %.1f%% of requests", s.errFrom, s.errTo))
 			}
-			k.Summary = fmt.Sprintf("knee at %d users: %s while %s", s.from.Users, s.words(), strings.Join(why, " and "))
+			k.Summary = fmt.Sprintf("knee at %s: %s while %s", Amount(float64(s.from.Users), unit), s.words(), strings.Join(why, " and "))
 			return k
 		}
 		if flat && flatOnly == nil {
@@ -116,12 +122,20 @@ func FindKnee(levels []StepLevel, rule KneeRule) Knee {
 		k.Summary = fmt.Sprintf("no knee within %s: %s, but latency and errors held; "+
 			"the limit may be the load generator or the scenario, not the target", span, flatOnly.words())
 	case weakest != nil:
-		k.Summary = fmt.Sprintf("no knee within %s: throughput grew at least %.0f%% as fast as the users at every step (the least: %s)",
-			span, 100*rule.Efficiency, weakest.words())
+		k.Summary = fmt.Sprintf("no knee within %s: throughput grew at least %.0f%% as fast as the %s at every step (the least: %s)",
+			span, 100*rule.Efficiency, loadWord(unit), weakest.words())
 	default:
 		k.Summary = fmt.Sprintf("no knee within %s: no request succeeded at the lower level of any step", span)
 	}
 	return k
+}
+
+// loadWord names what a unit's levels grow: the users, the arrival rate.
+func loadWord(unit string) string {
+	if UnitOf(unit) == UnitRate {
+		return "arrival rate"
+	}
+	return "users"
 }
 
 // step is the change from one level to the next.
@@ -132,6 +146,7 @@ type step struct {
 	tputGain          float64
 	p95Rise, meanRise float64
 	errFrom, errTo    float64 // percent
+	unit              string  // of Users
 }
 
 func stepOf(a, b StepLevel) step {
@@ -164,8 +179,8 @@ func (s *step) words() string {
 	if g < 0 {
 		g = -g
 	}
-	return fmt.Sprintf("from %d to %d users (+%.0f%%) throughput %s %.0f%% (%.1f → %.1f req/s)",
-		s.from.Users, s.to.Users, 100*s.usersGain, verb, g, s.xFrom, s.xTo)
+	return fmt.Sprintf("from %d to %s (+%.0f%%) throughput %s %.0f%% (%.1f → %.1f req/s)",
+		s.from.Users, Amount(float64(s.to.Users), s.unit), 100*s.usersGain, verb, g, s.xFrom, s.xTo)
 }
 
 // goodput is successful requests per second.

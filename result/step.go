@@ -16,7 +16,11 @@ import (
 // totals, which merge the held windows of every level (ramp_totals has
 // what was excluded).
 type Step struct {
-	Planned  []int   `json:"planned"`   // user counts asked for, increasing
+	// Unit is what the levels count: UnitUsers (the closed model) or
+	// UnitRate (step --rates: Planned and each level's Users are whole
+	// arrivals per second).
+	Unit     string  `json:"unit,omitempty"`
+	Planned  []int   `json:"planned"`   // user counts (or rates) asked for, increasing
 	HoldS    float64 `json:"hold_s"`    // seconds each level is held, after settling
 	SettleS  float64 `json:"settle_s"`  // seconds each level settles once every user is set up; excluded
 	RampRate float64 `json:"ramp_rate"` // users added per second at most; 0: all at once
@@ -59,6 +63,11 @@ type StepLevel struct {
 	// Server, with --scrape: each scraped endpoint over the held window,
 	// in the order of the result's server.targets.
 	Server []ServerWindow `json:"server,omitempty"`
+	// Arrivals and ServiceTimes, of an open-model level (step --rates):
+	// the arrivals over the held window, and the service times beside
+	// Totals' latencies from the intended start.
+	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
+	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
 }
 
 // ErrorPct returns the share of the level's requests that failed or timed

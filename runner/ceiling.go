@@ -40,16 +40,21 @@ type Ceiling struct {
 	// settling) once the search has found them, for the figures there.
 	// The hold is judged too: an unhealthy hold is said in the result, and
 	// a controller that can (control.Holder) takes its answer back.
-	Measure  time.Duration
+	Measure time.Duration
+	// Open, if set, makes it ceiling --open: the controller's levels are
+	// arrival rates on one pool of users (the Controller counts in
+	// arrivals per second), and the answer is the supported rate.
+	Open     *OpenLevels
 	Progress func(CeilingProgress)
 }
 
 // CeilingProgress is what a ceiling run reports every tick.
 type CeilingProgress struct {
 	Elapsed  time.Duration
-	Users    int // past setup
-	Started  int // running, setting up or past setup
+	Users    int // past setup (the open model: the rate running)
+	Started  int // running, setting up or past setup (the open model: the rate asked for)
 	Target   int
+	Pool     int // the open model: users in the pool
 	Results  []health.Result
 	Decision string // non-empty when the controller changed course
 	Last     metrics.Point
@@ -70,7 +75,17 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	res := s.res
-	ci := &result.Ceiling{Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
+	var ld knob = users{s}
+	if c.Open != nil {
+		r, err := openRates(s, c.Open)
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		ld = r
+		defer r.stop()
+	}
+	ci := &result.Ceiling{Unit: ld.unit(), Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
 	res.Ceiling = ci
 	for _, ch := range c.Checks {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
@@ -97,7 +112,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	ctx = s.ctx // ends with the caller's, or when headroom aborts the run
 	ticks(ctx, c.Tick, func(now time.Time) bool {
 		el := now.Sub(s.start)
-		users := s.eng.Ready() // users past setup: the load really applied
+		users := ld.applied() // users past setup (or the rate): the load really applied
 		p := s.collect()
 		// A second counts towards a level's figures only when every user
 		// started is set up (no logins in flight) and the count has held
@@ -105,7 +120,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		// A degraded second (agents: one lost, its users not yet set up
 		// again elsewhere) is neither: its figures and checks are kept
 		// out of the search.
-		steady := users == s.eng.Users() && !p.Degraded
+		steady := users == ld.started() && !p.Degraded
 		if users != lastUsers || !steady {
 			heldSince, lastUsers = now, users
 			if !steady {
@@ -171,7 +186,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		ci.CheckTimeline = append(ci.CheckTimeline, pt)
 
 		var d control.Decision
-		obs := control.Observation{Elapsed: el, Users: users, Started: s.eng.Users(), Fired: fired, Pressure: pressure(c.Checks, results)}
+		obs := control.Observation{Elapsed: el, Users: users, Started: ld.started(), Fired: fired, Pressure: pressure(c.Checks, results)}
 		if measuring {
 			d = control.Decision{Users: target}
 			if h := levels[target]; h != nil && h.time > 0 && users == target && steady {
@@ -196,7 +211,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			d.Users = int(est.Value)
 			hold = &control.Level{Users: d.Users, Start: el.Seconds(), Fired: map[string]int{}, SetUp: d.Users}
 			delete(levels, d.Users) // its figures are the hold's
-			d.Reason += fmt.Sprintf("; hold %d users for %v to measure them (judged again)", d.Users, c.Measure)
+			d.Reason += fmt.Sprintf("; hold %s for %v to measure them (judged again)", result.Amount(float64(d.Users), ci.Unit), c.Measure)
 		}
 		if d.Judged {
 			bottleneck(ci.Bottleneck, results, el)
@@ -205,7 +220,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			ci.Decisions = append(ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: d.Users, Reason: d.Reason})
 		}
 		target = d.Users
-		s.setUsers(d.Users)
+		ld.set(d.Users)
 
 		// Generator self-check over the last ten seconds.
 		if now.Sub(cpuAt) >= 10*time.Second {
@@ -214,14 +229,14 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			late := s.eng.Late() - lateMark
 			if share > 0.9*float64(res.Generator.GOMAXPROCS) || late > int64(max(5, users/10)) {
 				ci.Trustworthy = false
-				ci.Untrusted = fmt.Sprintf("at %d users headroom used %.0f%% of %d cores and %d users woke late: the generator, not the target, may have been the limit",
-					users, 100*share, res.Generator.GOMAXPROCS, late)
+				ci.Untrusted = fmt.Sprintf("at %s headroom used %.0f%% of %d cores and %d users (or arrivals) woke late: the generator, not the target, may have been the limit",
+					result.Amount(float64(users), ci.Unit), 100*share, res.Generator.GOMAXPROCS, late)
 			}
 			cpuMark, cpuAt, lateMark = cpu, now, s.eng.Late()
 		}
 
 		if c.Progress != nil {
-			c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: target, Results: results, Decision: d.Reason,
+			c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: target, Pool: s.eng.Users(), Results: results, Decision: d.Reason,
 				Last: p, Estimate: c.Controller.Estimate(), Warning: warning})
 		}
 		if c.Scraper == nil {
@@ -355,19 +370,29 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 	}
 	sort.Ints(keys)
 	if len(keys) > 0 {
-		ci.StatsWindow = fmt.Sprintf("requests made while %s users were held (after settling), %.0f s in all",
-			strings.Trim(fmt.Sprint(keys), "[]"), win.Seconds())
+		ci.StatsWindow = fmt.Sprintf("requests made while %s %s were held (after settling), %.0f s in all",
+			strings.Trim(fmt.Sprint(keys), "[]"), ci.UnitName(), win.Seconds())
 	} else {
-		ci.StatsWindow = "no steady level at the supported users: figures are empty"
+		ci.StatsWindow = fmt.Sprintf("no steady level at the supported %s: figures are empty", ci.UnitName())
 	}
 	scratch := metrics.NewStat()
 	res.Totals = snap.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.Requests = snap.Summaries(metrics.Request, win)
 	res.Actions = snap.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(snap, win)
-	res.Omission = result.OmissionOf(snap, meanThink(s.c.Scenario))
 	ci.ThroughputRPS = res.Totals.RPS
-	res.Config.Users = int(est.Value)
+	if o := c.Open; o != nil {
+		peak := 0
+		for _, l := range ci.Levels {
+			peak = max(peak, l.Users)
+		}
+		res.Config.Rate = o.config(est.Value, float64(peak))
+		res.Arrivals = result.ArrivalsOf(snap, win, est.Value)
+		res.ServiceTimes = result.ServiceTimesOf(snap, win)
+	} else {
+		res.Omission = result.OmissionOf(snap, meanThink(s.c.Scenario))
+		res.Config.Users = int(est.Value)
+	}
 	res.Notes = nil
 	if note := s.generator(sumCounts(res.Actions)); note != "" {
 		res.Notes = append(res.Notes, note)
@@ -379,8 +404,8 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 		res.Notes = append(res.Notes, "the ceiling is not trustworthy: "+ci.Untrusted)
 	}
 	if h := ci.Hold; h != nil && h.Verdict == "unhealthy" && h.Users == int(est.Value) {
-		res.Notes = append(res.Notes, fmt.Sprintf("the measuring hold at the supported %d users was unhealthy (%d of %d evaluations): the answer did not hold up; read it as an upper bound",
-			h.Users, h.Unhealthy, h.Evaluations))
+		res.Notes = append(res.Notes, fmt.Sprintf("the measuring hold at the supported %s was unhealthy (%d of %d evaluations): the answer did not hold up; read it as an upper bound",
+			result.Amount(float64(h.Users), ci.Unit), h.Unhealthy, h.Evaluations))
 	}
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 	return snap
@@ -399,7 +424,7 @@ func (c *Ceiling) held(ci *result.Ceiling, h *control.Level, o control.Observati
 	if hc, ok := c.Controller.(control.Holder); ok {
 		return hc.Held(*h, o)
 	}
-	reason := fmt.Sprintf("the hold at %d users was %s (%d of %d evaluations unhealthy)", h.Users, h.Verdict, h.Unhealthy, h.Evaluations)
+	reason := fmt.Sprintf("the hold at %s was %s (%d of %d evaluations unhealthy)", result.Amount(float64(h.Users), ci.Unit), h.Verdict, h.Unhealthy, h.Evaluations)
 	return control.Decision{Users: h.Users, Done: true, Reason: reason}
 }
 

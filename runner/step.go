@@ -32,7 +32,11 @@ type Step struct {
 	// the levels held so far. Default 1 minute.
 	SetupTimeout time.Duration
 	Rule         result.KneeRule // zero: result.DefaultKneeRule()
-	Progress     func(StepProgress)
+	// Open, if set, makes it step --rates: Levels are arrival rates
+	// (whole arrivals per second), each a constant rate on one pool of
+	// users set up before the first level; RampRate does not apply.
+	Open     *OpenLevels
+	Progress func(StepProgress)
 }
 
 // Phases of a level, as StepProgress reports them.
@@ -49,7 +53,8 @@ type StepProgress struct {
 	Level   int    // index of the current level in Step.Levels
 	Phase   string // PhaseStarting, PhaseSettling, PhaseHolding, PhaseStopping
 	Left    time.Duration
-	// Want is the current level's users; Users are running, Ready past setup.
+	// Want is the current level's users (or rate); Users are running,
+	// Ready past setup (the open model: the pool's users).
 	Want, Users, Ready int
 	Last               metrics.Point // the last tick
 	// Done is the level that finished holding at this tick, with its
@@ -110,8 +115,19 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	}
 	res := s.res
 	res.Config.Users, res.Config.DurationS = st.Levels[len(st.Levels)-1], st.Hold.Seconds()
-	res.Step = &result.Step{Planned: slices.Clone(st.Levels), HoldS: st.Hold.Seconds(), SettleS: st.Settle.Seconds(), RampRate: st.RampRate}
-	r := &stepRun{Step: st, s: s, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
+	var ld knob = users{s}
+	if st.Open != nil {
+		rt, err := openRates(s, st.Open)
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		ld, st.RampRate = rt, 0
+		res.Config.Rate = st.Open.config(float64(st.Levels[0]), float64(st.Levels[len(st.Levels)-1]))
+		defer rt.stop()
+	}
+	res.Step = &result.Step{Unit: ld.unit(), Planned: slices.Clone(st.Levels), HoldS: st.Hold.Seconds(), SettleS: st.Settle.Seconds(), RampRate: st.RampRate}
+	r := &stepRun{Step: st, s: s, ld: ld, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
 	r.begin(0, s.start)
 	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
 
@@ -162,6 +178,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 type stepRun struct {
 	*Step
 	s        *session
+	ld       knob // users, or the open model's rate
 	rule     result.KneeRule
 	excluded *metrics.Snapshot // setup, settling, stopping: ramp_totals
 	exclTime time.Duration
@@ -211,8 +228,8 @@ func (r *stepRun) ramp(now time.Time) {
 		want = min(l.users, l.prev+int(math.Ceil(r.RampRate*now.Sub(l.start).Seconds())))
 		want = max(want, l.prev+1)
 	}
-	r.s.setUsers(want)
-	if r.s.eng.Users() == l.users && l.allStarted.IsZero() {
+	r.ld.set(want)
+	if r.ld.started() == l.users && l.allStarted.IsZero() {
 		l.allStarted = now
 	}
 }
@@ -232,9 +249,9 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 	case PhaseStarting:
 		r.exclude()
 		l.setup.Merge(&metrics.Snapshot{Setup: s.interval.Setup}) // the setups only
-		ready := s.eng.Ready()
+		ready := r.ld.applied()
 		switch {
-		case !l.allStarted.IsZero() && ready == l.users && s.eng.Users() == l.users:
+		case !l.allStarted.IsZero() && ready == l.users && r.ld.started() == l.users:
 			l.settle, r.phase = now, PhaseSettling
 			if r.Settle <= 0 {
 				r.startHold(now)
@@ -242,6 +259,10 @@ func (r *stepRun) advance(now time.Time) (*stepLevel, bool) {
 		case !l.allStarted.IsZero() && now.Sub(l.allStarted) > r.SetupTimeout:
 			r.stopped = fmt.Sprintf("at %d users only %d had finished setup %v after the last one started, so the run stopped there: "+
 				"is setup failing? The result's setup section has the errors", l.users, ready, r.SetupTimeout)
+			if r.Open != nil {
+				r.stopped = fmt.Sprintf("only %d of the pool's %d users had finished setup %v after it started, so the run stopped before its first rate: "+
+					"is setup failing? The result's setup section has the errors", s.eng.Ready(), r.Open.PreUsers, r.SetupTimeout)
+			}
 			return nil, false
 		}
 	case PhaseSettling:
@@ -299,10 +320,20 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 		Requests:  l.snap.Summaries(metrics.Request, l.held),
 		Actions:   l.snap.Summaries(metrics.Action, l.held),
 		Connected: result.ConnectedOf(l.snap, l.held),
-		Omission:  result.OmissionOf(l.snap, meanThink(r.s.c.Scenario)),
 	}
-	if !l.settle.IsZero() {
-		out.Setup = setupOf(l.setup, int64(l.users-l.prev), l.settle.Sub(l.start))
+	added := int64(l.users - l.prev)
+	if r.Open != nil {
+		out.Arrivals = result.ArrivalsOf(l.snap, l.held, float64(l.users))
+		out.ServiceTimes = result.ServiceTimesOf(l.snap, l.held)
+		added = 0 // the pool's users: set up before the first level, or on demand
+		if l.prev == 0 {
+			added = int64(r.Open.PreUsers)
+		}
+	} else {
+		out.Omission = result.OmissionOf(l.snap, meanThink(r.s.c.Scenario))
+	}
+	if !l.settle.IsZero() && added > 0 {
+		out.Setup = setupOf(l.setup, added, l.settle.Sub(l.start))
 	}
 	if l.held > 0 {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
@@ -334,7 +365,7 @@ func (r *stepRun) finish(status string) {
 		sr.Levels = append(sr.Levels, sl)
 	}
 	res.Window.Seconds = win.Seconds()
-	sr.Knee = result.FindKnee(sr.Levels, r.rule)
+	sr.Knee = result.FindKneeIn(sr.Levels, r.rule, sr.Unit)
 	if len(sr.Levels) > 0 {
 		r.s.server(from, to) // from the first hold to the end of the last: settling in between included
 	}
@@ -357,8 +388,8 @@ func (r *stepRun) finish(status string) {
 	cores := float64(res.Generator.GOMAXPROCS)
 	for _, l := range sr.Levels {
 		if l.GeneratorCPUPercent > 90*cores {
-			res.Notes = append(res.Notes, fmt.Sprintf("at %d users headroom used %.0f%% of %.0f cores while holding: that level's latencies may be the generator's, not the target's",
-				l.Users, l.GeneratorCPUPercent, cores))
+			res.Notes = append(res.Notes, fmt.Sprintf("at %s headroom used %.0f%% of %.0f cores while holding: that level's latencies may be the generator's, not the target's",
+				result.Amount(float64(l.Users), sr.Unit), l.GeneratorCPUPercent, cores))
 		}
 	}
 	if r.stopped != "" {

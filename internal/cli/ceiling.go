@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/server"
@@ -51,7 +53,15 @@ by the --scrape endpoints every second, or on a real server with
 targets itself; docs/HEALTH.md has the scrape config; --scrape endpoints then
 only feed the result's server figures: CPU, memory, time by handler).
 
+The open model (--open, docs/OPEN.md): the search's levels are arrival
+rates instead of user counts (whole arrivals per second, from --start-rate up
+to --max-rate), each a constant rate on one pool of users (--max-users bounds
+it; --pre-users are set up first, the rest on demand). The answer is the
+supported arrival rate. Latencies count from each arrival's intended start,
+and the check "dropped arrivals (%)" > 1 joins the defaults.
+
 Examples:
+  headroom ceiling examples/api.star --target http://127.0.0.1:8065 --open
   headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
@@ -76,6 +86,9 @@ type ceilingFlags struct {
 	confidence                         float64
 	rampRate                           float64
 	lin                                control.LinearConfig
+	open                               bool // --open: levels are arrival rates
+	startRate, maxRate                 int
+	pool                               poolFlags
 }
 
 func ceilingCmd(ctx context.Context, env Env, args []string) int {
@@ -102,6 +115,10 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.IntVar(&f.lin.Dec, "linear-dec", 8, "linear: users removed per step when a check fires")
 	fs.DurationVar(&f.lin.Rest, "linear-rest", 2*time.Second, "linear: time between steps")
 	fs.DurationVar(&f.lin.Window, "linear-window", 30*time.Minute, "linear: the user count must be flat this long after the first alert")
+	fs.BoolVar(&f.open, "open", false, "the open model: find the supported arrival rate instead of users; --max-users then bounds the pool of users that run the arrivals (docs/OPEN.md)")
+	fs.IntVar(&f.startRate, "start-rate", 10, "with --open: the first level, arrivals per second")
+	fs.IntVar(&f.maxRate, "max-rate", 100000, "with --open: never ask for more arrivals per second than this")
+	f.pool.register(fs, "--open", "(default: --start-rate × 1 s, at least 10; the rest are set up on demand, during a level's settling)")
 	path, target, code, ok := f.start(env, fs, "ceiling", args)
 	if !ok {
 		return code
@@ -109,13 +126,23 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	if err := f.validate(fs); err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-	maxSet := false
-	fs.Visit(func(fl *flag.Flag) { maxSet = maxSet || fl.Name == "max-users" })
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	maxSet := set["max-users"]
 	checked := 0 // a default --max-users is lowered to fit, not refused
 	if !maxSet {
 		f.maxUsers = maxUsersFor(env, f.maxUsers)
 	} else {
 		checked = f.maxUsers
+	}
+	var open *runner.OpenLevels
+	if f.open {
+		var err error
+		if open, err = f.openLevels(set); err != nil {
+			return fail(env, ExitUsage, "%v", err)
+		}
+	} else if err := f.pool.refuseClosed(set, "--open", "start-rate", "max-rate"); err != nil {
+		return fail(env, ExitUsage, "%v", err)
 	}
 	sc, out, code, ok := f.prepare(ctx, env, path, target, checked, fmt.Sprintf("--max-users %d", f.maxUsers))
 	if !ok {
@@ -123,13 +150,35 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	}
 	if !maxSet {
 		f.maxUsers = maxUsersForData(env, sc, f.maxUsers)
+		if open != nil {
+			open.MaxUsers = f.maxUsers
+			open.PreUsers = min(open.PreUsers, f.maxUsers)
+		}
 	}
-	return f.run(ctx, env, args, sc, target, out)
+	return f.run(ctx, env, args, sc, target, out, open)
+}
+
+// openLevels checks ceiling --open's flags and resolves its pool.
+func (f *ceilingFlags) openLevels(set map[string]bool) (*runner.OpenLevels, error) {
+	for _, name := range []string{"start-users", "ramp-rate"} {
+		if set[name] {
+			return nil, fmt.Errorf("--%s is the closed model's: with --open the levels are rates (--start-rate, --max-rate), each started at once", name)
+		}
+	}
+	switch {
+	case f.controller != "search":
+		return nil, errors.New("--open takes the search controller: the linear one steps users as the reference's coordinator does")
+	case f.fleet.on():
+		return nil, errors.New("--open does not run on agents yet (--local-agents, --agents): run the open model in one process, or the closed model on agents")
+	case f.startRate < 1 || f.maxRate < f.startRate:
+		return nil, fmt.Errorf("--start-rate (%d) must be at least 1 and --max-rate (%d) at least --start-rate: whole arrivals per second", f.startRate, f.maxRate)
+	}
+	return f.pool.levels(set, f.maxUsers, runner.DefaultMaxUsers(float64(f.startRate)))
 }
 
 // run is the part of ceilingCmd that runs once --out is reserved: it
 // releases --out whenever it returns before the run starts.
-func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scenario.Scenario, target *url.URL, out *outDir) int {
+func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scenario.Scenario, target *url.URL, out *outDir, open *runner.OpenLevels) int {
 	started := false
 	defer func() {
 		if !started {
@@ -138,7 +187,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}()
 	var err error
 
-	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration}
+	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration, Open: open}
 	c.Prom = metrics.NewProm()
 	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &c.Common, target)
 	if !ok {
@@ -216,15 +265,28 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		for _, ch := range c.Checks {
 			window = max(window, ch.Window())
 		}
-		c.Controller = control.NewSearch(control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
+		cfg := control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
 			Settle: settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout, Window: window,
-			Confidence: f.confidence, MaxJudge: f.maxJudge})
+			Confidence: f.confidence, MaxJudge: f.maxJudge}
+		if open != nil { // a level's rate starts at once
+			cfg.Start, cfg.Max, cfg.RampRate, cfg.Unit, cfg.MaxFlag = f.startRate, f.maxRate, math.MaxInt32, result.UnitRate, "--max-rate"
+		}
+		c.Controller = control.NewSearch(cfg)
 	}
 
-	fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	if open != nil {
+		fmt.Fprintf(env.Stderr, "finding the supported arrival rate of %s with %s (open model, %s), %d checks on the %s engine:\n",
+			target.Redacted(), sc.Path, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait), len(c.Checks), c.EvaluatorName)
+	} else {
+		fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	}
 	printChecks(env.Stderr, c.Checks)
 	if !f.quiet {
-		c.Progress = newCeilingProgress(env).update
+		pr := newCeilingProgress(env)
+		if open != nil {
+			pr.unit = result.UnitRate
+		}
+		c.Progress = pr.update
 	}
 	started = true
 	res, err := c.Run(ctx)

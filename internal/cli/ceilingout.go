@@ -16,9 +16,14 @@ import (
 // ceilingProgress prints a status line each second (in place on a
 // terminal, every five seconds otherwise) and every decision on a line of
 // its own.
-type ceilingProgress struct{ statusLine }
+type ceilingProgress struct {
+	statusLine
+	unit string // result.UnitUsers (zero) or result.UnitRate
+}
 
-func newCeilingProgress(env Env) *ceilingProgress { return &ceilingProgress{newStatusLine(env)} }
+func newCeilingProgress(env Env) *ceilingProgress {
+	return &ceilingProgress{statusLine: newStatusLine(env)}
+}
 
 func (p *ceilingProgress) update(x runner.CeilingProgress) {
 	if x.Decision != "" || x.Warning != "" {
@@ -31,9 +36,19 @@ func (p *ceilingProgress) update(x runner.CeilingProgress) {
 		fmt.Fprintf(p.w, "%s %s\n", clock(x.Elapsed), x.Decision)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s users %d→%d", clock(x.Elapsed), x.Users, x.Target)
-	if x.Started > x.Users { // some still setting up: not yet load
-		fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Users)
+	if p.unit == result.UnitRate {
+		fmt.Fprintf(&b, "%s rate %d/s→%d/s, pool %d", clock(x.Elapsed), x.Users, x.Target, x.Pool)
+		if x.Users == 0 && x.Started > 0 {
+			b.WriteString(" (setting up)")
+		}
+		if x.Last.Dropped > 0 {
+			fmt.Fprintf(&b, "  dropped %d", x.Last.Dropped)
+		}
+	} else {
+		fmt.Fprintf(&b, "%s users %d→%d", clock(x.Elapsed), x.Users, x.Target)
+		if x.Started > x.Users { // some still setting up: not yet load
+			fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Users)
+		}
 	}
 	fmt.Fprintf(&b, "  req/s %.0f%s", x.Last.RPS, connectedLine(x.Last))
 	for _, r := range x.Results {
@@ -74,6 +89,11 @@ func value(r health.Result) string {
 func printCeiling(w io.Writer, r *result.Result) {
 	c := r.Ceiling
 	su := c.SupportedUsers
+	unit := c.UnitName()
+	what, per := "supported users", ""
+	if unit == result.UnitRate {
+		what, per = "supported arrival rate", "/s"
+	}
 	fmt.Fprintln(w)
 	took := time.Duration(c.SearchSeconds * float64(time.Second)).Round(time.Second)
 	switch {
@@ -82,22 +102,22 @@ func printCeiling(w io.Writer, r *result.Result) {
 		if su.High == 0 {
 			high = "?" // no decided unhealthy level bounds it
 		}
-		fmt.Fprintf(w, "supported users: %.0f  (the ceiling lies in [%.0f, %s); %s), found in %v\n", su.Value, su.Low, high, su.Method, took)
+		fmt.Fprintf(w, "%s: %.0f%s  (the ceiling lies in [%.0f, %s); %s), found in %v\n", what, su.Value, per, su.Low, high, su.Method, took)
 		if su.Why != "" {
 			fmt.Fprintf(w, "  %s\n", su.Why)
 		}
 	case su.Found:
-		fmt.Fprintf(w, "supported users: %.0f  (5-95%% band %.0f..%.0f; %s), found in %v\n", su.Value, su.Low, su.High, su.Method, took)
+		fmt.Fprintf(w, "%s: %.0f%s  (5-95%% band %.0f..%.0f; %s), found in %v\n", what, su.Value, per, su.Low, su.High, su.Method, took)
 	default:
-		fmt.Fprintf(w, "supported users: NOT FOUND after %v: %s\n", took, su.Why)
+		fmt.Fprintf(w, "%s: NOT FOUND after %v: %s\n", what, took, su.Why)
 		if su.Low > 0 {
-			fmt.Fprintf(w, "  highest healthy level seen: %.0f users\n", su.Low)
+			fmt.Fprintf(w, "  highest healthy level seen: %s\n", result.Amount(su.Low, unit))
 		}
 	}
 	if !c.Trustworthy {
 		fmt.Fprintf(w, "NOT TRUSTWORTHY: %s\n", c.Untrusted)
 	}
-	fmt.Fprintf(w, "throughput at %.0f users: %.1f req/s\n", su.Value, c.ThroughputRPS)
+	fmt.Fprintf(w, "throughput at %s: %.1f req/s\n", result.Amount(math.Round(su.Value), unit), c.ThroughputRPS)
 	fmt.Fprintln(w, "bottleneck:")
 	any := false
 	bs := append([]result.Bottleneck(nil), c.Bottleneck...)
@@ -150,13 +170,23 @@ func printCeiling(w io.Writer, r *result.Result) {
 			if l.Evaluations == 0 && l.Why != "" {
 				mark += " (setup)"
 			}
-			parts = append(parts, fmt.Sprintf("%d %s", l.Users, mark))
+			parts = append(parts, fmt.Sprintf("%d%s %s", l.Users, per, mark))
 		}
 		fmt.Fprintf(w, "levels: %s\n", strings.Join(parts, ", "))
 		fmt.Fprintln(w, "        (X unhealthy, ? undecided at the confidence asked: the interval is widened past it; (setup) could not set its users up)")
 	}
-	fmt.Fprintf(w, "\nat the supported users (%s):\n", c.StatsWindow)
-	table(w, "REQUEST", append(r.Requests, r.Totals))
+	fmt.Fprintf(w, "\nat the %s (%s):\n", what, c.StatsWindow)
+	if sv := r.ServiceTimes; sv != nil {
+		fmt.Fprintln(w, "latency (from intended start): from when the arrival was due to the end of the response")
+		table(w, "REQUEST", append(r.Requests, r.Totals))
+		fmt.Fprintln(w, "service time: from the request's actual send to the end of the response")
+		table(w, "REQUEST", append(sv.Requests, sv.Totals))
+	} else {
+		table(w, "REQUEST", append(r.Requests, r.Totals))
+	}
+	if r.Arrivals != nil {
+		arrivalsTable(w, r.Arrivals)
+	}
 	printConnected(w, r.Connected)
 	printAgents(w, r)
 	for _, n := range r.Notes {

@@ -40,6 +40,8 @@ func checksFor(f ceilingFlags, sc *scenario.Scenario, has func(string) bool) (ch
 		extra = specs
 	case sc.Checks != nil:
 		extra = sc.Checks
+	case f.open:
+		set.checks = health.OpenDefaults(f.window, has)
 	default:
 		set.checks = health.Defaults(f.window, has)
 	}

@@ -43,11 +43,15 @@ func openModelText(rc *result.RateConfig) string {
 // printArrivals prints what the schedule asked for and what came of it:
 // the rate intended and achieved, the arrivals dropped and late.
 func printArrivals(w io.Writer, r *result.Result) {
-	a := r.Arrivals
-	if a == nil {
+	if r.Arrivals == nil {
 		return
 	}
 	fmt.Fprintln(w)
+	arrivalsTable(w, r.Arrivals)
+}
+
+// arrivalsTable is the ARRIVALS table of a (not nil).
+func arrivalsTable(w io.Writer, a *result.Arrivals) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "ARRIVALS\tintended/s\tachieved/s\tintended\tstarted\tdropped\tdropped%%\tlate (>%gms)\tlateness p50\tp99\tmax\t\n", a.LateAfterMs)
 	fmt.Fprintf(tw, "arrivals\t%.1f\t%.1f\t%d\t%d\t%d\t%.2f\t%d\t%s\t%s\t%s\t\n", a.IntendedRPS, a.StartedRPS, a.Intended, a.Started, a.Dropped, a.DroppedPct, a.Late,

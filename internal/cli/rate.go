@@ -16,8 +16,14 @@ import (
 // openFlags are run's flags of the open model (docs/OPEN.md): --rate or
 // --rate-stages make the run one of arrivals at a rate.
 type openFlags struct {
-	rate     rateValue
-	stages   stagesValue
+	rate   rateValue
+	stages stagesValue
+	poolFlags
+}
+
+// poolFlags are the open model's pool of users, for run --rate, step
+// --rates and ceiling --open.
+type poolFlags struct {
 	maxUsers int
 	preUsers int
 	maxWait  time.Duration
@@ -28,9 +34,70 @@ func (f *openFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.rate, "rate", "run the open model: arrivals at this rate, each one action on a free user, e.g. 500/s, 500 (per second), 30/m; held for --duration (docs/OPEN.md)")
 	fs.Var(&f.stages, "rate-stages", `the open model with a changing rate, as k6's stages: RATE:DURATION,... each moving the rate linearly to RATE over DURATION, from --rate (default 0), e.g. "100/s:30s,500/s:60s,500/s:5m"; their sum is the measured window`)
 	fs.IntVar(&f.maxUsers, "max-users", 0, "with --rate: the most users the pool may hold, each with its own connection (default: the peak rate × 1 s, at least 10: enough while each arrival takes up to a second)")
-	fs.IntVar(&f.preUsers, "pre-users", -1, "with --rate: users set up before the measured window (default: --max-users, so no setup runs in the window); the pool adds the rest when arrivals find no user free, dropping those")
-	fs.DurationVar(&f.maxWait, "max-wait", 0, "with --rate: how long an arrival may wait for a user to come free before it is dropped (0: dropped at once, as k6); a wait counts in its latency from the intended start")
-	fs.StringVar(&f.arrivals, "arrivals", "even", "with --rate: how arrivals are spaced: even (the same gap between two) or poisson (independent, as many clients make)")
+	f.poolFlags.register(fs, "--rate", "(default: --max-users, so no setup runs in the window)")
+}
+
+// register registers the pool's flags but --max-users (each command has
+// its own): with is the flag they go with, pre what --pre-users defaults to.
+func (f *poolFlags) register(fs *flag.FlagSet, with, pre string) {
+	fs.IntVar(&f.preUsers, "pre-users", -1, "with "+with+": users set up before the measured window "+pre+"; the pool adds the rest when arrivals find no user free, dropping those")
+	fs.DurationVar(&f.maxWait, "max-wait", 0, "with "+with+": how long an arrival may wait for a user to come free before it is dropped (0: dropped at once, as k6); a wait counts in its latency from the intended start")
+	fs.StringVar(&f.arrivals, "arrivals", "even", "with "+with+": how arrivals are spaced: even (the same gap between two) or poisson (independent, as many clients make)")
+}
+
+// spacing is --arrivals.
+func (f *poolFlags) spacing() (engine.Spacing, error) {
+	switch f.arrivals {
+	case "even":
+		return engine.Even, nil
+	case "poisson":
+		return engine.Poisson, nil
+	}
+	return 0, fmt.Errorf("--arrivals %q: want even or poisson", f.arrivals)
+}
+
+// refuseClosed says which of the pool's flags was given without the open
+// model's flag (with), if one was; names adds the command's own.
+func (f *poolFlags) refuseClosed(set map[string]bool, with string, names ...string) error {
+	for _, name := range append([]string{"pre-users", "max-wait", "arrivals"}, names...) {
+		if set[name] {
+			return fmt.Errorf("--%s is for the open model: give %s too", name, with)
+		}
+	}
+	return nil
+}
+
+// levels resolves the pool for step --rates or ceiling --open: maxUsers
+// is the pool's bound, pre the default of --pre-users.
+func (f *poolFlags) levels(set map[string]bool, maxUsers, pre int) (*runner.OpenLevels, error) {
+	sp, err := f.spacing()
+	if err != nil {
+		return nil, err
+	}
+	o := &runner.OpenLevels{Arrivals: sp, MaxUsers: maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait}
+	if o.MaxUsers < 1 {
+		return nil, fmt.Errorf("--max-users must be at least 1, got %d", o.MaxUsers)
+	}
+	if !set["pre-users"] {
+		o.PreUsers = min(pre, o.MaxUsers)
+	}
+	if o.PreUsers < 0 || o.PreUsers > o.MaxUsers {
+		return nil, fmt.Errorf("--pre-users must be 0 to --max-users (%d), got %d", o.MaxUsers, o.PreUsers)
+	}
+	if o.MaxWait < 0 {
+		return nil, fmt.Errorf("--max-wait must be 0 or more, got %v", o.MaxWait)
+	}
+	return o, nil
+}
+
+// describePool is the pool in words: "a pool of up to 500 users (500 set
+// up first); an arrival that finds no user free is dropped".
+func describePool(arrivals engine.Spacing, maxUsers, preUsers int, maxWait time.Duration) string {
+	wait := "an arrival that finds no user free is dropped"
+	if maxWait > 0 {
+		wait = fmt.Sprintf("an arrival waits up to %v for a user, then is dropped", maxWait)
+	}
+	return fmt.Sprintf("%s arrivals; a pool of up to %d users (%d set up first); %s", arrivals, maxUsers, preUsers, wait)
 }
 
 // on reports whether the run is of the open model.
@@ -42,12 +109,7 @@ func (f *openFlags) resolve(fs *flag.FlagSet, duration time.Duration) (*runner.O
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if !f.on() {
-		for _, name := range []string{"max-users", "pre-users", "max-wait", "arrivals"} {
-			if set[name] {
-				return nil, fmt.Errorf("--%s is for the open model: give --rate (e.g. --rate 100/s) or --rate-stages too", name)
-			}
-		}
-		return nil, nil
+		return nil, f.refuseClosed(set, "--rate (e.g. --rate 100/s) or --rate-stages", "max-users")
 	}
 	for _, name := range []string{"users", "ramp"} {
 		if set[name] {
@@ -75,14 +137,11 @@ func (f *openFlags) resolve(fs *flag.FlagSet, duration time.Duration) (*runner.O
 		return nil, errors.New("--rate-stages never rise above 0 arrivals per second")
 	}
 	o := &runner.Open{Rate: r, MaxUsers: f.maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait}
-	switch f.arrivals {
-	case "even":
-		o.Arrivals = engine.Even
-	case "poisson":
-		o.Arrivals = engine.Poisson
-	default:
-		return nil, fmt.Errorf("--arrivals %q: want even or poisson", f.arrivals)
+	sp, err := f.spacing()
+	if err != nil {
+		return nil, err
 	}
+	o.Arrivals = sp
 	if !set["max-users"] {
 		o.MaxUsers = runner.DefaultMaxUsers(r.Peak())
 	}
@@ -111,12 +170,7 @@ func describeOpen(o *runner.Open) string {
 		}
 		rate = strings.Join(parts, " → ") + fmt.Sprintf(" (%v)", o.Rate.Length())
 	}
-	wait := "an arrival that finds no user free is dropped"
-	if o.MaxWait > 0 {
-		wait = fmt.Sprintf("an arrival waits up to %v for a user, then is dropped", o.MaxWait)
-	}
-	return fmt.Sprintf("open model, %s, %s arrivals; a pool of up to %d users (%d set up first); %s",
-		rate, o.Arrivals, o.MaxUsers, o.PreUsers, wait)
+	return fmt.Sprintf("open model, %s, %s", rate, describePool(o.Arrivals, o.MaxUsers, o.PreUsers, o.MaxWait))
 }
 
 // perSecond writes a rate: "500/s", "0.5/s".

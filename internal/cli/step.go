@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,8 +33,15 @@ stdout, and everything to --out (result.json and each level's exact
 histograms in histograms.json). Ctrl-C stops the run and still writes the
 levels held so far.
 
+The open model (--rates, docs/OPEN.md): each level is an arrival rate
+instead of a user count, held as run --rate holds one, on one pool of users
+(--max-users, default the top rate × 1 s, all set up before the first level).
+Latencies count from each arrival's intended start, service times beside
+them; arrivals that find no user free are dropped and counted per level.
+
 Examples:
   headroom step examples/chat.star --target http://127.0.0.1:8065 --levels 48,96,162,240,336 --hold 60s --out runs/step-new
+  headroom step examples/api.star --target http://127.0.0.1:8065 --rates 100,200,400,800 --hold 60s
   headroom step my.star --target http://127.0.0.1:8080 --levels 10,20,40,80 --hold 2m --settle 30s --scrape http://127.0.0.1:8080/metrics
 
 The knee or its absence is a finding: exit 0 either way.
@@ -43,7 +51,9 @@ The knee or its absence is a finding: exit 0 either way.
 
 type stepFlags struct {
 	loadFlags
-	levels                     string
+	levels, rates              string
+	maxUsers                   int
+	pool                       poolFlags
 	hold, settle, setupTimeout time.Duration
 	rampRate                   float64
 }
@@ -57,13 +67,45 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.settle, "settle", 0, "time a level runs, once every user is set up, before it is measured (default: 10s, or a quarter of --hold if shorter)")
 	numberVar(fs, &f.rampRate, "ramp-rate", 50, 0, 1e6, false, "0 (all at once) or a number of users per second, e.g. 50", "users added per second at most when a level starts (0: all at once)")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "stop if a level's users have not all finished setup this long after the last one started")
+	fs.StringVar(&f.rates, "rates", "", "the open model: arrival rates to hold in turn instead of --levels, whole arrivals per second, increasing, e.g. 100,200,400,800 (docs/OPEN.md)")
+	fs.IntVar(&f.maxUsers, "max-users", 0, "with --rates: the most users the pool may hold (default: the top rate × 1 s, at least 10)")
+	f.pool.register(fs, "--rates", "(default: --max-users, so no setup runs in a level)")
 	path, target, code, ok := f.start(env, fs, "step", args)
 	if !ok {
 		return code
 	}
-	levels, err := parseLevels(f.levels)
-	if err != nil {
-		return fail(env, ExitUsage, "--levels: %v", err)
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var levels []int
+	var open *runner.OpenLevels
+	var err error
+	switch {
+	case f.rates != "" && f.levels != "":
+		return fail(env, ExitUsage, "--levels are user counts (the closed model) and --rates arrival rates (the open model): give one of them")
+	case f.rates != "":
+		if set["ramp-rate"] {
+			return fail(env, ExitUsage, "--ramp-rate is the closed model's: with --rates a level's rate starts at once, on a pool of users set up before the first level")
+		}
+		if levels, err = parseRates(f.rates); err != nil {
+			return fail(env, ExitUsage, "--rates: %v", err)
+		}
+		maxUsers := f.maxUsers
+		if !set["max-users"] {
+			maxUsers = runner.DefaultMaxUsers(float64(levels[len(levels)-1]))
+		}
+		if open, err = f.pool.levels(set, maxUsers, maxUsers); err != nil {
+			return fail(env, ExitUsage, "%v", err)
+		}
+		if f.fleet.on() {
+			return fail(env, ExitUsage, "--rates does not run on agents yet (--local-agents, --agents): run the open model in one process, or --levels on agents")
+		}
+	default:
+		if err := f.pool.refuseClosed(set, "--rates", "max-users"); err != nil {
+			return fail(env, ExitUsage, "%v", err)
+		}
+		if levels, err = parseLevels(f.levels); err != nil {
+			return fail(env, ExitUsage, "--levels: %v", err)
+		}
 	}
 	settleSet := false
 	fs.Visit(func(fl *flag.Flag) { settleSet = settleSet || fl.Name == "settle" })
@@ -79,12 +121,16 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
 	}
 	top := levels[len(levels)-1]
-	sc, out, code, ok := f.prepare(ctx, env, path, target, top, fmt.Sprintf("--levels up to %d users", top))
+	users, what := top, fmt.Sprintf("--levels up to %d users", top)
+	if open != nil {
+		users, what = open.MaxUsers, fmt.Sprintf("--max-users %d", open.MaxUsers)
+	}
+	sc, out, code, ok := f.prepare(ctx, env, path, target, users, what)
 	if !ok {
 		return code
 	}
 	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out.path), Levels: levels, Hold: f.hold, Settle: f.settle,
-		RampRate: f.rampRate, SetupTimeout: f.setupTimeout}
+		RampRate: f.rampRate, SetupTimeout: f.setupTimeout, Open: open}
 	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &st.Common, target)
 	if !ok {
 		out.release()
@@ -99,8 +145,14 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	defer stop()
 	pr := newStepProgress(env, levels, f.quiet)
 	st.Progress = pr.update
-	fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
-		sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, f.seed)
+	if open != nil {
+		pr.unit = result.UnitRate
+		fmt.Fprintf(env.Stderr, "stepping %s against %s: %s arrivals/s, each held %v after %v settling; open model, %s; seed %d\n",
+			sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait), f.seed)
+	} else {
+		fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
+			sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, f.seed)
+	}
 	res, err := st.Run(ctx)
 	pr.done()
 	return finish(env, out, res, err, f.noReport, printStep)
@@ -122,6 +174,32 @@ func parseLevels(s string) ([]int, error) {
 	return out, runner.CheckLevels(out)
 }
 
+// parseRates reads "100,200,400/s": whole arrivals per second (a unit
+// per level, as --rate takes, or none: per second), increasing.
+func parseRates(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("required: the arrival rates to hold in turn, e.g. --rates 100,200,400,800")
+	}
+	var out []int
+	for i, part := range strings.Split(s, ",") {
+		r, err := parseRate(part)
+		if err != nil {
+			return nil, err
+		}
+		n := int(math.Round(r))
+		switch {
+		case math.Abs(r-float64(n)) > 1e-9:
+			return nil, fmt.Errorf("%q is %g arrivals a second: levels are whole arrivals per second, e.g. --rates 100,200,400", strings.TrimSpace(part), r)
+		case n < 1:
+			return nil, fmt.Errorf("level %d is %q: each rate must be at least 1 arrival per second", i+1, strings.TrimSpace(part))
+		case i > 0 && n <= out[i-1]:
+			return nil, fmt.Errorf("rates must increase: %d/s comes after %d/s; write them in increasing order, e.g. 100,200,400,800", n, out[i-1])
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func joinInts(ns []int) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {
@@ -136,6 +214,7 @@ type stepProgress struct {
 	statusLine
 	quiet  bool
 	levels []int
+	unit   string // result.UnitUsers (zero) or result.UnitRate
 }
 
 func newStepProgress(env Env, levels []int, quiet bool) *stepProgress {
@@ -146,28 +225,34 @@ func (p *stepProgress) update(x runner.StepProgress) {
 	if x.Done != nil {
 		p.clear()
 		l := x.Done
-		fmt.Fprintf(p.w, "%s level %d/%d done: %d users, %.1f req/s, mean %s, p95 %s, p99 %s, errors %.2f%%, timeouts %d\n",
-			clock(x.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), l.Users, l.Totals.RPS,
-			ms(l.Totals.MeanMs), ms(l.Totals.P95Ms), ms(l.Totals.P99Ms), failedPct(l.Totals), l.Totals.Timeouts)
+		dropped := ""
+		if a := l.Arrivals; a != nil {
+			dropped = fmt.Sprintf(", dropped %.2f%%, late %d", a.DroppedPct, a.Late)
+		}
+		fmt.Fprintf(p.w, "%s level %d/%d done: %s, %.1f req/s, mean %s, p95 %s, p99 %s, errors %.2f%%, timeouts %d%s\n",
+			clock(x.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), result.Amount(float64(l.Users), p.unit), l.Totals.RPS,
+			ms(l.Totals.MeanMs), ms(l.Totals.P95Ms), ms(l.Totals.P99Ms), failedPct(l.Totals), l.Totals.Timeouts, dropped)
 	}
 	if p.quiet {
 		return
 	}
 	var what string
-	switch x.Phase {
-	case runner.PhaseStarting:
+	switch {
+	case x.Phase == runner.PhaseStarting && p.unit == result.UnitRate:
+		what = fmt.Sprintf("setting the pool up, %d users set up", x.Ready)
+	case x.Phase == runner.PhaseStarting:
 		what = fmt.Sprintf("starting, %d/%d users set up", x.Ready, x.Want)
-	case runner.PhaseSettling:
+	case x.Phase == runner.PhaseSettling:
 		what = fmt.Sprintf("settling, %s left", clock(x.Left))
-	case runner.PhaseHolding:
+	case x.Phase == runner.PhaseHolding:
 		what = fmt.Sprintf("holding, %s left", clock(x.Left))
-	case runner.PhaseStopping:
+	case x.Phase == runner.PhaseStopping:
 		p.clear()
 		fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", x.Users)
 		return
 	}
-	line := fmt.Sprintf("%s level %d/%d, %d users: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d%s",
-		clock(x.Elapsed), x.Level+1, len(p.levels), x.Want, what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts, connectedLine(x.Last))
+	line := fmt.Sprintf("%s level %d/%d, %s: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d%s",
+		clock(x.Elapsed), x.Level+1, len(p.levels), result.Amount(float64(x.Want), p.unit), what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts, connectedLine(x.Last))
 	p.show(line, false)
 }
 
@@ -193,12 +278,25 @@ func printStep(w io.Writer, r *result.Result) {
 		if !l.Complete {
 			cut = ", cut short"
 		}
-		fmt.Fprintf(w, "\n%d users (held %s from %s%s):\n", l.Users, secs(l.Window.Seconds), clock(time.Duration(l.Window.Start*float64(time.Second))), cut)
+		fmt.Fprintf(w, "\n%s (held %s from %s%s):\n", result.Amount(float64(l.Users), s.Unit), secs(l.Window.Seconds), clock(time.Duration(l.Window.Start*float64(time.Second))), cut)
+		if l.ServiceTimes != nil {
+			fmt.Fprintln(w, "latency (from intended start):")
+		}
 		stepTable(w, "REQUEST", append(l.Requests, l.Totals))
 		stepTable(w, "ACTION", l.Actions)
+		if sv := l.ServiceTimes; sv != nil {
+			fmt.Fprintln(w, "service time (from the actual send):")
+			stepTable(w, "REQUEST", append(sv.Requests, sv.Totals))
+		}
+		if l.Arrivals != nil {
+			arrivalsTable(w, l.Arrivals)
+		}
 		printConnected(w, l.Connected)
 	}
-	if len(s.Levels) > 0 {
+	if len(s.Levels) > 0 && s.UnitName() == result.UnitRate {
+		fmt.Fprintln(w, "\nlevels (all requests; latency from the intended start, service time from the actual send):")
+		levelTable(w, r)
+	} else if len(s.Levels) > 0 {
 		fmt.Fprintln(w, "\nlevels (all requests):")
 		levelTable(w, r)
 	}
@@ -230,7 +328,12 @@ func stepTable(w io.Writer, head string, rows []metrics.Summary) {
 // (cores, mean over the held window) per scraped endpoint.
 func levelTable(w io.Writer, r *result.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "users\treq/s\terrors\terr%\ttimeouts\tmean\tp50\tp95\tp99")
+	open := r.Step.UnitName() == result.UnitRate
+	if open {
+		fmt.Fprint(tw, "rate/s\tachieved/s\tdropped%\tlate\treq/s\terrors\terr%\ttimeouts\tmean\tp50\tp95\tp99\tservice p95")
+	} else {
+		fmt.Fprint(tw, "users\treq/s\terrors\terr%\ttimeouts\tmean\tp50\tp95\tp99")
+	}
 	if r.Server != nil {
 		for _, t := range r.Server.Targets {
 			fmt.Fprintf(tw, "\tcpu %s", t.Instance)
@@ -239,7 +342,21 @@ func levelTable(w io.Writer, r *result.Result) {
 	fmt.Fprint(tw, "\t\n")
 	for _, l := range r.Step.Levels {
 		t := l.Totals
-		fmt.Fprintf(tw, "%d\t%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s", l.Users, t.RPS, t.Errors, failedPct(t), t.Timeouts, ms(t.MeanMs), ms(t.P50Ms), ms(t.P95Ms), ms(t.P99Ms))
+		fmt.Fprintf(tw, "%d\t", l.Users)
+		if open {
+			a, sv := l.Arrivals, l.ServiceTimes
+			if a == nil {
+				a = &result.Arrivals{}
+			}
+			svc := "-"
+			if sv != nil {
+				svc = ms(sv.Totals.P95Ms)
+			}
+			fmt.Fprintf(tw, "%.1f\t%.2f\t%d\t", a.StartedRPS, a.DroppedPct, a.Late)
+			fmt.Fprintf(tw, "%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s", t.RPS, t.Errors, failedPct(t), t.Timeouts, ms(t.MeanMs), ms(t.P50Ms), ms(t.P95Ms), ms(t.P99Ms), svc)
+		} else {
+			fmt.Fprintf(tw, "%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s", t.RPS, t.Errors, failedPct(t), t.Timeouts, ms(t.MeanMs), ms(t.P50Ms), ms(t.P95Ms), ms(t.P99Ms))
+		}
 		for _, sw := range l.Server {
 			fmt.Fprintf(tw, "\t%.2f", sw.CPUCoresMean)
 		}

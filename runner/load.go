@@ -1,0 +1,125 @@
+package runner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// OpenLevels makes a step or ceiling run one of the open model (step
+// --rates, ceiling --open, docs/OPEN.md): its levels are arrival rates,
+// whole arrivals per second, each a constant rate run on one pool of
+// users set up before the first level.
+type OpenLevels struct {
+	Arrivals engine.Spacing // evenly spaced or Poisson
+	MaxUsers int            // the pool's bound, >= 1
+	PreUsers int            // set up before the first level, 0..MaxUsers
+	MaxWait  time.Duration  // how long an arrival may wait for a free user; 0: dropped at once
+}
+
+func (o *OpenLevels) check() error {
+	switch {
+	case o.MaxUsers < 1:
+		return fmt.Errorf("max users must be at least 1, got %d", o.MaxUsers)
+	case o.PreUsers < 0 || o.PreUsers > o.MaxUsers:
+		return fmt.Errorf("pre-allocated users must be 0 to the %d max users, got %d", o.MaxUsers, o.PreUsers)
+	case o.MaxWait < 0:
+		return fmt.Errorf("max wait must be 0 or more, got %v", o.MaxWait)
+	}
+	return nil
+}
+
+// config is o as the result records it, for levels from first to peak.
+func (o *OpenLevels) config(first, peak float64) *result.RateConfig {
+	return &result.RateConfig{PerSecond: first, PeakPerSecond: peak, Arrivals: o.Arrivals.String(), Stages: []result.RateStage{},
+		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds()}
+}
+
+// knob is what a step or ceiling run turns: users (the closed
+// model) or an arrival rate (the open model). Both runners read a level
+// as reached when applied() == started() == what they asked for.
+type knob interface {
+	set(n int)    // ask for n users, or n arrivals per second
+	applied() int // users past setup; the rate, once the pool is set up
+	started() int // users running (set up or not); the rate asked for
+	unit() string // result.UnitUsers or result.UnitRate
+}
+
+// users is the closed model's knob: the session's users.
+type users struct{ s *session }
+
+func (u users) set(n int)    { u.s.setUsers(n) }
+func (u users) applied() int { return u.s.eng.Ready() }
+func (u users) started() int { return u.s.eng.Users() }
+func (users) unit() string   { return result.UnitUsers }
+
+// rates is the open model's knob: a constant rate on the session's
+// pool. The first rate starts once the pool's PreUsers are set up (until
+// then applied is 0, so the runners wait, as for users' setup); a new
+// rate replaces the schedule at once (engine.SetPacer).
+type rates struct {
+	s    *session
+	o    *OpenLevels
+	want int
+	cur  int  // the rate the schedule runs; 0: none yet
+	pool bool // the pool's PreUsers are set up
+}
+
+// openRates starts the session's pool for o.
+func openRates(s *session, o *OpenLevels) (*rates, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if err := s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait}); err != nil {
+		return nil, err
+	}
+	s.res.Config.Users, s.res.Config.Model = 0, result.ModelOpen
+	return &rates{s: s, o: o}, nil
+}
+
+func (r *rates) set(n int) {
+	r.want = n
+	if r.s.c.Prom != nil { // the pool adds its own users
+		r.s.c.Prom.SetUsers(r.s.eng.Users())
+	}
+	if !r.pool {
+		if r.s.eng.Ready() < r.o.PreUsers {
+			return
+		}
+		r.pool = true
+	}
+	if n == r.cur {
+		return
+	}
+	var p engine.Pacer
+	if n > 0 {
+		// A seed of its own per rate: a Poisson level's arrivals are the
+		// same whenever that rate is held, and differ between rates.
+		sc, err := engine.NewSchedule(engine.Constant(float64(n), engine.Forever), r.o.Arrivals, r.s.c.Seed+uint64(n))
+		if err != nil {
+			r.s.abort(err)
+			return
+		}
+		p = sc
+	}
+	if err := r.s.eng.SetPacer(p); err != nil {
+		r.s.abort(err)
+		return
+	}
+	r.cur = n
+}
+
+func (r *rates) applied() int {
+	if !r.pool {
+		return 0
+	}
+	return r.cur
+}
+
+func (r *rates) started() int { return r.want }
+func (*rates) unit() string   { return result.UnitRate }
+
+// stop ends the arrivals: none while the pool stops.
+func (r *rates) stop() { _ = r.s.eng.SetPacer(nil) }

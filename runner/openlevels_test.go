@@ -1,0 +1,154 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// Issue 14 part 3: the step and ceiling runs in rate terms, on the
+// testbed, whose capacity in requests per second its model gives:
+// Workers / S (docs/TESTBED.md).
+
+// TestOpenSearchFindsTheTestbedCapacity runs a real ceiling search of
+// the open model (ceiling --open) with the open model's default checks
+// and compares the supported arrival rate with the testbed's capacity.
+// Below it each arrival is served in S; past it the queue grows by the
+// excess every second, so the mean latency from the intended start
+// crosses 100 ms within the settle time of any level a few percent over.
+// S = 40 ms keeps the testbed's timer lateness (up to ~0.5 ms on a busy
+// 2-core machine) near 1% of the capacity.
+func TestOpenSearchFindsTheTestbedCapacity(t *testing.T) {
+	t.Parallel()
+	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 10})
+	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
+	if capacity != 200 {
+		t.Fatalf("the testbed's model changed: capacity %.1f req/s; update this test", capacity)
+	}
+	const window = 2 * time.Second
+	store := health.NewStore(10 * time.Minute)
+	checks := health.OpenDefaults(window, func(string) bool { return false })
+	settle := window + 2*time.Second
+	out := filepath.Join(t.TempDir(), "ceil")
+	c := &Ceiling{
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Checks: checks,
+		Controller: control.NewSearch(control.SearchConfig{Start: 120, Max: 5000, Precision: 0.04, Settle: settle, Judge: 3 * time.Second,
+			RampRate: math.MaxInt32, Window: window, Unit: result.UnitRate, MaxFlag: "--max-rate"}),
+		Evaluator:   health.NewEmbedded(store),
+		Store:       store,
+		MaxDuration: 4 * time.Minute,
+		Settle:      settle,
+		Measure:     4 * time.Second,
+		Open:        &OpenLevels{Arrivals: engine.Even, MaxUsers: 2000, PreUsers: 20},
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := res.Ceiling
+	su := ci.SupportedUsers
+	t.Logf("capacity %.1f/s; found %.0f/s in [%.0f, %.0f) after %.0f s; levels %v", capacity, su.Value, su.Low, su.High, ci.SearchSeconds, levelsOf(res))
+	if !su.Found {
+		t.Fatalf("ceiling not found: %s", su.Why)
+	}
+	if rel := math.Abs(su.Value-capacity) / capacity; rel > 0.05 {
+		t.Errorf("found %.0f arrivals/s, the model's capacity is %.1f: %.1f%% off, want within 5%%", su.Value, capacity, 100*rel)
+	}
+	if ci.Unit != result.UnitRate || res.Config.Model != result.ModelOpen || res.Config.Rate == nil || res.Config.Rate.PerSecond != su.Value {
+		t.Errorf("result: unit %q, model %q, rate %+v", ci.Unit, res.Config.Model, res.Config.Rate)
+	}
+	// The figures at the answer: its arrivals all started on time, the
+	// rate achieved, latencies from the intended start beside the service
+	// times, and no login among them.
+	a := res.Arrivals
+	if a == nil || res.ServiceTimes == nil {
+		t.Fatalf("arrivals %v, service times %v at the answer", a, res.ServiceTimes)
+	}
+	if a.Dropped != 0 || math.Abs(a.StartedRPS-su.Value) > 0.03*su.Value || res.Totals.MeanMs > 100 {
+		t.Errorf("at %.0f/s: arrivals %+v, totals %+v", su.Value, a, res.Totals)
+	}
+	for _, r := range res.Requests {
+		if r.Name != "GetChannelPosts" {
+			t.Errorf("figures at the answer include %d %q: setup leaked into a level", r.Count, r.Name)
+		}
+	}
+	fired := false
+	for _, l := range ci.Levels {
+		fired = fired || (l.Verdict == "unhealthy" && float64(l.Users) > capacity)
+		if l.Verdict == "unhealthy" && float64(l.Users) < 0.97*capacity {
+			t.Errorf("level %d/s unhealthy, under the capacity %.0f/s: %+v", l.Users, capacity, l)
+		}
+	}
+	if !fired {
+		t.Errorf("no level over the capacity was judged unhealthy: %s", levelsOf(res))
+	}
+	back, err := result.Read(out)
+	if err != nil || back.Ceiling.UnitName() != result.UnitRate || back.Ceiling.SupportedUsers.Value != su.Value {
+		t.Errorf("result.json read back: %v", err)
+	}
+}
+
+// TestStepRatesSaturateAtTheTestbedCapacity holds three rates, the last
+// one past the testbed's capacity: under it every arrival starts on time
+// and throughput is the rate; past it throughput stays at the capacity,
+// the latency from the intended start climbs while the service time is
+// the server's own, the pool runs out (drops counted) and the knee is at
+// the level before.
+func TestStepRatesSaturateAtTheTestbedCapacity(t *testing.T) {
+	t.Parallel()
+	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 10})
+	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
+	out := filepath.Join(t.TempDir(), "step")
+	st := &Step{
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Levels: []int{50, 150, 300}, Hold: 3 * time.Second, Settle: time.Second,
+		Open: &OpenLevels{Arrivals: engine.Even, MaxUsers: 100, PreUsers: 100},
+	}
+	res, err := st.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := res.Step
+	if res.Status != result.Completed || len(sr.Levels) != 3 || sr.Unit != result.UnitRate || res.Config.Model != result.ModelOpen {
+		t.Fatalf("status %s, %d levels, unit %q, model %q", res.Status, len(sr.Levels), sr.Unit, res.Config.Model)
+	}
+	var lines []string
+	for _, l := range sr.Levels {
+		a := l.Arrivals
+		if a == nil || l.ServiceTimes == nil {
+			t.Fatalf("%d/s: no arrivals or service times", l.Users)
+		}
+		lines = append(lines, fmt.Sprintf("%d/s: %.1f req/s, dropped %.1f%%, mean %.0f ms (service %.0f ms)",
+			l.Users, l.Totals.RPS, a.DroppedPct, l.Totals.MeanMs, l.ServiceTimes.Totals.MeanMs))
+		if len(l.Requests) != 1 || l.Requests[0].Name != "GetChannelPosts" {
+			t.Errorf("%d/s: figures include more than the held window: %+v", l.Users, l.Requests)
+		}
+	}
+	t.Logf("%v; %s", lines, sr.Knee.Summary)
+	for _, l := range sr.Levels[:2] {
+		if rel := l.Totals.RPS/float64(l.Users) - 1; math.Abs(rel) > 0.05 || l.Arrivals.Dropped != 0 || l.Totals.MeanMs > 60 {
+			t.Errorf("%d/s, under the capacity: %.1f req/s, %d dropped, mean %.1f ms; want the rate, none dropped, about S (40 ms)",
+				l.Users, l.Totals.RPS, l.Arrivals.Dropped, l.Totals.MeanMs)
+		}
+	}
+	over := sr.Levels[2]
+	if rel := over.Totals.RPS/capacity - 1; math.Abs(rel) > 0.05 {
+		t.Errorf("300/s, past the capacity: %.1f req/s, want the capacity %.0f within 5%%", over.Totals.RPS, capacity)
+	}
+	if over.Arrivals.DroppedPct < 20 || over.Totals.MeanMs < 200 {
+		t.Errorf("300/s with a pool of 100 on a server of 200/s: dropped %.1f%%, mean %.0f ms; want a third dropped and the queue's wait", over.Arrivals.DroppedPct, over.Totals.MeanMs)
+	}
+	if k := sr.Knee; !k.Found || k.Users != 150 {
+		t.Errorf("knee %+v, want at 150/s", k)
+	}
+}
