@@ -27,6 +27,10 @@ type Comparison struct {
 	Options Options  `json:"options"`
 	Notes   []string `json:"notes,omitempty"`
 
+	// Unit is what a step's levels and a ceiling's answer count:
+	// result.UnitUsers, or result.UnitRate for the open model's (step
+	// --rates, ceiling --open; Users is then the supported rate).
+	Unit string `json:"unit,omitempty"`
 	// Ceiling results: the supported users, and the throughput there.
 	Users      *Metric `json:"users,omitempty"`
 	CeilingRPS *Metric `json:"ceiling_rps,omitempty"`
@@ -90,10 +94,15 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	}
 	c.notes(base, new)
 	c.Window = compareSpan(windows(base), windows(new), o)
+	c.Unit = unitOf(base)
 	switch c.Kind {
 	case "ceiling":
 		c.Users = &Metric{Name: "supported users", Unit: "users", HigherIsBetter: true}
 		c.CeilingRPS = &Metric{Name: "requests/s at the supported users", Unit: "/s", HigherIsBetter: true}
+		if c.Unit == result.UnitRate {
+			c.Users.Name, c.Users.Unit = "supported arrival rate", "arrivals/s"
+			c.CeilingRPS.Name = "requests/s at the supported arrival rate"
+		}
 		for _, side := range []struct {
 			s          *Side
 			users, rps *[]float64
@@ -206,6 +215,20 @@ func modelOf(r *result.Result) string {
 		return result.ModelOpen
 	}
 	return result.ModelClosed
+}
+
+// unitOf is what side's step levels or ceiling count: its first run's
+// unit (sameModel holds every run to one model).
+func unitOf(side *Side) string {
+	for _, r := range side.Runs {
+		switch res := r.Result; {
+		case res.Step != nil:
+			return res.Step.UnitName()
+		case res.Ceiling != nil:
+			return res.Ceiling.UnitName()
+		}
+	}
+	return ""
 }
 
 // sameModel refuses runs of the open and the closed model side by side:

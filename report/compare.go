@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/headroom-dev/headroom/compare"
+	"github.com/headroom-dev/headroom/result"
 )
 
 // ForComparison is the report of a comparison: the verdicts first, then
@@ -31,7 +32,7 @@ func ForComparison(c *compare.Comparison) *Doc {
 		{"runs", strings.Join(c.Base.Dirs, ", "), strings.Join(c.New.Dirs, ", ")},
 		{"scenario", c.Base.Scenario + " (" + short(c.Base.ScenarioHash) + ")", c.New.Scenario + " (" + short(c.New.ScenarioHash) + ")"},
 		{"target", c.Base.Target, c.New.Target},
-		{"users", ints(c.Base.Users), ints(c.New.Users)},
+		loadRow(c),
 		{"headroom", c.Base.Headroom, c.New.Headroom},
 	} {
 		st.Rows = append(st.Rows, r[:])
@@ -66,7 +67,7 @@ func ForComparison(c *compare.Comparison) *Doc {
 			{"levels-rps", "Throughput by level", "requests/s", func(l *compare.LevelSpan) *compare.Metric { return &l.Throughput }},
 			{"levels-p99", "p99 latency by level (common mix)", "p99 (ms)", func(l *compare.LevelSpan) *compare.Metric { return &l.MixP99 }},
 		} {
-			ch := &Chart{Name: k.name, Title: k.title, XLabel: "users", YLabel: k.y}
+			ch := &Chart{Name: k.name, Title: k.title, XLabel: levelUnit(c), YLabel: k.y}
 			bs, ns := Series{Name: b, Dashed: true}, Series{Name: n}
 			for i := range c.Levels {
 				m, u := k.m(&c.Levels[i]), float64(c.Levels[i].Users)
@@ -126,11 +127,30 @@ func VerdictTable(c *compare.Comparison) *Table {
 	return t
 }
 
+// loadRow is the setup's row of load: each run's users, or (the open
+// model) each run's peak arrival rate.
+func loadRow(c *compare.Comparison) [3]string {
+	if c.Base.Model != result.ModelOpen {
+		return [3]string{"users", ints(c.Base.Users), ints(c.New.Users)}
+	}
+	rates := func(rs []float64) string {
+		parts := make([]string, len(rs))
+		for i, r := range rs {
+			parts[i] = num(r) + "/s"
+		}
+		return strings.Join(parts, ", ")
+	}
+	return [3]string{"peak arrival rate", rates(c.Base.Rates), rates(c.New.Rates)}
+}
+
+// levelUnit names what c's levels count: users, or arrivals/s.
+func levelUnit(c *compare.Comparison) string { return result.UnitOf(c.Unit) }
+
 // LevelsTable is a step comparison level by level: requests/s, mean, p99
 // and errors over the common mix, each "base → new (change)", and the
 // worst verdict of the level.
 func LevelsTable(c *compare.Comparison) *Table {
-	t := &Table{Header: []string{"users", "requests/s", "mean (ms)", "p99 (ms)", "errors", "verdict"}, Right: []int{0}}
+	t := &Table{Header: []string{levelUnit(c), "requests/s", "mean (ms)", "p99 (ms)", "errors", "verdict"}, Right: []int{0}}
 	for _, l := range c.Levels {
 		ms := []*compare.Metric{&l.Throughput, &l.MixMean, &l.MixP99, &l.MixErrors}
 		t.Rows = append(t.Rows, []string{fmt.Sprint(l.Users), change(ms[0]), change(ms[1]), change(ms[2]), change(ms[3]), worst(ms)})

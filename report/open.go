@@ -49,11 +49,27 @@ func openRows(c result.Config, row func(k, v string)) {
 	row("model", "open: arrivals at a rate, each one action on a free user of a pool")
 	if rc := c.Rate; rc != nil {
 		row("rate / duration", fmt.Sprintf("%s (%s arrivals) / %s", rateText(rc), rc.Arrivals, seconds(c.DurationS)))
-		wait := "dropped at once"
-		if rc.MaxWaitS > 0 {
-			wait = "waits up to " + seconds(rc.MaxWaitS)
-		}
-		row("pool of users", fmt.Sprintf("up to %d (%d set up first); an arrival with no user free %s", rc.MaxUsers, rc.PreUsers, wait))
+		row("pool of users", poolText(rc))
+	}
+}
+
+// poolText is the pool in words: "up to 100 (100 set up first); an
+// arrival with no user free dropped at once".
+func poolText(rc *result.RateConfig) string {
+	wait := "dropped at once"
+	if rc.MaxWaitS > 0 {
+		wait = "waits up to " + seconds(rc.MaxWaitS)
+	}
+	return fmt.Sprintf("up to %d (%d set up first); an arrival with no user free %s", rc.MaxUsers, rc.PreUsers, wait)
+}
+
+// poolRows are the setup table's rows of a step or ceiling run of the
+// open model: its levels are rates, on one pool.
+func poolRows(c result.Config, row func(k, v string)) {
+	row("model", "open: each level an arrival rate, each arrival one action on a free user of a pool")
+	if rc := c.Rate; rc != nil {
+		row("arrivals", rc.Arrivals)
+		row("pool of users", poolText(rc))
 	}
 }
 
@@ -83,7 +99,7 @@ func omissionBlocks(r *result.Result) []Block {
 	if r.Step != nil {
 		for _, l := range r.Step.Levels {
 			if w := l.Omission.Warning(); w != "" {
-				items = append(items, fmt.Sprintf("At %d users, %s.", l.Users, w))
+				items = append(items, fmt.Sprintf("At %s, %s.", result.Amount(float64(l.Users), r.Step.Unit), w))
 			}
 		}
 	}

@@ -77,7 +77,11 @@ func headline(r *result.Result) string {
 		if !su.Found {
 			return "No ceiling found: " + su.Why + "."
 		}
-		s := fmt.Sprintf("Supported users: %s (%s), at %s requests/s; found in %s.", num(su.Value), interval(su), num(r.Ceiling.ThroughputRPS), seconds(r.Ceiling.SearchSeconds))
+		what, per := "Supported users", ""
+		if r.Ceiling.UnitName() == result.UnitRate {
+			what, per = "Supported arrival rate", "/s"
+		}
+		s := fmt.Sprintf("%s: %s%s (%s), at %s requests/s; found in %s.", what, num(su.Value), per, interval(su), num(r.Ceiling.ThroughputRPS), seconds(r.Ceiling.SearchSeconds))
 		if su.Why != "" { // why the interval is wider than the precision asked
 			s += " " + strings.ToUpper(su.Why[:1]) + su.Why[1:] + "."
 		}
@@ -136,9 +140,19 @@ func setupTable(r *result.Result) *Table {
 	case r.Ceiling != nil:
 		row("controller", r.Ceiling.Controller)
 		row("checks evaluated by", r.Ceiling.Evaluator)
+		if c.Open() {
+			poolRows(c, row)
+		}
 	case r.Step != nil:
-		row("levels", strings.Trim(fmt.Sprint(r.Step.Planned), "[]"))
+		levels := strings.Trim(fmt.Sprint(r.Step.Planned), "[]")
+		if r.Step.UnitName() == result.UnitRate {
+			levels = strings.ReplaceAll(levels, " ", "/s ") + "/s"
+		}
+		row("levels", levels)
 		row("hold / settle", fmt.Sprintf("%s / %s", seconds(r.Step.HoldS), seconds(r.Step.SettleS)))
+		if c.Open() {
+			poolRows(c, row)
+		}
 	case c.Open():
 		openRows(c, row)
 	default:
@@ -197,6 +211,9 @@ func short(h string) string {
 func windowText(r *result.Result) string {
 	switch {
 	case r.Ceiling != nil:
+		if r.Ceiling.UnitName() == result.UnitRate {
+			return "At the supported arrival rate: " + r.Ceiling.StatsWindow + ". Latency from the intended start (the service time, from the actual send, is below)."
+		}
 		return "At the supported users: " + r.Ceiling.StatsWindow + "."
 	case r.Step != nil:
 		return "Every level's held window together (settling excluded); per level below."
@@ -244,6 +261,9 @@ func ceilingBlocks(r *result.Result) []Block {
 	}
 	if len(ci.Levels) > 0 {
 		lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
+		if ci.UnitName() == result.UnitRate {
+			lt.Header[0], lt.Header[1] = "arrivals/s", "reached"
+		}
 		for _, l := range ci.Levels {
 			verdict := l.Verdict
 			switch {
@@ -295,9 +315,20 @@ func needs(ci *result.Ceiling, i int) string {
 func stepBlocks(r *result.Result) []Block {
 	st := r.Step
 	out := []Block{&Heading{Level: 2, Text: "Levels"}, &Para{Text: st.Knee.Summary}}
-	t := &Table{Header: []string{"users", "req/s", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "held"}, Right: []int{0, 1, 2, 3, 4, 5, 6, 7}}
-	thr := &Chart{Name: "step-throughput", Title: "Throughput by level", XLabel: "users", YLabel: "requests/s"}
-	lat := &Chart{Name: "step-latency", Title: "Latency by level", XLabel: "users", YLabel: "ms"}
+	unit := "users"
+	open := st.UnitName() == result.UnitRate
+	if open {
+		unit = "arrivals/s"
+	}
+	t := &Table{Header: []string{unit, "req/s", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "held"}, Right: []int{0, 1, 2, 3, 4, 5, 6, 7}}
+	if open {
+		t.Header = append(t.Header, "dropped", "late", "service p95 (ms)")
+		t.Right = append(t.Right, 8, 9, 10)
+		out = append(out, &Para{Text: "Latencies count from each arrival's intended start; the service time from the request's actual send. " +
+			"Dropped: arrivals that found no user of the pool free; late: those that started more than 10 ms after they were due."})
+	}
+	thr := &Chart{Name: "step-throughput", Title: "Throughput by level", XLabel: unit, YLabel: "requests/s"}
+	lat := &Chart{Name: "step-latency", Title: "Latency by level", XLabel: unit, YLabel: "ms"}
 	tput, mean, p95 := Series{Name: "requests/s"}, Series{Name: "mean"}, Series{Name: "p95"}
 	for _, l := range st.Levels {
 		held := seconds(l.Window.Seconds)
@@ -305,7 +336,18 @@ func stepBlocks(r *result.Result) []Block {
 			held += " (cut short)"
 		}
 		s := l.Totals
-		t.Rows = append(t.Rows, []string{fmt.Sprint(l.Users), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s), held})
+		row := []string{fmt.Sprint(l.Users), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s), held}
+		if open {
+			dropped, late, svc := "–", "–", "–"
+			if a := l.Arrivals; a != nil {
+				dropped, late = num(a.DroppedPct)+"%", count(a.Late)
+			}
+			if sv := l.ServiceTimes; sv != nil {
+				svc = num(sv.Totals.P95Ms)
+			}
+			row = append(row, dropped, late, svc)
+		}
+		t.Rows = append(t.Rows, row)
 		u := float64(l.Users)
 		tput.X, tput.Y = append(tput.X, u), append(tput.Y, s.RPS)
 		mean.X, mean.Y = append(mean.X, u), append(mean.Y, s.MeanMs)
@@ -314,7 +356,7 @@ func stepBlocks(r *result.Result) []Block {
 	thr.Series, lat.Series = []Series{tput}, []Series{mean, p95}
 	out = append(out, t, thr, lat)
 	// Per level and request: the forum table, correct.
-	pr := &Table{Header: []string{"users", "request", "req/s", "median (ms)", "p95 (ms)", "p99 (ms)", "errors"}, Right: []int{0, 2, 3, 4, 5, 6}}
+	pr := &Table{Header: []string{unit, "request", "req/s", "median (ms)", "p95 (ms)", "p99 (ms)", "errors"}, Right: []int{0, 2, 3, 4, 5, 6}}
 	for _, l := range st.Levels {
 		for _, s := range l.Requests {
 			pr.Rows = append(pr.Rows, []string{fmt.Sprint(l.Users), s.Name, num(s.RPS), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s)})
