@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
 )
 
 func TestParseRate(t *testing.T) {
@@ -148,6 +150,51 @@ func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
 	}
 }
 
+// TestRateLevelsRefusedBeforeTraffic: step --rates and ceiling --open
+// refuse mistakes, and the closed model's flags, as run --rate does:
+// exit 2, what to do, no request sent, no result written.
+func TestRateLevelsRefusedBeforeTraffic(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"step", "--rates", "10,20", "--levels", "5,10"}, "give one of them"},
+		{[]string{"step", "--rates", "20,10"}, "rates must increase: 10/s comes after 20/s"},
+		{[]string{"step", "--rates", "10,30/m"}, `"30/m" is 0.5 arrivals a second: levels are whole arrivals per second`},
+		{[]string{"step", "--rates", "0,10"}, "each rate must be at least 1"},
+		{[]string{"step", "--rates", "10,fast"}, "want a number of arrivals"},
+		{[]string{"step", "--rates", "10,20", "--ramp-rate", "5"}, "--ramp-rate is the closed model's"},
+		{[]string{"step", "--rates", "10,20", "--max-users", "4", "--pre-users", "5"}, "--pre-users must be 0 to --max-users (4)"},
+		{[]string{"step", "--rates", "10,20", "--local-agents", "2"}, "--rates does not run on agents yet"},
+		{[]string{"step", "--levels", "5,10", "--arrivals", "poisson"}, "--arrivals is for the open model: give --rates too"},
+		{[]string{"step", "--levels", "5,10", "--max-users", "50"}, "--max-users is for the open model: give --rates too"},
+		{[]string{"ceiling", "--start-rate", "50"}, "--start-rate is for the open model: give --open too"},
+		{[]string{"ceiling", "--open", "--start-users", "5"}, "--start-users is the closed model's"},
+		{[]string{"ceiling", "--open", "--controller", "linear"}, "--open takes the search controller"},
+		{[]string{"ceiling", "--open", "--start-rate", "50", "--max-rate", "10"}, "--max-rate (10) at least --start-rate"},
+		{[]string{"ceiling", "--open", "--max-wait", "-1s"}, "--max-wait must be 0 or more"},
+		{[]string{"ceiling", "--open", "--local-agents", "2"}, "--open does not run on agents yet"},
+	} {
+		out := filepath.Join(dir, "out")
+		args := append([]string{c.args[0], sc, "--target", srv.URL, "--out", out}, c.args[1:]...)
+		code, _, stderr := headroom(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, code, stderr, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: --out was created", c.args)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the target", n)
+	}
+}
+
 // TestRunAtARate: run --rate prints both latencies, each labelled, and
 // the arrivals table; result.json records the model, the rate, the
 // arrivals and the service times.
@@ -214,6 +261,60 @@ func TestRunHelpTeachesTheRate(t *testing.T) {
 		"-max-users", "-pre-users", "-max-wait", "intended start", "service time", "dropped", "coordinated omission"} {
 		if code != ExitOK || !strings.Contains(stderr, want) {
 			t.Errorf("run --help (exit %d) lacks %q", code, want)
+		}
+	}
+}
+
+// TestStepAtRatesOnTheExampleAPI: step --rates with examples/api.star
+// against the testbed (8 workers, its mix 44 ms a request at --scale 10:
+// 181.8/s). Each level prints both latencies and its arrivals; the
+// levels table and the knee are in arrivals per second, the knee at the
+// last rate under the capacity; result.json says its unit.
+func TestStepAtRatesOnTheExampleAPI(t *testing.T) {
+	t.Parallel()
+	tb := httptest.NewServer(testbed.New(testbed.Config{Workers: 8, Scale: 10}).Handler())
+	defer tb.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := headroom(t, "step", filepath.Join("..", "..", "examples", "api.star"), "--target", tb.URL,
+		"--rates", "40,120,360", "--hold", "2s", "--settle", "1s", "--max-users", "120", "--out", out, "--no-report", "--quiet")
+	if code != ExitOK {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"120/s (held 2s", "latency (from intended start):", "service time (from the actual send):", "ARRIVALS",
+		"rate/s  achieved/s  dropped%  late", "knee at 120/s: from 120 to 360/s (+200%)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "40, 120, 360 arrivals/s, each held 2s after 1s settling; open model, even arrivals; a pool of up to 120 users (120 set up first)") {
+		t.Errorf("stderr does not say what runs:\n%s", stderr)
+	}
+	r, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Step.Unit != result.UnitRate || r.Config.Model != result.ModelOpen || len(r.Step.Levels) != 3 || r.Config.Rate.PeakPerSecond != 360 {
+		t.Fatalf("result: unit %q, model %q, %d levels, rate %+v", r.Step.Unit, r.Config.Model, len(r.Step.Levels), r.Config.Rate)
+	}
+	if top := r.Step.Levels[2]; top.Arrivals == nil || top.Arrivals.Dropped == 0 || top.Totals.RPS > 190 {
+		t.Errorf("360/s on a testbed of 181.8/s: %.1f req/s, arrivals %+v; want the capacity and drops", top.Totals.RPS, top.Arrivals)
+	}
+}
+
+// TestStepAndCeilingHelpTeachRates: step and ceiling --help explain their
+// open model, with examples.
+func TestStepAndCeilingHelpTeachRates(t *testing.T) {
+	for cmd, wants := range map[string][]string{
+		"step":    {"--rates 100,200,400,800", "-rates", "-max-users", "-pre-users", "-max-wait", "-arrivals", "intended start"},
+		"ceiling": {"examples/api.star --target http://127.0.0.1:8065 --open", "-open", "-start-rate", "-max-rate", "supported arrival rate", "dropped arrivals"},
+	} {
+		code, _, stderr := headroom(t, cmd, "--help")
+		for _, want := range wants {
+			if code != ExitOK || !strings.Contains(stderr, want) {
+				t.Errorf("%s --help: exit %d, lacks %q", cmd, code, want)
+			}
 		}
 	}
 }
