@@ -88,6 +88,9 @@ type Engine struct {
 
 	shared starlark.Value // what the scenario's init returned, frozen; under mu (see Init)
 	open   *openModel     // the open model's pool and schedule, once StartOpen ran; under mu
+	// conns is the open model's shared connections (OpenModel.Connections),
+	// set by StartOpen before its users; nil: each user its own.
+	conns *transport.Pool
 }
 
 // New returns an engine with no users.
@@ -299,11 +302,14 @@ func (e *Engine) Late() int64 { return e.late.Load() }
 // counted as canceled.
 func (e *Engine) Stop() {
 	e.mu.Lock()
-	o := e.open
+	o, conns := e.open, e.conns
 	e.mu.Unlock()
 	if o != nil {
 		o.halt()
 	}
 	e.SetUsers(0)
 	e.gone.Wait()
+	if conns != nil {
+		conns.Close()
+	}
 }

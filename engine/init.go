@@ -75,7 +75,7 @@ func (e *Engine) newClient(opt transport.Options) scenario.HTTPClient {
 // clientOptions are the transport options of user id's connection (id 0
 // is init's user).
 func (e *Engine) clientOptions(id int) transport.Options {
-	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody}
+	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody, Pool: e.conns}
 	if n := len(e.cfg.SourceAddrs); n > 0 {
 		opt.LocalAddr = e.cfg.SourceAddrs[max(id-1, 0)%n]
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // The open model (issue 14): iterations start when a Pacer says they are
@@ -52,6 +53,11 @@ type OpenModel struct {
 	// Name is what arrivals are counted under (metrics.Snapshot.Arrivals);
 	// default ArrivalsName.
 	Name string
+	// Connections, if above 0, makes the pool's users share that many
+	// keep-alive connections to the target (transport.Pool) instead of
+	// each holding its own: a request waits for a free one, and the wait
+	// is in its latency from the intended start, not in its service time.
+	Connections int
 }
 
 // ErrNotOpen is SetPacer's error on an engine StartOpen was not called on.
@@ -99,6 +105,8 @@ func (e *Engine) StartOpen(m OpenModel) error {
 		return fmt.Errorf("open model: %d users set up in advance: want 0 to the %d at most", m.PreAllocated, m.MaxUsers)
 	case m.MaxWait < 0:
 		return fmt.Errorf("open model: a wait for a user of %v: want 0 or more", m.MaxWait)
+	case m.Connections < 0:
+		return fmt.Errorf("open model: %d shared connections: want 0 (each user its own) or more", m.Connections)
 	}
 	if m.Name == "" {
 		m.Name = ArrivalsName
@@ -116,6 +124,9 @@ func (e *Engine) StartOpen(m OpenModel) error {
 	o := &openModel{cfg: m, rec: e.cfg.Recorder.Shard(0), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{}), size: m.PreAllocated}
 	e.open = o
+	if m.Connections > 0 {
+		e.conns = transport.NewPool(m.Connections)
+	}
 	for range m.PreAllocated {
 		e.addPoolUser(o, false)
 	}

@@ -60,7 +60,11 @@ func poolText(rc *result.RateConfig) string {
 	if rc.MaxWaitS > 0 {
 		wait = "waits up to " + seconds(rc.MaxWaitS)
 	}
-	return fmt.Sprintf("up to %d (%d set up first); an arrival with no user free %s", rc.MaxUsers, rc.PreUsers, wait)
+	conns := "each with its own connection"
+	if rc.Connections > 0 {
+		conns = fmt.Sprintf("sharing %d connections", rc.Connections)
+	}
+	return fmt.Sprintf("up to %d (%d set up first), %s; an arrival with no user free %s", rc.MaxUsers, rc.PreUsers, conns, wait)
 }
 
 // poolRows are the setup table's rows of a step or ceiling run of the

@@ -35,6 +35,9 @@ type RateConfig struct {
 	// MaxWaitS is how long an arrival may wait for a user of the pool
 	// before it is dropped, in seconds; 0: dropped at once.
 	MaxWaitS float64 `json:"max_wait_s"`
+	// Connections is how many keep-alive connections the pool's users
+	// shared (--connections); 0: each user had its own.
+	Connections int `json:"connections,omitempty"`
 }
 
 // RateStage is one stage of a RateConfig.

@@ -91,6 +91,9 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
 	if b.Open != nil {
 		res.Config.Users, res.Config.Model, res.Config.Rate = 0, result.ModelOpen, b.Open.config()
+		if b.Open.Connections > 0 {
+			res.Config.Connections = sharedConnections(b.Open.Connections)
+		}
 		if err := r.startOpen(); err != nil {
 			s.stop()
 			return nil, err

@@ -17,6 +17,9 @@ type OpenLevels struct {
 	MaxUsers int            // the pool's bound, >= 1
 	PreUsers int            // set up before the first level, 0..MaxUsers
 	MaxWait  time.Duration  // how long an arrival may wait for a free user; 0: dropped at once
+	// Connections, if above 0, is how many keep-alive connections the
+	// pool's users share; 0: each its own.
+	Connections int
 }
 
 func (o *OpenLevels) check() error {
@@ -27,6 +30,8 @@ func (o *OpenLevels) check() error {
 		return fmt.Errorf("pre-allocated users must be 0 to the %d max users, got %d", o.MaxUsers, o.PreUsers)
 	case o.MaxWait < 0:
 		return fmt.Errorf("max wait must be 0 or more, got %v", o.MaxWait)
+	case o.Connections < 0:
+		return fmt.Errorf("shared connections must be 0 (each user its own) or more, got %d", o.Connections)
 	}
 	return nil
 }
@@ -34,7 +39,12 @@ func (o *OpenLevels) check() error {
 // config is o as the result records it, for levels from first to peak.
 func (o *OpenLevels) config(first, peak float64) *result.RateConfig {
 	return &result.RateConfig{PerSecond: first, PeakPerSecond: peak, Arrivals: o.Arrivals.String(), Stages: []result.RateStage{},
-		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds()}
+		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds(), Connections: o.Connections}
+}
+
+// sharedConnections is result.Config.Connections for n shared ones.
+func sharedConnections(n int) string {
+	return fmt.Sprintf("%d keep-alive shared by the pool's users", n)
 }
 
 // knob is what a step or ceiling run turns: users (the closed
@@ -72,10 +82,13 @@ func openRates(s *session, o *OpenLevels) (*rates, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	if err := s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait}); err != nil {
+	if err := s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Connections: o.Connections}); err != nil {
 		return nil, err
 	}
 	s.res.Config.Users, s.res.Config.Model = 0, result.ModelOpen
+	if o.Connections > 0 {
+		s.res.Config.Connections = sharedConnections(o.Connections)
+	}
 	return &rates{s: s, o: o}, nil
 }
 

@@ -27,6 +27,9 @@ type Open struct {
 	// MaxWait is how long an arrival may wait for a user to come free
 	// before it is dropped; 0 drops it at once (k6's rule).
 	MaxWait time.Duration
+	// Connections, if above 0, is how many keep-alive connections the
+	// pool's users share (engine.OpenModel.Connections); 0: each its own.
+	Connections int
 }
 
 // check refuses what the engine would, with the flags' words.
@@ -47,6 +50,8 @@ func (o *Open) check() error {
 		return fmt.Errorf("pre-allocated users must be 0 to the %d max users, got %d", o.MaxUsers, o.PreUsers)
 	case o.MaxWait < 0:
 		return fmt.Errorf("max wait must be 0 or more, got %v", o.MaxWait)
+	case o.Connections < 0:
+		return fmt.Errorf("shared connections must be 0 (each user its own) or more, got %d", o.Connections)
 	}
 	return nil
 }
@@ -54,7 +59,7 @@ func (o *Open) check() error {
 // config is o as the result records it.
 func (o *Open) config() *result.RateConfig {
 	c := &result.RateConfig{PerSecond: o.Rate.Start, PeakPerSecond: o.Rate.Peak(), Arrivals: o.Arrivals.String(),
-		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds(), Stages: []result.RateStage{}}
+		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds(), Connections: o.Connections, Stages: []result.RateStage{}}
 	for _, st := range o.Rate.Stages {
 		c.Stages = append(c.Stages, result.RateStage{TargetPerSecond: st.Target, DurationS: st.Duration.Seconds()})
 	}
@@ -78,7 +83,7 @@ const defaultBusy = time.Second
 // when the window begins (beginOpen).
 func (r *boundedRun) startOpen() error {
 	o := r.Open
-	if err := r.s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait}); err != nil {
+	if err := r.s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Connections: o.Connections}); err != nil {
 		return err
 	}
 	sc, err := engine.NewSchedule(o.Rate, o.Arrivals, r.s.c.Seed)

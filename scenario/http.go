@@ -359,6 +359,9 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
 	}
 	u.fromIntended(&s)
+	if s.Intended { // a wait for a shared connection is not the target's time
+		s.Service -= resp.Queued
+	}
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
 	return rv

@@ -174,9 +174,12 @@ const probeIdle = 100 * time.Millisecond
 
 // conn returns the user's connection to addr, dialing if it has none (or
 // if the one it has was closed by the server while idle).
-func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline time.Time) (*connection, bool, error) {
+func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline time.Time, resp *Response) (*connection, bool, error) {
 	if c.canceled.Load() {
 		return nil, false, ErrCanceled
+	}
+	if pl := c.opt.Pool; pl != nil && addr == c.targetAddr && isTLS == c.targetTLS {
+		return c.pooled(pl, addr, isTLS, serverName, now, deadline, resp)
 	}
 	c.mu.Lock()
 	conn := c.conns[addr]
@@ -188,19 +191,9 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline 
 		}
 		c.drop(addr, conn)
 	}
-	raw, err := c.dial(addr, isTLS, serverName, deadline)
+	conn, err := c.connect(addr, isTLS, serverName, now, deadline)
 	if err != nil {
 		return nil, false, err
-	}
-	if !c.opt.Now().Before(deadline) { // connected, but too late (a connect the kernel held)
-		raw.Close()
-		return nil, false, os.ErrDeadlineExceeded
-	}
-	conn = &connection{Conn: raw, used: now}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		if rc, err := tc.SyscallConn(); err == nil {
-			conn.raw, conn.onReady = rc, conn.ready
-		}
 	}
 	c.mu.Lock()
 	if c.conns == nil {
@@ -213,6 +206,100 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline 
 		return nil, false, ErrCanceled
 	}
 	return conn, false, nil
+}
+
+// connect dials a new connection to addr.
+func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadline time.Time) (*connection, error) {
+	raw, err := c.dial(addr, isTLS, serverName, deadline)
+	if err != nil {
+		return nil, err
+	}
+	if !c.opt.Now().Before(deadline) { // connected, but too late (a connect the kernel held)
+		raw.Close()
+		return nil, os.ErrDeadlineExceeded
+	}
+	conn := &connection{Conn: raw, used: now}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			conn.raw, conn.onReady = rc, conn.ready
+		}
+	}
+	return conn, nil
+}
+
+// pooled takes a connection to the target from the shared pool pl: an
+// idle one (checked as the client's own would be), a new one while the
+// pool has room, or the first to come back, waiting until the deadline or
+// Cancel. The wait is added to resp.Queued.
+func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, now, deadline time.Time, resp *Response) (*connection, bool, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c.mu.Lock()
+	c.dialing = cancel // Cancel ends the wait too
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.dialing = nil
+		c.mu.Unlock()
+	}()
+	for {
+		if c.canceled.Load() {
+			return nil, false, ErrCanceled
+		}
+		t0 := c.opt.Now()
+		conn, dial, waited, err := pl.take(ctx)
+		if waited {
+			resp.Queued += c.opt.Now().Sub(t0)
+		}
+		switch {
+		case err != nil && c.canceled.Load():
+			return nil, false, ErrCanceled
+		case err != nil:
+			return nil, false, os.ErrDeadlineExceeded
+		case dial:
+			c.mu.Lock()
+			c.dialing = nil
+			c.mu.Unlock()
+			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline)
+			if err != nil {
+				pl.gone()
+				return nil, false, err
+			}
+			conn.pool = pl
+			return c.hold(conn, false)
+		}
+		if c.opt.Now().Sub(conn.used) < probeIdle || conn.alive() {
+			return c.hold(conn, true)
+		}
+		conn.Close() // closed by the server while idle: its place goes to a new one
+		pl.gone()
+	}
+}
+
+// hold marks conn as the one the client's request is on, for Cancel.
+func (c *Client) hold(conn *connection, reused bool) (*connection, bool, error) {
+	c.mu.Lock()
+	c.busy = conn
+	c.mu.Unlock()
+	if c.canceled.Load() { // Cancel ran before conn was the busy one
+		c.drop("", conn)
+		return nil, false, ErrCanceled
+	}
+	return conn, reused, nil
+}
+
+// giveBack ends a request that left conn reusable: a pooled connection
+// goes back to its pool.
+func (c *Client) giveBack(conn *connection) {
+	if conn.pool == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.busy == conn {
+		c.busy = nil
+	}
+	c.mu.Unlock()
+	conn.pool.put(conn)
 }
 
 // alive peeks at an idle connection without blocking: false when the
@@ -304,7 +391,7 @@ func bindNoPort(_, _ string, rc syscall.RawConn) error {
 
 func (c *Client) drop(addr string, conn *connection) {
 	c.mu.Lock()
-	if c.conns[addr] == conn {
+	if conn.pool == nil && c.conns[addr] == conn {
 		delete(c.conns, addr)
 	}
 	if c.busy == conn {
@@ -312,6 +399,9 @@ func (c *Client) drop(addr string, conn *connection) {
 	}
 	c.mu.Unlock()
 	conn.Close()
+	if conn.pool != nil {
+		conn.pool.gone()
+	}
 }
 
 // connection is one kept-alive connection.
@@ -322,4 +412,5 @@ type connection struct {
 	trip     trip
 	deadline time.Time // the deadline last set on it
 	used     time.Time // when it was dialed or last finished a request
+	pool     *Pool     // the shared pool it belongs to; nil: a client's own
 }

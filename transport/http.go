@@ -53,11 +53,14 @@ type Response struct {
 	RawHeader []byte // the status line and headers, as serialized; see Headers
 	Body      []byte // the caller's: the client never writes to it again (it may be viewed as a string without copying)
 	Latency   time.Duration
-	BytesIn   int64 // bytes read from the connection for this request
-	BytesOut  int64 // bytes written
-	Err       error
-	Timeout   bool
-	Canceled  bool
+	// Queued is the part of Latency spent waiting for a connection of a
+	// shared Pool to come free, before anything was sent.
+	Queued   time.Duration
+	BytesIn  int64 // bytes read from the connection for this request
+	BytesOut int64 // bytes written
+	Err      error
+	Timeout  bool
+	Canceled bool
 }
 
 // Headers parses RawHeader into header lines, in order. It is done on
@@ -96,6 +99,9 @@ type Options struct {
 	// the cookies the user held when it began.
 	Cookies map[string]string
 	Now     func() time.Time
+	// Pool, if set, holds the connections to the target, shared with other
+	// clients (the open model's --connections); nil: the client's own.
+	Pool *Pool
 }
 
 // ErrCanceled is the error of a request stopped by Cancel.
@@ -182,7 +188,7 @@ func (c *Client) Do(req *Request, resp *Response) {
 	var conn *connection
 	for attempt := 0; ; attempt++ {
 		var reused bool
-		conn, reused, err = c.conn(addr, isTLS, serverName, start, deadline)
+		conn, reused, err = c.conn(addr, isTLS, serverName, start, deadline, resp)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
@@ -210,6 +216,9 @@ func (c *Client) Do(req *Request, resp *Response) {
 	}
 	end := c.opt.Now()
 	conn.used = end
+	if !p.close { // the response is read: the connection is free for the next request
+		c.giveBack(conn)
+	}
 	resp.Latency = end.Sub(start)
 	if end.After(deadline.Add(timeout / 100)) {
 		// Complete, but past the timeout (a connect the kernel held, a

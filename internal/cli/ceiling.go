@@ -276,7 +276,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 
 	if open != nil {
 		fmt.Fprintf(env.Stderr, "finding the supported arrival rate of %s with %s (open model, %s), %d checks on the %s engine:\n",
-			target.Redacted(), sc.Path, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait), len(c.Checks), c.EvaluatorName)
+			target.Redacted(), sc.Path, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait, open.Connections), len(c.Checks), c.EvaluatorName)
 	} else {
 		fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
 	}

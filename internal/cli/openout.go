@@ -37,7 +37,11 @@ func openModelText(rc *result.RateConfig) string {
 		}
 		rate = strings.Join(parts, " → ")
 	}
-	return fmt.Sprintf("open model at %s (%s arrivals), a pool of up to %d users (%d set up first)", rate, rc.Arrivals, rc.MaxUsers, rc.PreUsers)
+	conns := ""
+	if rc.Connections > 0 {
+		conns = fmt.Sprintf(", sharing %d connections", rc.Connections)
+	}
+	return fmt.Sprintf("open model at %s (%s arrivals), a pool of up to %d users (%d set up first)%s", rate, rc.Arrivals, rc.MaxUsers, rc.PreUsers, conns)
 }
 
 // printArrivals prints what the schedule asked for and what came of it:

@@ -24,10 +24,11 @@ type openFlags struct {
 // poolFlags are the open model's pool of users, for run --rate, step
 // --rates and ceiling --open.
 type poolFlags struct {
-	maxUsers int
-	preUsers int
-	maxWait  time.Duration
-	arrivals string
+	maxUsers    int
+	preUsers    int
+	maxWait     time.Duration
+	arrivals    string
+	connections int
 }
 
 func (f *openFlags) register(fs *flag.FlagSet) {
@@ -43,6 +44,7 @@ func (f *poolFlags) register(fs *flag.FlagSet, with, pre string) {
 	fs.IntVar(&f.preUsers, "pre-users", -1, "with "+with+": users set up before the measured window "+pre+"; the pool adds the rest when arrivals find no user free, dropping those")
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "with "+with+": how long an arrival may wait for a user to come free before it is dropped (0: dropped at once, as k6); a wait counts in its latency from the intended start")
 	fs.StringVar(&f.arrivals, "arrivals", "even", "with "+with+": how arrivals are spaced: even (the same gap between two) or poisson (independent, as many clients make)")
+	fs.IntVar(&f.connections, "connections", 0, "with "+with+": the pool's users share this many keep-alive connections to the target, as a service's HTTP client does (0: each user its own); a wait for one counts in the latency from the intended start, not in the service time")
 }
 
 // spacing is --arrivals.
@@ -59,7 +61,7 @@ func (f *poolFlags) spacing() (engine.Spacing, error) {
 // refuseClosed says which of the pool's flags was given without the open
 // model's flag (with), if one was; names adds the command's own.
 func (f *poolFlags) refuseClosed(set map[string]bool, with string, names ...string) error {
-	for _, name := range append([]string{"pre-users", "max-wait", "arrivals"}, names...) {
+	for _, name := range append([]string{"pre-users", "max-wait", "arrivals", "connections"}, names...) {
 		if set[name] {
 			return fmt.Errorf("--%s is for the open model: give %s too", name, with)
 		}
@@ -74,7 +76,7 @@ func (f *poolFlags) levels(set map[string]bool, maxUsers, pre int) (*runner.Open
 	if err != nil {
 		return nil, err
 	}
-	o := &runner.OpenLevels{Arrivals: sp, MaxUsers: maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait}
+	o := &runner.OpenLevels{Arrivals: sp, MaxUsers: maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait, Connections: f.connections}
 	if o.MaxUsers < 1 {
 		return nil, fmt.Errorf("--max-users must be at least 1, got %d", o.MaxUsers)
 	}
@@ -87,17 +89,24 @@ func (f *poolFlags) levels(set map[string]bool, maxUsers, pre int) (*runner.Open
 	if o.MaxWait < 0 {
 		return nil, fmt.Errorf("--max-wait must be 0 or more, got %v", o.MaxWait)
 	}
+	if o.Connections < 0 {
+		return nil, fmt.Errorf("--connections must be 0 (each user its own) or more, got %d", o.Connections)
+	}
 	return o, nil
 }
 
 // describePool is the pool in words: "a pool of up to 500 users (500 set
 // up first); an arrival that finds no user free is dropped".
-func describePool(arrivals engine.Spacing, maxUsers, preUsers int, maxWait time.Duration) string {
+func describePool(arrivals engine.Spacing, maxUsers, preUsers int, maxWait time.Duration, connections int) string {
 	wait := "an arrival that finds no user free is dropped"
 	if maxWait > 0 {
 		wait = fmt.Sprintf("an arrival waits up to %v for a user, then is dropped", maxWait)
 	}
-	return fmt.Sprintf("%s arrivals; a pool of up to %d users (%d set up first); %s", arrivals, maxUsers, preUsers, wait)
+	conns := ""
+	if connections > 0 {
+		conns = fmt.Sprintf(", sharing %d connections", connections)
+	}
+	return fmt.Sprintf("%s arrivals; a pool of up to %d users (%d set up first)%s; %s", arrivals, maxUsers, preUsers, conns, wait)
 }
 
 // on reports whether the run is of the open model.
@@ -136,7 +145,10 @@ func (f *openFlags) resolve(fs *flag.FlagSet, duration time.Duration) (*runner.O
 	if r.Peak() <= 0 {
 		return nil, errors.New("--rate-stages never rise above 0 arrivals per second")
 	}
-	o := &runner.Open{Rate: r, MaxUsers: f.maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait}
+	o := &runner.Open{Rate: r, MaxUsers: f.maxUsers, PreUsers: f.preUsers, MaxWait: f.maxWait, Connections: f.connections}
+	if o.Connections < 0 {
+		return nil, fmt.Errorf("--connections must be 0 (each user its own) or more, got %d", o.Connections)
+	}
 	sp, err := f.spacing()
 	if err != nil {
 		return nil, err
@@ -170,7 +182,7 @@ func describeOpen(o *runner.Open) string {
 		}
 		rate = strings.Join(parts, " → ") + fmt.Sprintf(" (%v)", o.Rate.Length())
 	}
-	return fmt.Sprintf("open model, %s, %s", rate, describePool(o.Arrivals, o.MaxUsers, o.PreUsers, o.MaxWait))
+	return fmt.Sprintf("open model, %s, %s", rate, describePool(o.Arrivals, o.MaxUsers, o.PreUsers, o.MaxWait, o.Connections))
 }
 
 // perSecond writes a rate: "500/s", "0.5/s".

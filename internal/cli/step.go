@@ -148,7 +148,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	if open != nil {
 		pr.unit = result.UnitRate
 		fmt.Fprintf(env.Stderr, "stepping %s against %s: %s arrivals/s, each held %v after %v settling; open model, %s; seed %d\n",
-			sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait), f.seed)
+			sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait, open.Connections), f.seed)
 	} else {
 		fmt.Fprintf(env.Stderr, "stepping %s against %s: %s users, each held %v after %v settling, seed %d\n",
 			sc.Path, target.Redacted(), joinInts(levels), f.hold, f.settle, f.seed)
