@@ -535,9 +535,25 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 				return fmt.Errorf("%s: a bad done: %v", r, err)
 			}
 			c.mu.Lock()
-			r.done, r.heard = &d, c.now()
-			c.notify()
+			r.heard = c.now()
+			fresh, err := true, error(nil)
+			if f.Seq > 0 { // numbered after its last snapshot, to be acknowledged
+				fresh, err = r.in.fresh(f)
+			}
+			if fresh {
+				r.done = &d
+				c.notify()
+			}
+			seq := r.in.merged
 			c.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("%s: %v", r, err)
+			}
+			if f.Seq > 0 {
+				if err := r.ack(seq); err != nil {
+					return err
+				}
+			}
 		default:
 			return fmt.Errorf("%s: a %s frame", r, f.Kind)
 		}
