@@ -29,13 +29,21 @@ type AgentOptions struct {
 	// Prom, if set, observes every sample of every run this agent serves:
 	// the agent's own --metrics-listen.
 	Prom *metrics.Prom
+	// Redial, if set, opens a new stream to the same coordinator, to live
+	// until its context ends: an agent whose stream breaks during the run
+	// resumes on one, its users running on, within the lease its
+	// coordinator gave it (Welcome.Lease). Nil: it stops its users, and
+	// Serve returns (Retry says to join again).
+	Redial func(context.Context) (Stream, error)
 }
 
 // Serve is an agent's side of one stream: the handshake, then the run its
 // coordinator starts, until the coordinator stops it (nil), the stream
-// breaks or ctx ends (its users are stopped either way).
+// breaks and it cannot resume (see AgentOptions.Redial), or ctx ends (its
+// users are stopped either way).
 func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
-	w, err := Greet(s, opt.Token, Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0)})
+	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0)}
+	w, err := Greet(s, opt.Token, h)
 	if err != nil {
 		return err
 	}
@@ -57,14 +65,18 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		_ = send(s, KindStatus, Status{Error: err.Error()})
 		return err
 	}
-	a := &agent{s: s, e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics}
+	a := &agent{e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics,
+		opt: opt, hello: h, session: w.Session, lease: w.Lease, in: make(chan delivery), quit: make(chan struct{})}
 	defer e.Stop()
+	defer a.close()
+	a.attach(s, nil)
 	return a.run(ctx)
 }
 
 // errBroken is a run's stream ending before the coordinator stopped it:
 // the coordinator gave up on this agent, or the network or the
-// coordinator went away. The agent may join again (Retry).
+// coordinator went away, and the agent could not resume. The agent may
+// join again (Retry).
 var errBroken = errors.New("the coordinator's stream broke off during the run")
 
 // Retry reports whether an agent that got err from Join or Serve may dial
@@ -135,7 +147,6 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 
 // agent is a running agent: its engine, and the snapshots it owes.
 type agent struct {
-	s     Stream
 	e     *engine.Engine
 	rec   *metrics.Recorder
 	snap  *metrics.Snapshot
@@ -146,84 +157,159 @@ type agent struct {
 	prom  *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
 	// families: send prom's families with each snapshot (Start.Metrics).
 	families bool
-	flushed  uint64 // the coordinator's last tick answered (KindFlush)
+	flushed  uint64       // the coordinator's last tick answered (KindFlush)
+	stopping bool         // told to stop: its users stopped, it waits for acks
+	beat     *time.Ticker // a status when nothing else was sent for a second
+	acked    *time.Timer  // once stopping: the wait for the last acknowledgements
+	done     *Frame       // its Done, once numbered
+
+	// The stream, and how to get another.
+	opt     AgentOptions
+	hello   Hello  // as it joined
+	session string // Welcome.Session: "" if the coordinator cannot resume it
+	lease   time.Duration
+	s       Stream
+	gen     int           // the stream's number: frames of an earlier one are stale
+	hang    func()        // ends s, if this agent opened it (resume)
+	in      chan delivery // what every stream's reader receives
+	quit    chan struct{} // closed when Serve returns: the readers stop
 }
 
-func (a *agent) run(ctx context.Context) error {
-	frames, broken := make(chan *Frame), make(chan error, 1)
+// delivery is a frame, or the error that ended stream gen.
+type delivery struct {
+	gen int
+	f   *Frame
+	err error
+}
+
+// attach makes s the agent's stream, with a reader of its own; hang, if
+// set, ends it.
+func (a *agent) attach(s Stream, hang func()) {
+	if a.hang != nil {
+		a.hang()
+	}
+	a.s, a.hang = s, hang
+	a.gen++
+	gen := a.gen
 	go func() {
 		for {
-			f, err := a.s.Recv()
-			if err != nil {
-				broken <- err
+			f, err := s.Recv()
+			select {
+			case a.in <- delivery{gen: gen, f: f, err: err}:
+			case <-a.quit:
 				return
 			}
-			select {
-			case frames <- f:
-			case <-ctx.Done():
+			if err != nil {
 				return
 			}
 		}
 	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+}
+
+// close ends the stream the agent opened, if any, and its readers.
+func (a *agent) close() {
+	close(a.quit)
+	if a.hang != nil {
+		a.hang()
+	}
+}
+
+// ackWait bounds the wait, once stopped, for the acknowledgement of the
+// last snapshots.
+const ackWait = 10 * time.Second
+
+// run serves the coordinator's frames until it stops the agent and has
+// acknowledged every snapshot. A broken stream is resumed (resume).
+func (a *agent) run(ctx context.Context) error {
+	a.beat = time.NewTicker(time.Second)
+	defer a.beat.Stop()
 	adding := time.NewTimer(time.Hour)
 	defer adding.Stop()
-	if err := a.status(); err != nil {
-		return err
-	}
+	a.acked = time.NewTimer(ackWait)
+	a.acked.Stop() // until stopping
+	defer a.acked.Stop()
+	err := a.status()
 	for {
+		if errors.Is(err, errBroken) {
+			err = a.resume(ctx, err)
+		}
+		if err != nil {
+			return err
+		}
+		if a.stopping && len(a.out.pending) == 0 {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-broken:
-			return fmt.Errorf("%w: %w", errBroken, err)
-		case <-tick.C: // a heartbeat: the seconds' figures go when asked (KindFlush)
-			if err := a.status(); err != nil {
-				return err
+		case d := <-a.in:
+			switch {
+			case d.gen != a.gen: // a stream left behind
+			case d.err != nil:
+				err = fmt.Errorf("%w: %w", errBroken, d.err)
+			default:
+				err = a.handle(d.f)
+			}
+		case <-a.beat.C: // a heartbeat: the seconds' figures go when asked (KindFlush)
+			if !a.stopping {
+				err = a.status()
 			}
 		case <-adding.C:
-		case f := <-frames:
-			switch f.Kind {
-			case KindAck:
-				a.out.ack(f.Seq)
-			case KindUsers:
-				var u Users
-				if err := json.Unmarshal(f.Body, &u); err != nil {
-					return fmt.Errorf("agents: a bad users frame: %v", err)
-				}
-				a.want = max(u.N, 0)
-			case KindFlush:
-				var fl Flush
-				if err := json.Unmarshal(f.Body, &fl); err != nil {
-					return fmt.Errorf("agents: a bad flush frame: %v", err)
-				}
-				a.flushed = max(a.flushed, fl.N)
-				if err := a.flush(); err != nil {
-					return err
-				}
-				tick.Reset(time.Second)
-			case KindStop:
-				return a.stop(ctx, frames, broken)
-			default:
-				return fmt.Errorf("agents: a %s frame during the run", f.Kind)
-			}
+		case <-a.acked.C:
+			return fmt.Errorf("the coordinator did not acknowledge the last snapshot within %v", ackWait)
 		}
 		// Users are added in batches, between frames, as a runner does.
-		if a.e.SetUsersBy(a.want, 256) != a.want {
+		if !a.stopping && a.e.SetUsersBy(a.want, 256) != a.want {
 			adding.Reset(time.Millisecond)
 		}
 	}
 }
 
-// flush sends what was recorded since the last flush, numbered, and the
-// status (which says the coordinator's tick it answers, a.flushed).
+// handle is one frame from the coordinator.
+func (a *agent) handle(f *Frame) error {
+	if f.Kind == KindAck {
+		a.out.ack(f.Seq)
+		return nil
+	}
+	if a.stopping {
+		return nil // stopped: only the acknowledgements matter now
+	}
+	switch f.Kind {
+	case KindUsers:
+		var u Users
+		if err := json.Unmarshal(f.Body, &u); err != nil {
+			return fmt.Errorf("agents: a bad users frame: %v", err)
+		}
+		a.want = max(u.N, 0)
+	case KindFlush:
+		var fl Flush
+		if err := json.Unmarshal(f.Body, &fl); err != nil {
+			return fmt.Errorf("agents: a bad flush frame: %v", err)
+		}
+		if fl.N <= a.flushed { // asked again after a resume: answered already
+			return a.status()
+		}
+		a.flushed = fl.N
+		return a.flush()
+	case KindStop:
+		// Every user stops (each within the grace period), then the last
+		// snapshot and Done go, and the acknowledgement of all is awaited.
+		a.stopping = true
+		a.e.Stop()
+		a.acked.Reset(ackWait)
+		return a.flush()
+	default:
+		return fmt.Errorf("agents: a %s frame during the run", f.Kind)
+	}
+	return nil
+}
+
+// flush numbers what was recorded since the last flush as the next
+// snapshot, and sends it and the rest (tell).
 func (a *agent) flush() error {
 	a.snap.Reset()
 	a.rec.Drain(a.snap)
-	if err := a.s.Send(a.out.add(metrics.AppendSnapshot(nil, a.snap))); err != nil {
-		return err
-	}
+	f := a.out.add(KindSnapshot, metrics.AppendSnapshot(nil, a.snap))
 	for _, st := range a.snap.Requests {
 		a.total.Merge(st)
 	}
@@ -231,6 +317,19 @@ func (a *agent) flush() error {
 		a.prom.SetUsers(a.e.Users())
 		a.prom.SetReady(a.e.Ready())
 	}
+	a.beat.Reset(time.Second)
+	if err := a.send(f); err != nil {
+		return err
+	}
+	return a.tell()
+}
+
+// tell sends what follows a snapshot: the metric families (if asked),
+// the status (which says the coordinator's tick it answers, a.flushed),
+// and Done once stopping: numbered, if the coordinator can resume this
+// agent, so that it is acknowledged (and sent again after a resume) as
+// the snapshots are.
+func (a *agent) tell() error {
 	if a.families {
 		mfs, err := a.prom.Registry().Gather()
 		if err != nil {
@@ -241,11 +340,27 @@ func (a *agent) flush() error {
 		if err != nil {
 			return err
 		}
-		if err := a.s.Send(&Frame{Kind: KindMetrics, Body: b}); err != nil {
+		if err := a.send(&Frame{Kind: KindMetrics, Body: b}); err != nil {
 			return err
 		}
 	}
-	return a.status()
+	if err := a.status(); err != nil {
+		return err
+	}
+	if !a.stopping {
+		return nil
+	}
+	if a.session == "" { // a coordinator of before: it acknowledges no Done
+		return a.sendMsg(KindDone, Done{UsersByType: a.e.UsersByType()})
+	}
+	if a.done == nil {
+		body, err := json.Marshal(Done{UsersByType: a.e.UsersByType()})
+		if err != nil {
+			return err
+		}
+		a.done = a.out.add(KindDone, body)
+	}
+	return a.send(a.done)
 }
 
 func (a *agent) status() error {
@@ -256,36 +371,100 @@ func (a *agent) status() error {
 		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
 		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000
 	}
-	return send(a.s, KindStatus, st)
+	return a.sendMsg(KindStatus, st)
 }
 
-// stop stops every user (each within the grace period), sends the last
-// snapshot and Done, and waits, a while, for the acknowledgement of all.
-func (a *agent) stop(ctx context.Context, frames <-chan *Frame, broken <-chan error) error {
-	a.e.Stop()
-	if err := a.flush(); err != nil {
+// send sends f on the stream; its failure is the stream's, an errBroken.
+func (a *agent) send(f *Frame) error {
+	if err := a.s.Send(f); err != nil {
+		return fmt.Errorf("%w: %w", errBroken, err)
+	}
+	return nil
+}
+
+// sendMsg sends a control message as a frame of kind k (see send).
+func (a *agent) sendMsg(k Kind, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
 		return err
 	}
-	if err := send(a.s, KindDone, Done{UsersByType: a.e.UsersByType()}); err != nil {
-		return err
+	return a.send(&Frame{Kind: k, Body: body})
+}
+
+// resumeEvery is how often an agent whose stream broke dials again.
+const resumeEvery = 250 * time.Millisecond
+
+// resume dials the coordinator again after the stream broke (cause), for
+// the lease the coordinator gave, and takes this agent's place up again on
+// the new stream: its users ran on meanwhile, and every snapshot not
+// acknowledged is sent again, in order (the coordinator takes each number
+// once). It returns cause, its users to be stopped, when the agent cannot
+// resume: no Redial, the lease passed, or the coordinator refused (it lost
+// the agent already: the agent may join again as a new one, Retry).
+func (a *agent) resume(ctx context.Context, cause error) error {
+	if a.opt.Redial == nil || a.session == "" || a.lease <= 0 {
+		return cause
 	}
-	wait := time.NewTimer(10 * time.Second)
-	defer wait.Stop()
-	for len(a.out.unacked()) > 0 {
+	deadline := time.Now().Add(a.lease)
+	for {
+		err := a.redial(ctx, deadline)
+		switch {
+		case err == nil:
+			return a.catchUp()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrRefused):
+			return fmt.Errorf("%w; resuming its place was refused: %v", cause, err)
+		}
+		wait := min(resumeEvery, time.Until(deadline))
+		if wait <= 0 {
+			return fmt.Errorf("%w; it could not resume within its lease (%v): %v", cause, a.lease, err)
+		}
 		select {
-		case f := <-frames:
-			if f.Kind == KindAck {
-				a.out.ack(f.Seq)
-			}
-		case err := <-broken:
-			return fmt.Errorf("the coordinator's stream broke before it acknowledged the last snapshot: %w", err)
-		case <-wait.C:
-			return errors.New("the coordinator did not acknowledge the last snapshot within 10 s")
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// redial opens a new stream and resumes on it, or gives it up at deadline.
+func (a *agent) redial(ctx context.Context, deadline time.Time) error {
+	sctx, hang := context.WithCancel(ctx)
+	s, err := a.opt.Redial(sctx)
+	if err != nil {
+		hang()
+		return err
+	}
+	late := time.AfterFunc(time.Until(deadline), hang) // a handshake that hangs ends with the lease
+	h := a.hello
+	h.Resume = a.session
+	_, err = Greet(s, a.opt.Token, h)
+	if !late.Stop() && err == nil {
+		err = errors.New("resumed past its lease")
+	}
+	if err != nil {
+		hang()
+		return err
+	}
+	a.attach(s, hang)
 	return nil
+}
+
+// catchUp sends, on a stream just resumed, every snapshot not yet
+// acknowledged, in order, then what follows a snapshot (tell; Done
+// last): what the old stream lost, and the tick answered, for the
+// coordinator's Drain.
+func (a *agent) catchUp() error {
+	for _, f := range a.out.unacked() {
+		if f.Kind != KindSnapshot {
+			continue
+		}
+		if err := a.send(f); err != nil {
+			return err
+		}
+	}
+	return a.tell()
 }
 
 // fromJSON is JSON as a frozen Starlark value, as the scenario's json.decode reads it.

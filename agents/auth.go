@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The handshake (docs/AGENTS.md, "Security"): each side proves it knows
@@ -17,10 +18,18 @@ import (
 //
 //	coordinator → agent   challenge {nonce_c}
 //	agent → coordinator   hello {nonce_a, mac_a = HMAC(token, "agent", nonce_c, nonce_a), name, cores}
-//	coordinator → agent   welcome {mac_c = HMAC(token, "coordinator", nonce_a, nonce_c), index}
+//	coordinator → agent   welcome {mac_c = HMAC(token, "coordinator", nonce_a, nonce_c), index, session, lease}
 //
 // An agent takes no work before it has checked mac_c: a coordinator that
 // cannot prove the token could make it run any code.
+//
+// An agent whose stream broke during the run resumes its place on a new
+// stream with the same handshake, its hello naming the session its welcome
+// gave it (resume); both answers then cover the session too
+// (HMAC(token, role, theirs, ours, session)), so a resume proves the token
+// as a join does, and an answer for one session is no answer for another.
+// Nothing else changes on the wire: the fields are new and optional, and a
+// join's answers are those of before.
 
 // nonceSize is the size of a challenge, in bytes.
 const nonceSize = 32
@@ -37,12 +46,27 @@ type Hello struct {
 	Version string `json:"version"` // headroom's version
 	Name    string `json:"name"`    // host or pod name, for the result
 	Cores   int    `json:"cores"`   // GOMAXPROCS: users are split by it
+	// Resume, if set, is the session of the place this agent held until
+	// its stream broke: it takes it up again, its users still running,
+	// rather than join as a new agent. Covered by MAC.
+	Resume string `json:"resume,omitempty"`
 }
 
 // Welcome is the coordinator's answer: its proof, and the agent's place.
 type Welcome struct {
 	MAC   []byte `json:"mac"`
 	Index int    `json:"index"` // the agent's number in the run, from 0
+	// Session names the agent's place for a resume (Hello.Resume): random,
+	// and known only to the agent and the coordinator. Empty from a
+	// coordinator that cannot resume an agent.
+	Session string `json:"session,omitempty"`
+	// Lease is how long the coordinator keeps the place of an agent it
+	// has not heard from, its users counted as running: the time an agent
+	// whose stream broke has to resume.
+	Lease time.Duration `json:"lease,omitempty"`
+	// Resumed says the coordinator took the agent back in its place
+	// (Hello.Resume), not as a new agent.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // Refused ends a stream with the reason the other side was not trusted.
@@ -59,12 +83,16 @@ var ErrRefused = errors.New("refused")
 // free up, when an agent is lost.
 var ErrLater = errors.New("no place now")
 
-// prove is role's answer to the challenge theirs, with its own nonce ours.
-func prove(token []byte, role string, theirs, ours []byte) []byte {
+// prove is role's answer to the challenge theirs, with its own nonce ours,
+// for the resume of session (empty for a join: the answer is then the one
+// headroom has always given). The nonces are of a fixed size, so what
+// follows them cannot be read as part of them.
+func prove(token []byte, role string, theirs, ours []byte, session string) []byte {
 	m := hmac.New(sha256.New, token)
 	m.Write([]byte("headroom agents v1 " + role + "\x00"))
 	m.Write(theirs)
 	m.Write(ours)
+	m.Write([]byte(session))
 	return m.Sum(nil)
 }
 
@@ -124,8 +152,9 @@ func refuseFor(s Stream, err error) error {
 }
 
 // Accept is the coordinator's side of the handshake on s. It returns the
-// agent's Hello once the agent has proved it knows token; place then
-// gives the agent its Welcome (its index; an error refuses it).
+// agent's Hello once the agent has proved it knows token (and, for a
+// resume, the session it names); place then gives the agent its Welcome
+// (its index, or the place it resumes; an error refuses it).
 func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, error) {
 	mine := nonce()
 	if err := send(s, KindChallenge, Challenge{Nonce: mine}); err != nil {
@@ -135,14 +164,14 @@ func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, 
 	if err := recv(s, KindHello, &h); err != nil {
 		return Hello{}, err
 	}
-	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, prove(token, "agent", mine, h.Nonce)) {
+	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, prove(token, "agent", mine, h.Nonce, h.Resume)) {
 		return Hello{}, refuse(s, "the agent's token does not match the coordinator's (--token-file)")
 	}
 	w, err := place(h)
 	if err != nil {
 		return Hello{}, refuseFor(s, err)
 	}
-	w.MAC = prove(token, "coordinator", h.Nonce, mine)
+	w.MAC = prove(token, "coordinator", h.Nonce, mine, h.Resume)
 	return h, send(s, KindWelcome, w)
 }
 
@@ -158,7 +187,7 @@ func Greet(s Stream, token []byte, h Hello) (Welcome, error) {
 		return Welcome{}, refuse(s, "a challenge of the wrong size")
 	}
 	h.Nonce = nonce()
-	h.MAC = prove(token, "agent", c.Nonce, h.Nonce)
+	h.MAC = prove(token, "agent", c.Nonce, h.Nonce, h.Resume)
 	if err := send(s, KindHello, h); err != nil {
 		return Welcome{}, err
 	}
@@ -166,8 +195,11 @@ func Greet(s Stream, token []byte, h Hello) (Welcome, error) {
 	if err := recv(s, KindWelcome, &w); err != nil {
 		return Welcome{}, err
 	}
-	if !hmac.Equal(w.MAC, prove(token, "coordinator", h.Nonce, c.Nonce)) {
+	if !hmac.Equal(w.MAC, prove(token, "coordinator", h.Nonce, c.Nonce, h.Resume)) {
 		return Welcome{}, refuse(s, "the coordinator's token does not match the agent's (--token-file)")
+	}
+	if h.Resume != "" && !w.Resumed {
+		return Welcome{}, refuse(s, "the coordinator took a resuming agent as a new one")
 	}
 	return w, nil
 }

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -160,5 +161,53 @@ func TestCodec(t *testing.T) {
 		if err := c.Unmarshal(bad, &f); err == nil {
 			t.Errorf("%v decoded", bad)
 		}
+	}
+}
+
+// rewrite is a stream whose received frames fn may change: a man in the
+// middle.
+type rewrite struct {
+	Stream
+	fn func(*Frame)
+}
+
+func (r rewrite) Recv() (*Frame, error) {
+	f, err := r.Stream.Recv()
+	if err == nil {
+		r.fn(f)
+	}
+	return f, err
+}
+
+// A resume's proofs cover the session it names: an agent resuming its
+// own session is welcomed back, and a hello whose session was changed on
+// the way (to take another agent's place) is refused, as a wrong token is.
+func TestResumeProofCoversTheSession(t *testing.T) {
+	resume := func(fn func(*Frame)) (Welcome, error, error) {
+		l := newLink()
+		defer l.cut()
+		accepted := make(chan error, 1)
+		go func() {
+			_, err := Accept(rewrite{linkEnd{l: l}, fn}, []byte(testToken), func(h Hello) (Welcome, error) {
+				return Welcome{Index: 3, Session: h.Resume, Resumed: true}, nil
+			})
+			accepted <- err
+		}()
+		w, err := Greet(linkEnd{l: l, agent: true}, []byte(testToken), Hello{Name: "a", Cores: 1, Resume: "mine"})
+		return w, err, <-accepted
+	}
+	if w, err, acc := resume(func(*Frame) {}); err != nil || acc != nil || !w.Resumed || w.Index != 3 {
+		t.Fatalf("a faithful resume: %+v, %v (coordinator: %v); want resumed in place 3", w, err, acc)
+	}
+	_, err, acc := resume(func(f *Frame) {
+		if f.Kind == KindHello {
+			var h Hello
+			json.Unmarshal(f.Body, &h)
+			h.Resume = "theirs"
+			f.Body, _ = json.Marshal(h)
+		}
+	})
+	if !errors.Is(acc, ErrRefused) || !strings.Contains(acc.Error(), "token does not match") || !errors.Is(err, ErrRefused) {
+		t.Errorf("a resume whose session was changed on the way: coordinator %v, agent %v; want both refused", acc, err)
 	}
 }

@@ -2,12 +2,14 @@ package agents
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -23,8 +25,10 @@ import (
 
 // Coordinator accepts agents on a gRPC listener (each proves the token;
 // see Accept) and, once they have joined, drives them as one Fleet. An
-// agent silent for its lease during the run, or whose stream breaks, is
-// lost (faults.go); a new agent may then take its place.
+// agent silent for its lease during the run is lost (faults.go); a new
+// agent may then take its place. An agent whose stream breaks keeps its
+// place for that lease, its users counted as running: it may resume on a
+// new stream (Hello.Resume), and is lost only if it does not.
 type Coordinator struct {
 	token []byte
 	srv   *grpc.Server
@@ -48,19 +52,24 @@ type Coordinator struct {
 // defaultLease: a stalled agent is noticed within 5 s.
 const defaultLease = 5 * time.Second
 
-// remote is one agent as its coordinator sees it.
+// remote is one agent as its coordinator sees it: one process in one
+// place, over the streams it resumes on.
 type remote struct {
-	index  int
-	gen    int // 0 for a place's first agent, +1 for each that took it since
-	hello  Hello
-	s      Stream
-	sendMu sync.Mutex // Stream.Send is not safe for concurrent use
+	index   int
+	gen     int // 0 for a place's first agent, +1 for each that took it since
+	hello   Hello
+	session string // Welcome.Session: what it names to resume
+	// cur is the stream it is on; nil while it is away (its stream broke
+	// and it has not resumed) and once it ended. Changed under
+	// Coordinator.mu; read without it, to send.
+	cur    atomic.Pointer[attachment]
 	kill   chan struct{}
 	killed sync.Once
 	why    error // why kill was closed
 
 	// Under Coordinator.mu:
 	joined, heard, left time.Time
+	broke               time.Time           // when its stream broke, while it is away
 	sent                time.Time           // when it was sent Start (zero before)
 	status              Status              // its last
 	statusN             int                 // statuses received
@@ -75,17 +84,37 @@ type remote struct {
 	ended               bool
 }
 
-func (r *remote) send(k Kind, v any) error {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	return send(r.s, k, v)
+// attachment is one stream an agent is on, until it ends or the agent
+// resumes on another.
+type attachment struct {
+	s        Stream
+	mu       sync.Mutex    // Stream.Send is not safe for concurrent use
+	replaced chan struct{} // closed when the agent resumes on another stream
 }
 
-func (r *remote) ack(seq uint64) error {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	return r.s.Send(&Frame{Kind: KindAck, Seq: seq})
+// errAway is a send to an agent whose stream broke and that has not
+// resumed: what it missed is sent again when it does (catchUp).
+var errAway = errors.New("its stream broke and it has not resumed yet")
+
+func (r *remote) sendFrame(f *Frame) error {
+	a := r.cur.Load()
+	if a == nil {
+		return errAway
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.s.Send(f)
 }
+
+func (r *remote) send(k Kind, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return r.sendFrame(&Frame{Kind: k, Body: body})
+}
+
+func (r *remote) ack(seq uint64) error { return r.sendFrame(&Frame{Kind: KindAck, Seq: seq}) }
 
 // stop ends r's stream with why: the coordinator gives up on it.
 func (r *remote) stop(why error) {
@@ -96,8 +125,23 @@ func (r *remote) stop(why error) {
 }
 
 // running reports whether r runs users for the run now: it has started,
-// and neither ended nor finished. Under Coordinator.mu.
+// and neither ended nor finished (an agent away runs them still). Under
+// Coordinator.mu.
 func (r *remote) running() bool { return r.statusN > 0 && !r.ended && r.done == nil }
+
+// away reports whether r's stream broke and r has not resumed (nor been
+// lost) yet. Under Coordinator.mu.
+func (r *remote) away() bool { return !r.ended && r.cur.Load() == nil }
+
+// stopped reports whether the coordinator gave up on r (stop).
+func (r *remote) stopped() bool {
+	select {
+	case <-r.kill:
+		return true
+	default:
+		return false
+	}
+}
 
 func (r *remote) String() string { return fmt.Sprintf("agent %d (%s)", r.index, r.hello.Name) }
 
@@ -115,12 +159,18 @@ func Listen(addr string, token []byte, creds credentials.TransportCredentials) (
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
-	c := &Coordinator{token: token, srv: grpc.NewServer(opts...), ln: ln, changed: make(chan struct{}),
-		now: time.Now, quit: make(chan struct{}), lease: defaultLease}
+	c := newCoordinator(token)
+	c.srv, c.ln = grpc.NewServer(opts...), ln
 	Register(c.srv, c.join)
 	go c.srv.Serve(ln)
 	go c.watch()
 	return c, nil
+}
+
+// newCoordinator is a coordinator with no listener: Listen gives it one,
+// a test its own streams (join).
+func newCoordinator(token []byte) *Coordinator {
+	return &Coordinator{token: token, changed: make(chan struct{}), now: time.Now, quit: make(chan struct{}), lease: defaultLease}
 }
 
 // Addr is where the coordinator listens.
@@ -143,7 +193,9 @@ func (c *Coordinator) Close() {
 		close(c.quit)
 	}
 	c.mu.Unlock()
-	c.srv.Stop()
+	if c.srv != nil {
+		c.srv.Stop()
+	}
 }
 
 // notify wakes Await; c.mu held.
@@ -153,70 +205,221 @@ func (c *Coordinator) notify() {
 }
 
 // join is one agent's stream: the handshake, then its frames until it
-// ends or the coordinator gives up on it.
+// ends, the coordinator gives up on the agent, or the agent resumes on
+// another stream.
 func (c *Coordinator) join(s Stream) error {
-	var r *remote
+	att := &attachment{s: s, replaced: make(chan struct{})}
+	// Nothing else is sent on s before the welcome (and a resume's catch-up).
+	att.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			att.mu.Unlock()
+		}
+	}()
+	var r, lost *remote // lost: a place this handshake ended
+	var w Welcome
 	var onJoin func(int, Hello)
+	var late *Fleet // the run had begun when r joined: it is r's to start
 	_, err := Accept(s, c.token, func(h Hello) (Welcome, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		h.Cores = max(h.Cores, 1)
-		now := c.now()
-		r = &remote{hello: h, s: s, kill: make(chan struct{}),
-			joined: now, heard: now}
-		if !c.started {
-			r.index = len(c.remotes)
-			c.remotes = append(c.remotes, r)
+		var err error
+		if h.Resume != "" {
+			r, w, lost, err = c.resume(h, att)
 		} else {
-			i := c.place(h.Name)
-			if i < 0 {
-				return Welcome{}, fmt.Errorf("%w: the run has all its %d agents; a place frees up when one is lost", ErrLater, len(c.remotes))
-			}
-			old := c.remotes[i]
-			r.index, r.gen = i, old.gen+1
-			c.gone = append(c.gone, old)
-			c.remotes[i] = r
+			r, w, lost, err = c.admit(h, att)
+			late = c.fleet
 		}
 		onJoin = c.onJoin
 		c.notify()
-		return Welcome{Index: r.index}, nil
+		return w, err
 	})
-	if err != nil {
+	if lost != nil {
+		c.tellLost(lost)
+	}
+	if r == nil {
+		return err // refused, or the handshake failed before a place
+	}
+	if err == nil && w.Resumed {
+		err = c.catchUp(r, att)
+	}
+	att.mu.Unlock()
+	locked = false
+	killed := false
+	if err == nil {
+		if !w.Resumed {
+			if onJoin != nil {
+				onJoin(r.index, r.hello)
+			}
+			if late != nil {
+				late.late(r) // (before, Fleet.Init starts it)
+			}
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- c.serve(r, s) }()
+		select {
+		case err = <-errc:
+		case <-r.kill:
+			err, killed = r.why, true // returning ends the stream, and so serve's Recv
+		case <-att.replaced:
+			return errors.New("the agent resumed on another stream")
+		}
+	}
+	return c.leave(r, att, err, killed)
+}
+
+// admit places an agent that joins, with its hello h, on att: a new place
+// before the run, a lost agent's once it has begun (place). It returns
+// the agent away it displaced, if any, as lost. c.mu held.
+func (c *Coordinator) admit(h Hello, att *attachment) (r *remote, w Welcome, displaced *remote, err error) {
+	h.Cores = max(h.Cores, 1)
+	now := c.now()
+	r = &remote{hello: h, session: newSession(), kill: make(chan struct{}), joined: now, heard: now}
+	r.cur.Store(att)
+	if !c.started {
+		r.index = len(c.remotes)
+		c.remotes = append(c.remotes, r)
+	} else {
+		i := c.place(h.Name)
+		if i < 0 {
+			return nil, Welcome{}, nil, fmt.Errorf("%w: the run has all its %d agents; a place frees up when one is lost", ErrLater, len(c.remotes))
+		}
+		old := c.remotes[i]
+		if old.away() {
+			c.end(old, fmt.Errorf("%v, and a new agent of its name joined before it resumed", old.err), old.broke)
+			displaced = old
+		}
+		r.index, r.gen = i, old.gen+1
+		c.gone = append(c.gone, old)
+		c.remotes[i] = r
+	}
+	return r, Welcome{Index: r.index, Session: r.session, Lease: c.lease}, displaced, nil
+}
+
+// resume takes an agent that names its session (h.Resume) back into its
+// place, on att, in place of the stream it was on (closed, if the
+// coordinator had not seen it break). It refuses a session it does not
+// know, a place lost or given up on, and one whose lease has passed: that
+// agent is lost now, and returned as such. c.mu held.
+func (c *Coordinator) resume(h Hello, att *attachment) (r *remote, w Welcome, lost *remote, err error) {
+	for _, o := range c.remotes {
+		if o.session == h.Resume {
+			r = o
+		}
+	}
+	now := c.now()
+	switch {
+	case r == nil || r.ended:
+		return nil, Welcome{}, nil, errors.New("no agent of that session holds a place in this run: it was lost, or the run is another")
+	case r.stopped():
+		return nil, Welcome{}, nil, fmt.Errorf("the coordinator gave up on it: %v", r.why)
+	case now.Sub(r.heard) > c.lease:
+		if !r.away() { // the stalled stream's own handler ends it
+			r.stop(fmt.Errorf("stalled: nothing heard from it for %v", now.Sub(r.heard).Round(100*time.Millisecond)))
+			return nil, Welcome{}, nil, fmt.Errorf("nothing heard from it for its lease (%v): it is lost", c.lease)
+		}
+		c.end(r, c.expired(r), r.broke)
+		return nil, Welcome{}, r, fmt.Errorf("it did not resume within its lease (%v): it is lost", c.lease)
+	}
+	if old := r.cur.Swap(att); old != nil {
+		close(old.replaced) // a resume is the agent's word that that stream is gone
+	}
+	r.heard, r.broke = now, time.Time{}
+	return r, Welcome{Index: r.index, Session: r.session, Lease: c.lease, Resumed: true}, nil, nil
+}
+
+// catchUp sends an agent that resumed, on att, what it may have missed
+// while away: its share of users, the last tick's flush if it has not
+// answered it, the stop if the run is stopping. Each says a state, so one
+// lost or sent twice changes nothing. att.mu held: nothing is sent to the
+// agent meanwhile that this could overtake.
+func (c *Coordinator) catchUp(r *remote, att *attachment) error {
+	c.mu.Lock()
+	var out []*Frame
+	if f := c.fleet; f != nil && !r.sent.IsZero() {
+		u, _ := json.Marshal(Users{N: r.want})
+		out = append(out, &Frame{Kind: KindUsers, Body: u})
+		if r.flushed < f.tick {
+			fl, _ := json.Marshal(Flush{N: f.tick})
+			out = append(out, &Frame{Kind: KindFlush, Body: fl})
+		}
+		if f.stopping {
+			out = append(out, &Frame{Kind: KindStop, Body: []byte("{}")})
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range out {
+		if err := att.s.Send(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leave ends r's time on att, which ended with err (killed: the
+// coordinator gave up on r). A connection that closed under an agent
+// running users leaves it away, its users counted, for its lease: it may
+// resume (checkLeases loses it if not). Anything else loses it now.
+func (c *Coordinator) leave(r *remote, att *attachment, err error, killed bool) error {
+	c.mu.Lock()
+	if r.cur.Load() != att { // it resumed on another stream meanwhile, or ended
+		c.mu.Unlock()
 		return err
 	}
-	if onJoin != nil {
-		onJoin(r.index, r.hello)
+	if !killed {
+		if closed(err) && r.statusN > 0 && r.done == nil {
+			r.cur.Store(nil)
+			r.broke, r.err = c.now(), ended(err)
+			c.notify()
+			c.mu.Unlock()
+			return err
+		}
+		err = ended(err)
 	}
+	c.end(r, err, c.now())
+	c.mu.Unlock()
+	c.tellLost(r)
+	return err
+}
+
+// end records that r ended at left, for why. c.mu held; tell the fleet
+// (tellLost) once it is released.
+func (c *Coordinator) end(r *remote, why error, left time.Time) {
+	r.ended, r.err, r.left = true, why, left
+	r.cur.Store(nil)
+	c.notify()
+}
+
+// tellLost tells the fleet, once the run has begun, that r ended.
+func (c *Coordinator) tellLost(r *remote) {
 	c.mu.Lock()
 	f := c.fleet
 	c.mu.Unlock()
 	if f != nil {
-		f.late(r) // the run has begun: start it
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- c.serve(r) }()
-	select {
-	case err = <-errc:
-		err = ended(err)
-	case <-r.kill:
-		err = r.why // returning ends the stream, and so serve's Recv
-	}
-	c.mu.Lock()
-	r.ended, r.err, r.left = true, err, c.now()
-	f = c.fleet
-	c.notify()
-	c.mu.Unlock()
-	if f != nil {
 		f.lost(r)
 	}
-	return err
 }
 
+// expired is why an agent away is lost at the end of its lease. c.mu held.
+func (c *Coordinator) expired(r *remote) error {
+	return fmt.Errorf("%v, and it did not resume within its lease (%v)", r.err, c.lease)
+}
+
+// newSession is a new agent's session: 128 random bits, in hex.
+func newSession() string { return hex.EncodeToString(nonce()[:16]) }
+
 // place is the place a late agent takes: a lost agent's, the one of the
-// same name first (a Kubernetes pod re-created), or -1. c.mu held.
+// same name first (a Kubernetes pod re-created), or -1. An agent away
+// keeps its place for its lease unless the new agent has its name: that
+// is the same machine or pod started anew (a process that had kept
+// running would have resumed instead), and it is lost now. c.mu held.
 func (c *Coordinator) place(name string) int {
 	free := -1
 	for i, r := range c.remotes {
+		if r.hello.Name == name && r.away() {
+			return i
+		}
 		if !r.ended || r.done != nil {
 			continue
 		}
@@ -244,14 +447,27 @@ func (c *Coordinator) watch() {
 	}
 }
 
-// checkLeases stops the stream of every agent silent past its lease at
-// now, or sent Start startTimeout ago and not started.
+// checkLeases loses every agent away past its lease at now, and stops the
+// stream of every other agent silent past it, or sent Start startTimeout
+// ago and not started.
 func (c *Coordinator) checkLeases(now time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var lost []*remote
+	defer func() {
+		c.mu.Unlock()
+		for _, r := range lost {
+			c.tellLost(r)
+		}
+	}()
 	for _, r := range c.remotes {
 		switch {
 		case r.ended || r.done != nil:
+		case r.away() && r.stopped():
+			c.end(r, r.why, r.broke)
+			lost = append(lost, r)
+		case r.away() && now.Sub(r.heard) > c.lease:
+			c.end(r, c.expired(r), r.broke)
+			lost = append(lost, r)
 		case r.statusN > 0 && now.Sub(r.heard) > c.lease:
 			r.stop(fmt.Errorf("stalled: nothing heard from it for %v", now.Sub(r.heard).Round(100*time.Millisecond)))
 		case r.statusN == 0 && !r.sent.IsZero() && now.Sub(r.sent) > startTimeout:
@@ -260,11 +476,11 @@ func (c *Coordinator) checkLeases(now time.Time) {
 	}
 }
 
-// serve takes r's frames: statuses, snapshots (merged once each and
+// serve takes r's frames on s: statuses, snapshots (merged once each and
 // acknowledged), and its last word.
-func (c *Coordinator) serve(r *remote) error {
+func (c *Coordinator) serve(r *remote, s Stream) error {
 	for {
-		f, err := r.s.Recv()
+		f, err := s.Recv()
 		if err != nil {
 			return err
 		}
@@ -319,9 +535,25 @@ func (c *Coordinator) serve(r *remote) error {
 				return fmt.Errorf("%s: a bad done: %v", r, err)
 			}
 			c.mu.Lock()
-			r.done, r.heard = &d, c.now()
-			c.notify()
+			r.heard = c.now()
+			fresh, err := true, error(nil)
+			if f.Seq > 0 { // numbered after its last snapshot, to be acknowledged
+				fresh, err = r.in.fresh(f)
+			}
+			if fresh {
+				r.done = &d
+				c.notify()
+			}
+			seq := r.in.merged
 			c.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("%s: %v", r, err)
+			}
+			if f.Seq > 0 {
+				if err := r.ack(seq); err != nil {
+					return err
+				}
+			}
 		default:
 			return fmt.Errorf("%s: a %s frame", r, f.Kind)
 		}
@@ -366,16 +598,19 @@ func (c *Coordinator) Joined() int {
 	return len(c.remotes)
 }
 
-// ended is why an agent's stream ended as people read it: a stream cut
-// (the agent's process died, its machine or the network went away) shows
-// here as a cancelled or unavailable call.
+// ended is why an agent's stream ended as people read it.
 func ended(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, io.EOF), errors.Is(err, context.Canceled),
-		status.Code(err) == codes.Canceled, status.Code(err) == codes.Unavailable:
+	if closed(err) {
 		return errors.New("its connection closed (its process ended, or the network failed)")
 	}
 	return err
+}
+
+// closed reports whether err is a stream cut: the agent's process died,
+// its machine or the network went away (or a proxy reset the connection),
+// which shows here as a cancelled or unavailable call. Not a frame the
+// stream refused, nor what the agent said.
+func closed(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) ||
+		status.Code(err) == codes.Canceled || status.Code(err) == codes.Unavailable)
 }

@@ -8,14 +8,18 @@ import (
 	"github.com/headroom-dev/headroom/result"
 )
 
-// An agent is lost when its stream breaks (its process died, its machine
-// or the network went away) or when it is silent past its lease (stalled:
-// Coordinator.checkLeases). Its users then go to the agents still
-// running, and the seconds from the loss until they are all set up again
-// are degraded: the runners keep their figures apart (runner.Fleet's
-// Degraded), since the lost agent's last second was never sent and its
-// users were missing meanwhile. An agent that joins later takes the lost
-// one's place (Coordinator.join) and a share of the users again.
+// An agent is lost when it is silent past its lease (stalled:
+// Coordinator.checkLeases), when its stream breaks (its process died, its
+// machine or the network went away) and it does not resume within that
+// lease, or at once when the coordinator gives up on it. Its users then
+// go to the agents still running, and the seconds from the loss until
+// they are all set up again are degraded: the runners keep their figures
+// apart (runner.Fleet's Degraded), since the lost agent's last seconds
+// were never sent and its users were missing meanwhile (the seconds it
+// was away before, its flushes unanswered, are degraded already). An
+// agent that joins later takes the lost one's place (Coordinator.join)
+// and a share of the users again; one that resumes in time loses nothing,
+// and nothing about it is degraded but a second it did not answer in time.
 
 // fault is one agent lost, and what the fleet did about it.
 type fault struct {

@@ -54,9 +54,10 @@ func fleetOf(n int) (*Coordinator, *Fleet, *time.Time, []*sink) {
 	for i := range n {
 		s := &sink{}
 		sinks = append(sinks, s)
-		c.remotes = append(c.remotes, &remote{index: i, hello: Hello{Name: string(rune('a' + i)), Cores: 1}, s: s,
-			kill:   make(chan struct{}),
-			joined: now, heard: now, sent: now, statusN: 1})
+		r := &remote{index: i, hello: Hello{Name: string(rune('a' + i)), Cores: 1}, kill: make(chan struct{}),
+			joined: now, heard: now, sent: now, statusN: 1}
+		r.cur.Store(&attachment{s: s})
+		c.remotes = append(c.remotes, r)
 	}
 	return c, f, &now, sinks
 }
@@ -73,7 +74,7 @@ func report(c *Coordinator, i, users, ready int) {
 func lose(c *Coordinator, f *Fleet, i int, why string) {
 	c.mu.Lock()
 	r := c.remotes[i]
-	r.ended, r.err, r.left = true, ended(errString(why)), c.now()
+	c.end(r, ended(errString(why)), c.now())
 	c.mu.Unlock()
 	f.lost(r)
 }

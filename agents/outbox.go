@@ -9,16 +9,19 @@ import (
 // coordinator acknowledges them: after a broken stream the agent sends
 // again everything not acknowledged, and the coordinator skips what it
 // merged already (inbox), so a lost message loses nothing and a resent
-// one counts once. Not safe for concurrent use.
+// one counts once. An agent that can resume numbers its Done too, last,
+// so that it hangs up only once its Done has arrived. Not safe for
+// concurrent use.
 type outbox struct {
 	pending []*Frame // unacknowledged, in order
 	last    uint64   // the last number given
 }
 
-// add numbers body as the next snapshot and keeps it until acknowledged.
-func (o *outbox) add(body []byte) *Frame {
+// add numbers body, a frame of kind k, as the next and keeps it until
+// acknowledged.
+func (o *outbox) add(k Kind, body []byte) *Frame {
 	o.last++
-	f := &Frame{Kind: KindSnapshot, Seq: o.last, Body: body}
+	f := &Frame{Kind: k, Seq: o.last, Body: body}
 	o.pending = append(o.pending, f)
 	return f
 }
@@ -37,8 +40,9 @@ func (o *outbox) ack(seq uint64) {
 // acknowledgements may arrive while it is being sent.
 func (o *outbox) unacked() []*Frame { return slices.Clone(o.pending) }
 
-// inbox is the coordinator's record of one agent's snapshots: the
-// number merged last, so that a frame sent again is merged only once.
+// inbox is the coordinator's record of one agent's snapshots (and its
+// numbered Done): the number merged last, so that a frame sent again is
+// merged only once.
 type inbox struct{ merged uint64 }
 
 // fresh reports whether f is the next snapshot to merge. A frame already

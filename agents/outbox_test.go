@@ -32,7 +32,7 @@ func TestOutboxLosesNothingAndCountsOnce(t *testing.T) {
 		}
 		const n = 200
 		for range n {
-			deliver(out.add([]byte("s")))
+			deliver(out.add(KindSnapshot, []byte("s")))
 			if r.IntN(10) == 0 { // the stream breaks: a new one resends
 				for _, f := range out.unacked() {
 					deliver(f)

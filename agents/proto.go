@@ -23,7 +23,7 @@ const (
 	KindWelcome                   // coordinator → agent: the coordinator's answer (Welcome)
 	KindRefused                   // either way: why the other side is not trusted; the stream ends
 	KindSnapshot                  // agent → coordinator: a drained snapshot, Seq numbered (metrics.AppendSnapshot)
-	KindAck                       // coordinator → agent: snapshots up to Seq are merged
+	KindAck                       // coordinator → agent: snapshots (and a numbered Done) up to Seq are merged
 )
 
 func (k Kind) String() string {

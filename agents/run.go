@@ -14,7 +14,16 @@ import (
 //	agent → coordinator   snapshot #seq (metrics.AppendSnapshot), metrics (if Start.Metrics), status {flushed: n}
 //	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
 //	coordinator → agent   stop
-//	agent → coordinator   its last snapshot, then done {users by type}
+//	agent → coordinator   its last snapshot, then done {users by type} (numbered after it,
+//	                      and acknowledged, when the welcome gave a session)
+//
+// When the stream breaks, the agent dials again and resumes (auth.go's
+// handshake, naming its session) within the lease the welcome gave: it
+// sends again every snapshot (and its done) not acknowledged, in order,
+// then a status; the coordinator sends again its share of users, the last
+// tick's flush if not answered, and stop if the run is stopping. Each is
+// taken once (by number) or says a state, so nothing is lost or counted
+// twice. Past the lease, the resume is refused and the agent joins anew.
 const (
 	KindStart   Kind = iota + 32 // coordinator → agent (Start)
 	KindUsers                    // coordinator → agent (Users)

@@ -85,6 +85,9 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	defer conn.Close()
 	opt := agents.AgentOptions{Token: token, Name: name, Version: Version,
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }}
+	// A stream that breaks is dialed again and resumed within the
+	// coordinator's lease: the users run on, nothing is counted twice.
+	opt.Redial = func(ctx context.Context) (agents.Stream, error) { return agents.Join(ctx, conn) }
 	if metricsAddr != "" {
 		opt.Prom = metrics.NewProm()
 		stop, err := serveGatherer(metricsAddr, metrics.Labelled(opt.Prom.Gather, "agent", name))
