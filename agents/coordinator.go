@@ -82,6 +82,7 @@ type remote struct {
 	done                *Done
 	err                 error // why its stream ended
 	ended               bool
+	exited              error // its process ended (Exited): it cannot resume
 }
 
 // attachment is one stream an agent is on, until it ends or the agent
@@ -368,7 +369,7 @@ func (c *Coordinator) leave(r *remote, att *attachment, err error, killed bool) 
 		return err
 	}
 	if !killed {
-		if closed(err) && r.statusN > 0 && r.done == nil {
+		if closed(err) && r.statusN > 0 && r.done == nil && r.exited == nil {
 			r.cur.Store(nil)
 			r.broke, r.err = c.now(), ended(err)
 			c.notify()
@@ -389,6 +390,29 @@ func (c *Coordinator) end(r *remote, why error, left time.Time) {
 	r.ended, r.err, r.left = true, why, left
 	r.cur.Store(nil)
 	c.notify()
+}
+
+// Exited tells the coordinator that the process of the agent named name
+// has ended (a --local-agents child its launcher waited for), with why:
+// it cannot resume, so it is lost as soon as its stream is gone, not at
+// the end of its lease.
+func (c *Coordinator) Exited(name string, why error) {
+	c.mu.Lock()
+	var lost []*remote
+	for _, r := range c.remotes {
+		if r.hello.Name != name || r.ended || r.done != nil {
+			continue
+		}
+		r.exited = why
+		if r.away() {
+			c.end(r, fmt.Errorf("%v; its process exited (%v)", r.err, why), r.broke)
+			lost = append(lost, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range lost {
+		c.tellLost(r)
+	}
 }
 
 // tellLost tells the fleet, once the run has begun, that r ended.

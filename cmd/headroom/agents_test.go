@@ -214,6 +214,11 @@ func TestAgentKilled(t *testing.T) {
 	if last.Users != 30 || last.Ready != 30 || !strings.Contains(strings.Join(r.Notes, "\n"), "was lost at") {
 		t.Errorf("at the end %d users, %d ready, notes %q: want all 30 back, and a note", last.Users, last.Ready, r.Notes)
 	}
+	// A local agent's process that died cannot resume: its launcher tells
+	// the coordinator, which loses it at once rather than at its lease.
+	if !strings.Contains(f.Reason, "its process exited (signal: killed)") {
+		t.Errorf("fault reason %q: want the launcher's word that the process was killed", f.Reason)
+	}
 	t.Logf("fault %+v; %d seconds degraded, %d requests apart; notes %q", f, degraded, r.DegradedTotals.Count, r.Notes)
 }
 

@@ -153,9 +153,10 @@ func readToken(path string, env Env) ([]byte, error) {
 // machine, joined to a coordinator on loopback with a token made for them
 // (on their standard input, never in their command line). close stops them.
 type localAgents struct {
-	coord *agents.Coordinator
-	procs []*exec.Cmd
-	logs  sync.WaitGroup
+	coord  *agents.Coordinator
+	procs  []*exec.Cmd
+	exited []chan error // each agent's Wait, once it exited
+	logs   sync.WaitGroup
 }
 
 // startLocalAgents starts n agents, each with an equal share of the cores
@@ -189,12 +190,23 @@ func startLocalAgents(ctx context.Context, env Env, n int) (*localAgents, error)
 			return nil, fmt.Errorf("start agent %d: %v", i, err)
 		}
 		la.procs = append(la.procs, cmd)
+		exited := make(chan error, 1)
+		la.exited = append(la.exited, exited)
 		la.logs.Go(func() { // the agent's own lines, prefixed
 			sc := bufio.NewScanner(stderr)
 			for sc.Scan() {
 				fmt.Fprintf(env.Stderr, "[agent %d] %s\n", i, sc.Text())
 			}
 		})
+		go func() { // a process that ended cannot resume: lost at once, not at its lease
+			err := cmd.Wait()
+			why := err
+			if why == nil {
+				why = errors.New("exit status 0")
+			}
+			coord.Exited(fmt.Sprintf("local-%d", i), why)
+			exited <- err
+		}()
 	}
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -211,8 +223,7 @@ func (la *localAgents) close() error {
 	la.coord.Close()
 	var errs []error
 	for i, p := range la.procs {
-		done := make(chan error, 1)
-		go func() { done <- p.Wait() }()
+		done := la.exited[i]
 		select {
 		case err := <-done:
 			if err != nil {
