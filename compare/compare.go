@@ -13,6 +13,7 @@ package compare
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
@@ -37,6 +38,13 @@ type Comparison struct {
 	// Window is the measured window: after the ramp (run), at the
 	// supported users (ceiling), every held level (step).
 	Window Span `json:"window"`
+	// Service, of open-model runs and ceilings: each run's service time
+	// (from the actual send), mean and p99 over its window, beside the
+	// latencies from the intended start that Window compares; a mean of
+	// the runs' figures on each side. nil for the closed model, and for
+	// step runs (each level's is in its result).
+	ServiceMean *Metric `json:"service_mean_ms,omitempty"`
+	ServiceP99  *Metric `json:"service_p99_ms,omitempty"`
 	// Levels are the step levels both sides held.
 	Levels []LevelSpan        `json:"levels,omitempty"`
 	Server []ServerComparison `json:"server,omitempty"`
@@ -95,6 +103,9 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	c.notes(base, new)
 	c.Window = compareSpan(windows(base), windows(new), o)
 	c.Unit = unitOf(base)
+	if modelOf(base.Runs[0].Result) == result.ModelOpen {
+		c.open(base, new, o)
+	}
 	switch c.Kind {
 	case "ceiling":
 		c.Users = &Metric{Name: "supported users", Unit: "users", HigherIsBetter: true}
@@ -215,6 +226,35 @@ func modelOf(r *result.Result) string {
 		return result.ModelOpen
 	}
 	return result.ModelClosed
+}
+
+// open labels the latencies of open-model runs as from the intended
+// start, and compares their service times beside them.
+func (c *Comparison) open(base, new *Side, o Options) {
+	for _, m := range []*Metric{&c.Window.MixMean, &c.Window.MixP99} {
+		m.Name = strings.Replace(m.Name, " latency", " latency from intended start", 1)
+	}
+	mean := &Metric{Name: "mean service time (from the send)", Unit: "ms"}
+	p99 := &Metric{Name: "p99 service time (from the send)", Unit: "ms"}
+	for _, side := range []struct {
+		s       *Side
+		ms, ps  *[]float64
+		pm, ppp *float64
+	}{{base, &mean.BaseRuns, &p99.BaseRuns, &mean.Base, &p99.Base}, {new, &mean.NewRuns, &p99.NewRuns, &mean.New, &p99.New}} {
+		for _, r := range side.s.Runs {
+			if sv := r.Result.ServiceTimes; sv != nil && sv.Totals.Count > 0 {
+				*side.ms = append(*side.ms, sv.Totals.MeanMs)
+				*side.ps = append(*side.ps, sv.Totals.P99Ms)
+			}
+		}
+		*side.pm, *side.ppp = meanOr(*side.ms), meanOr(*side.ps)
+	}
+	if len(mean.BaseRuns) == 0 && len(mean.NewRuns) == 0 {
+		return // step runs: per level only
+	}
+	mean.judge(o)
+	p99.judge(o)
+	c.ServiceMean, c.ServiceP99 = mean, p99
 }
 
 // unitOf is what side's step levels or ceiling count: its first run's

@@ -116,3 +116,35 @@ func TestStepLevelsHeldOnOneSideAreLeftOut(t *testing.T) {
 		t.Errorf("notes %q: want one naming level 40", c.Notes)
 	}
 }
+
+// TestOpenSidesCompareServiceTimesBeside: two runs of the open model a
+// side compare their latencies, labelled from the intended start, and
+// their service times beside them, each run's figure a point.
+func TestOpenSidesCompareServiceTimesBeside(t *testing.T) {
+	c, err := Compare(fixtureSide(t, "a", "open-1", "open-2"), fixtureSide(t, "b", "open-2", "open-1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Window.MixMean.Name != "mean latency from intended start, common mix" || c.Window.MixP99.Name != "p99 latency from intended start, common mix" {
+		t.Errorf("latencies named %q, %q: want them labelled from the intended start", c.Window.MixMean.Name, c.Window.MixP99.Name)
+	}
+	if c.ServiceMean == nil || c.ServiceP99 == nil {
+		t.Fatal("no service times compared")
+	}
+	for _, m := range []*Metric{c.ServiceMean, c.ServiceP99} {
+		if len(m.BaseRuns) != 2 || len(m.NewRuns) != 2 || m.Base <= 0 || m.Base != m.New || m.Verdict != NoChange {
+			t.Errorf("%s: %+v; want two runs a side, the same mean, no change", m.Name, m)
+		}
+	}
+	// The service time never exceeds the latency from the intended start.
+	if c.ServiceMean.Base > c.Window.MixMean.Base*1.001 {
+		t.Errorf("mean service time %.2f ms over the mean latency from the intended start %.2f ms", c.ServiceMean.Base, c.Window.MixMean.Base)
+	}
+	closed, err := Compare(fixtureSide(t, "a", "base-1"), fixtureSide(t, "b", "new-1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed.ServiceMean != nil || strings.Contains(closed.Window.MixMean.Name, "intended") {
+		t.Errorf("closed-model runs: service %+v, latency named %q", closed.ServiceMean, closed.Window.MixMean.Name)
+	}
+}

@@ -166,6 +166,9 @@ func headlines(c *compare.Comparison) []*compare.Metric {
 	}
 	w := &c.Window
 	out = append(out, &w.Throughput, &w.MixMean, &w.MixP99, &w.MixErrors)
+	if c.ServiceMean != nil {
+		out = append(out, c.ServiceMean, c.ServiceP99)
+	}
 	for _, s := range c.Server {
 		for i := range s.Timings {
 			m := s.Timings[i].Mix
