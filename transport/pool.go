@@ -15,18 +15,23 @@ import (
 // A client's requests elsewhere, and a user's cookies and headers, stay
 // the client's own. Safe for concurrent use.
 type Pool struct {
-	size int
-	mu   sync.Mutex
-	idle []*connection // most recently given back last
-	open int           // connections open or being dialed
-	wake chan struct{} // closed (and replaced) when a connection comes back or goes
-	shut bool
+	size    int
+	mu      sync.Mutex
+	idle    []*connection // most recently given back last
+	open    int           // connections open or being dialed
+	waiting []chan grant  // requests waiting for a connection, oldest first
+	shut    bool
+}
+
+// grant is what a waiting request is handed: a connection given back, or
+// the place of one that closed, to dial.
+type grant struct {
+	conn *connection
+	dial bool
 }
 
 // NewPool returns a pool of at most size connections (at least 1).
-func NewPool(size int) *Pool {
-	return &Pool{size: max(size, 1), wake: make(chan struct{})}
-}
+func NewPool(size int) *Pool { return &Pool{size: max(size, 1)} }
 
 // Size is the most connections the pool opens.
 func (p *Pool) Size() int { return p.size }
@@ -40,62 +45,92 @@ func (p *Pool) Open() int {
 
 // take returns an idle connection, or else reserves a place for a new one
 // (dial true: the caller dials, and gives the place back with gone if
-// that fails), or else waits until one of those is possible or ctx ends;
-// waited says it did.
+// that fails), or else waits, in turn (first come, first served: a client
+// that gives a connection back does not take it again ahead of those
+// waiting), until one is handed to it or ctx ends; waited says it waited.
 func (p *Pool) take(ctx context.Context) (conn *connection, dial, waited bool, err error) {
-	for ; ; waited = true {
-		p.mu.Lock()
+	p.mu.Lock()
+	if len(p.waiting) == 0 {
 		if n := len(p.idle); n > 0 {
 			conn = p.idle[n-1]
 			p.idle[n-1] = nil
 			p.idle = p.idle[:n-1]
 			p.mu.Unlock()
-			return conn, false, waited, nil
+			return conn, false, false, nil
 		}
 		if p.open < p.size && !p.shut {
 			p.open++
 			p.mu.Unlock()
-			return nil, true, waited, nil
+			return nil, true, false, nil
 		}
-		wake := p.wake
-		p.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
+	}
+	ch := make(chan grant, 1)
+	p.waiting = append(p.waiting, ch)
+	p.mu.Unlock()
+	select {
+	case g := <-ch:
+		return g.conn, g.dial, true, nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	for i, w := range p.waiting {
+		if w == ch {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			p.mu.Unlock()
 			return nil, false, true, ctx.Err()
 		}
 	}
+	p.mu.Unlock()
+	// Handed something as the wait ended: pass it on.
+	if g := <-ch; g.conn != nil {
+		p.put(g.conn)
+	} else {
+		p.gone()
+	}
+	return nil, false, true, ctx.Err()
 }
 
-// put gives a connection back, for the next request to take.
+// next takes the oldest waiting request off the queue, if any. Under p.mu.
+func (p *Pool) next() chan grant {
+	if len(p.waiting) == 0 {
+		return nil
+	}
+	ch := p.waiting[0]
+	p.waiting[0] = nil
+	p.waiting = p.waiting[1:]
+	return ch
+}
+
+// put gives a connection back: to the oldest waiting request, or to the
+// idle ones.
 func (p *Pool) put(conn *connection) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.shut {
+	switch {
+	case p.shut:
 		p.open--
 		conn.Close()
-		return
+	case len(p.waiting) > 0:
+		p.next() <- grant{conn: conn}
+	default:
+		p.idle = append(p.idle, conn)
 	}
-	p.idle = append(p.idle, conn)
-	p.signal()
 }
 
-// gone frees the place of a connection that was closed (or never dialed).
+// gone frees the place of a connection that was closed (or never
+// dialed): the oldest waiting request dials in its place.
 func (p *Pool) gone() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.open--
-	p.signal()
-}
-
-// signal wakes every waiter to look again. Under p.mu.
-func (p *Pool) signal() {
-	close(p.wake)
-	p.wake = make(chan struct{})
+	if len(p.waiting) > 0 && !p.shut {
+		p.open++
+		p.next() <- grant{dial: true}
+	}
 }
 
 // Close closes the idle connections; those in use are closed as they come
-// back. Requests after it wait for a connection until their deadline.
+// back. Requests after it, and those waiting, wait until their deadline.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -105,5 +140,4 @@ func (p *Pool) Close() {
 		p.open--
 	}
 	p.idle = nil
-	p.signal()
 }

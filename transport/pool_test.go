@@ -11,8 +11,10 @@ import (
 // TestPoolSharesFewConnectionsAmongManyClients: 20 clients, each with
 // its own cookies, send 10 requests each at once through a pool of 3: the
 // server sees at most 3 connections, every request succeeds, the waits
-// for a connection are counted in Queued (and in Latency), and each
-// client's cookies stay its own.
+// for a connection are counted in Queued (and in Latency), in turn (a
+// client that gives a connection back does not take it again ahead of
+// those waiting, so most requests wait a little rather than a few for
+// long), and each client's cookies stay its own.
 func TestPoolSharesFewConnectionsAmongManyClients(t *testing.T) {
 	var inFlight, most atomic.Int64
 	u, conns := server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +35,7 @@ func TestPoolSharesFewConnectionsAmongManyClients(t *testing.T) {
 	pool := NewPool(3)
 	defer pool.Close()
 	var wg sync.WaitGroup
-	var queued atomic.Int64
+	var queued, waited atomic.Int64
 	var failed atomic.Int64
 	for i := range 20 {
 		wg.Go(func() {
@@ -52,6 +54,9 @@ func TestPoolSharesFewConnectionsAmongManyClients(t *testing.T) {
 					t.Errorf("queued %v is more than the latency %v", r.Queued, r.Latency)
 				}
 				queued.Add(int64(r.Queued))
+				if r.Queued > 0 {
+					waited.Add(1)
+				}
 			}
 		})
 	}
@@ -62,8 +67,8 @@ func TestPoolSharesFewConnectionsAmongManyClients(t *testing.T) {
 	if m := most.Load(); m > 3 {
 		t.Errorf("%d requests were at the server at once through a pool of 3", m)
 	}
-	if queued.Load() == 0 {
-		t.Error("200 requests of 5 ms from 20 clients on 3 connections never waited for one")
+	if n := waited.Load(); n < 100 {
+		t.Errorf("%d of 200 requests of 5 ms from 20 clients on 3 connections waited for one (%v in all): want most, in turn", n, time.Duration(queued.Load()))
 	}
 	if pool.Open() > 3 {
 		t.Errorf("pool open %d", pool.Open())

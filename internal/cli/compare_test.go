@@ -111,13 +111,15 @@ func TestCompareBadInput(t *testing.T) {
 }
 
 // TestCompareOpenResults: two open-model results compare as closed ones
-// do, their latencies from the intended start, said in a note.
+// do, their latencies labelled from the intended start and said so in a
+// note, with the service times beside them.
 func TestCompareOpenResults(t *testing.T) {
 	code, stdout, stderr := headroom(t, args([]string{"compare"}, fixtures("open-1"), []string{"--vs"}, fixtures("open-2"))...)
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"new (1 runs) vs base (1 runs), run results", "p99 latency, common mix", "latencies are from each arrival's intended start"} {
+	for _, want := range []string{"new (1 runs) vs base (1 runs), run results", "p99 latency from intended start, common mix",
+		"mean service time (from the send)", "p99 service time (from the send)", "latencies are from each arrival's intended start"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
