@@ -377,6 +377,9 @@ func (c *Coordinator) leave(r *remote, att *attachment, err error, killed bool) 
 			return err
 		}
 		err = ended(err)
+		if r.exited != nil { // its launcher saw the process end first
+			err = exitedErr(err, r.exited)
+		}
 	}
 	c.end(r, err, c.now())
 	c.mu.Unlock()
@@ -405,7 +408,7 @@ func (c *Coordinator) Exited(name string, why error) {
 		}
 		r.exited = why
 		if r.away() {
-			c.end(r, fmt.Errorf("%v; its process exited (%v)", r.err, why), r.broke)
+			c.end(r, exitedErr(r.err, why), r.broke)
 			lost = append(lost, r)
 		}
 	}
@@ -414,6 +417,10 @@ func (c *Coordinator) Exited(name string, why error) {
 		c.tellLost(r)
 	}
 }
+
+// exitedErr is why an agent whose process exited was lost: its stream's
+// end (err), and the exit (why).
+func exitedErr(err, why error) error { return fmt.Errorf("%v; its process exited (%v)", err, why) }
 
 // tellLost tells the fleet, once the run has begun, that r ended.
 func (c *Coordinator) tellLost(r *remote) {
