@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -117,6 +118,7 @@ var _ Pacer = (*Schedule)(nil)
 // drew so far, so it is not safe for concurrent use, and asking for an
 // earlier arrival than the last draws the gaps again from the start.
 type Schedule struct {
+	rate    Rate
 	segs    []segment
 	total   float64 // Λ at the end: the expected arrivals of the whole schedule
 	poisson bool
@@ -146,7 +148,7 @@ func NewSchedule(r Rate, s Spacing, seed uint64) (*Schedule, error) {
 	if bad(r.Start) {
 		return nil, fmt.Errorf("start rate %v: want a finite number of arrivals per second, 0 or more", r.Start)
 	}
-	sc := &Schedule{poisson: s == Poisson, seed: seed, n: -1}
+	sc := &Schedule{rate: Rate{Start: r.Start, Stages: slices.Clone(r.Stages)}, poisson: s == Poisson, seed: seed, n: -1}
 	var at time.Duration
 	from := r.Start
 	for i, st := range r.Stages {
@@ -166,6 +168,23 @@ func NewSchedule(r Rate, s Spacing, seed uint64) (*Schedule, error) {
 	}
 	return sc, nil
 }
+
+// Rate, Spacing and Seed describe the schedule: NewSchedule of the
+// three is a schedule of the same arrivals (how agents are sent one).
+func (sc *Schedule) Rate() Rate {
+	return Rate{Start: sc.rate.Start, Stages: slices.Clone(sc.rate.Stages)}
+}
+
+// Spacing is the schedule's spacing; see Rate.
+func (sc *Schedule) Spacing() Spacing {
+	if sc.poisson {
+		return Poisson
+	}
+	return Even
+}
+
+// Seed is the seed of a Poisson schedule's gaps; see Rate.
+func (sc *Schedule) Seed() uint64 { return sc.seed }
 
 func bad(rate float64) bool { return !(rate >= 0) || math.IsInf(rate, 1) }
 
@@ -241,6 +260,35 @@ func (g segment) offset(a float64) time.Duration {
 		return g.dur - 1
 	}
 	return time.Duration(ns)
+}
+
+// Index is how many of the schedule's arrivals are due before t (since
+// its start): the number of the first one due at t or later, or of all
+// of them if the schedule ends before t. Evenly spaced it starts from
+// Expected(t); a Poisson schedule draws its gaps up to t, from where the
+// last call left them when t is not earlier (some nanoseconds an arrival:
+// a second for tens of millions).
+func (sc *Schedule) Index(t time.Duration) int64 {
+	var n int64
+	if sc.poisson {
+		if d, ok := sc.Due(sc.n); ok && d < t {
+			n = sc.n
+		}
+	} else {
+		n = max(int64(math.Floor(sc.Expected(t)-0.5)), 0)
+		for n > 0 {
+			if d, ok := sc.Due(n - 1); ok && d < t {
+				break
+			}
+			n--
+		}
+	}
+	for {
+		if d, ok := sc.Due(n); !ok || d >= t {
+			return n
+		}
+		n++
+	}
 }
 
 // point is x_n, where arrival n falls in area.

@@ -246,3 +246,109 @@ func TestRateAtLengthPeak(t *testing.T) {
 		t.Errorf("a rate held forever lasts %v", l)
 	}
 }
+
+// TestScheduleDescribesItself: a schedule made again from its Rate,
+// Spacing and Seed (as agents are sent one) has the same arrivals.
+func TestScheduleDescribesItself(t *testing.T) {
+	for _, sp := range []Spacing{Even, Poisson} {
+		r := Rate{Start: 5, Stages: []Stage{{Target: 50, Duration: 3 * time.Second}, {Target: 50, Duration: Forever}}}
+		a := schedule(t, r, sp, 9)
+		r.Stages[0].Target = 1 // the schedule keeps its own copy
+		b := schedule(t, a.Rate(), a.Spacing(), a.Seed())
+		if a.Spacing() != sp || a.Seed() != 9 || a.Rate().Stages[0].Target != 50 {
+			t.Fatalf("%v: described as %+v, %v, %d", sp, a.Rate(), a.Spacing(), a.Seed())
+		}
+		da, _ := dues(a, 300, 300)
+		db, _ := dues(b, 300, 300)
+		for i := range da {
+			if da[i] != db[i] {
+				t.Fatalf("%v: arrival %d at %v, and %v from the description", sp, i, da[i], db[i])
+			}
+		}
+	}
+}
+
+// TestScheduleIndex: Index(t) is the number of the first arrival due at t
+// or later, for each arrival's own due time and a nanosecond either side,
+// past the end, and for a Poisson schedule asked forwards and backwards.
+func TestScheduleIndex(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sp   Spacing
+		r    Rate
+	}{
+		{"even", Even, Constant(100, 2*time.Second)},
+		{"even ramp", Even, Rate{Stages: []Stage{{Target: 200, Duration: time.Second}, {Target: 30, Duration: time.Second}}}},
+		{"even forever", Even, Constant(7, Forever)},
+		{"poisson", Poisson, Constant(100, 2*time.Second)},
+	} {
+		sc := schedule(t, c.r, c.sp, 3)
+		ref := schedule(t, c.r, c.sp, 3)
+		first, total := dues(ref, 300, 300)
+		check := func(at time.Duration, want int64) {
+			t.Helper()
+			if got := sc.Index(at); got != want {
+				t.Errorf("%s: Index(%v) = %d, want %d", c.name, at, got, want)
+			}
+		}
+		check(0, 0)
+		for i, at := range first {
+			if i > 0 && first[i-1] == at {
+				continue // two due at once: the first of them is the answer
+			}
+			check(at-1, int64(i))
+			check(at, int64(i))
+		}
+		for i := len(first) - 1; i >= 0; i -= 37 { // backwards: drawn again from the start
+			if i+1 < len(first) && first[i+1] == first[i] {
+				continue
+			}
+			check(first[i]+1, int64(i+1))
+		}
+		if total < 300 {
+			check(5*time.Second, total)
+		}
+	}
+}
+
+// TestStrideTakesItsShare: of every 4 arrivals from 10 on, the share at
+// positions 1 and 3, from arrival 15 on, is arrivals 15, 17, 19, 21, ...,
+// each due at its schedule's time less the offset.
+func TestStrideTakesItsShare(t *testing.T) {
+	sc := schedule(t, Constant(10, 10*time.Second), Even, 0)
+	s, err := NewStride(sc, 10, 4, []int64{1, 3}, 15, 1500*ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, want := range []int64{15, 17, 19, 21, 23} {
+		if got := s.Arrival(int64(j)); got != want {
+			t.Errorf("arrival %d of the share is the schedule's %d, want %d", j, got, want)
+		}
+	}
+	// arrival 15 is due at 1.55 s: 50 ms after the offset
+	if wait, stop := s.Pace(0, 0); stop || wait != 50*ms {
+		t.Errorf("Pace(0, 0) = %v, %v; want 50ms", wait, stop)
+	}
+	if wait, stop := s.Pace(100*ms, 1); stop || wait != 150*ms { // arrival 17 at 1.75 s
+		t.Errorf("Pace(100ms, 1) = %v, %v; want 150ms", wait, stop)
+	}
+	if _, stop := s.Pace(0, 42); stop || s.Arrival(42) != 99 { // the schedule's last
+		t.Errorf("Pace(0, 42) stops before arrival 99, the schedule's last")
+	}
+	if _, stop := s.Pace(0, 43); !stop { // arrival 101
+		t.Errorf("Pace(0, 43) goes on past the schedule's 100 arrivals")
+	}
+	for _, bad := range []struct {
+		anchor, cycle, from int64
+		pos                 []int64
+		off                 time.Duration
+	}{{0, 0, 0, nil, 0}, {5, 2, 4, []int64{0}, 0}, {0, 2, 0, []int64{2}, 0}, {0, 3, 0, []int64{1, 1}, 0}, {0, 1, 0, []int64{0}, -1}} {
+		if _, err := NewStride(sc, bad.anchor, bad.cycle, bad.pos, bad.from, bad.off); err == nil {
+			t.Errorf("NewStride(%+v) took it", bad)
+		}
+	}
+	none, _ := NewStride(sc, 0, 3, nil, 0, 0)
+	if _, stop := none.Pace(0, 0); !stop {
+		t.Error("a share of no position has arrivals")
+	}
+}
