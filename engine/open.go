@@ -134,6 +134,40 @@ func (e *Engine) StartOpen(m OpenModel) error {
 	return nil
 }
 
+// GrowOpen raises the open model's bound to maxUsers and its users set up
+// in advance to preAllocated, where they are above StartOpen's (or the
+// last GrowOpen's): the users the rise of preAllocated adds (as many as
+// the bound leaves room for) begin their setup at once. It never shrinks
+// the pool; MaxWait, Name and Connections stay as StartOpen set them. An
+// agent takes on a lost agent's share of the pool so.
+func (e *Engine) GrowOpen(maxUsers, preAllocated int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.open
+	switch {
+	case o == nil:
+		return ErrNotOpen
+	case e.reason != "":
+		return fmt.Errorf("open model: the engine was aborted (%s)", e.reason)
+	}
+	select {
+	case <-o.quit:
+		return errors.New("open model: stopped")
+	default:
+	}
+	o.mu.Lock()
+	o.cfg.MaxUsers = max(o.cfg.MaxUsers, maxUsers)
+	add := min(preAllocated-o.cfg.PreAllocated, o.cfg.MaxUsers-o.size)
+	o.cfg.PreAllocated = max(o.cfg.PreAllocated, preAllocated)
+	add = max(add, 0)
+	o.size += add
+	o.mu.Unlock()
+	for range add {
+		e.addPoolUser(o, false)
+	}
+	return nil
+}
+
 // SetPacer starts p's schedule now, in place of any other: its arrivals
 // are counted from this call (elapsed from now, count from 0). nil stops
 // the arrivals until the next call. A bounded run sets one for the whole

@@ -398,3 +398,38 @@ func TestStartOpenRefuses(t *testing.T) {
 		closed.Stop()
 	})
 }
+
+// TestGrowOpen: a started pool grows its bound and its users set up in
+// advance (those added set up at once), never shrinks, and refuses an
+// engine not in the open model.
+func TestGrowOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := openEngine(t, oneRequest, &fakeServer{service: time.Millisecond}, OpenModel{PreAllocated: 2, MaxUsers: 3}, time.Second)
+		if err := e.GrowOpen(6, 5); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if e.Users() != 5 || e.Ready() != 5 {
+			t.Errorf("%d users, %d ready after growing to 5 in advance; want 5", e.Users(), e.Ready())
+		}
+		if err := e.GrowOpen(2, 1); err != nil || e.Users() != 5 {
+			t.Errorf("a smaller share: %v, %d users; want the pool as it was", err, e.Users())
+		}
+		e.mu.Lock()
+		bound := e.open.cfg.MaxUsers
+		e.mu.Unlock()
+		if bound != 6 {
+			t.Errorf("bound %d, want 6", bound)
+		}
+		if err := e.GrowOpen(6, 9); err != nil || e.Users() != 6 {
+			t.Errorf("more in advance than the bound: %v, %d users; want the bound, 6", err, e.Users())
+		}
+		e.Stop()
+		if err := e.GrowOpen(10, 10); err == nil || e.Users() != 0 {
+			t.Errorf("GrowOpen after Stop: %v, %d users", err, e.Users())
+		}
+	})
+	if err := New(Config{}).GrowOpen(1, 1); !errors.Is(err, ErrNotOpen) {
+		t.Errorf("GrowOpen on a closed engine: %v", err)
+	}
+}
