@@ -60,6 +60,23 @@ type OpenModel struct {
 	Connections int
 }
 
+// Check refuses a model StartOpen cannot start: a bound below 1, users
+// set up in advance outside [0, MaxUsers], a negative wait or count of
+// connections.
+func (m OpenModel) Check() error {
+	switch {
+	case m.MaxUsers < 1:
+		return fmt.Errorf("open model: at most %d users: want 1 or more", m.MaxUsers)
+	case m.PreAllocated < 0 || m.PreAllocated > m.MaxUsers:
+		return fmt.Errorf("open model: %d users set up in advance: want 0 to the %d at most", m.PreAllocated, m.MaxUsers)
+	case m.MaxWait < 0:
+		return fmt.Errorf("open model: a wait for a user of %v: want 0 or more", m.MaxWait)
+	case m.Connections < 0:
+		return fmt.Errorf("open model: %d shared connections: want 0 (each user its own) or more", m.Connections)
+	}
+	return nil
+}
+
 // ErrNotOpen is SetPacer's error on an engine StartOpen was not called on.
 var ErrNotOpen = errors.New("engine: the open model was not started (StartOpen)")
 
@@ -98,15 +115,8 @@ const maxBatch = 1024
 // users of the closed model, one started already or one aborted, and
 // SetUsers adds no user after it (Stop still stops them all).
 func (e *Engine) StartOpen(m OpenModel) error {
-	switch {
-	case m.MaxUsers < 1:
-		return fmt.Errorf("open model: at most %d users: want 1 or more", m.MaxUsers)
-	case m.PreAllocated < 0 || m.PreAllocated > m.MaxUsers:
-		return fmt.Errorf("open model: %d users set up in advance: want 0 to the %d at most", m.PreAllocated, m.MaxUsers)
-	case m.MaxWait < 0:
-		return fmt.Errorf("open model: a wait for a user of %v: want 0 or more", m.MaxWait)
-	case m.Connections < 0:
-		return fmt.Errorf("open model: %d shared connections: want 0 (each user its own) or more", m.Connections)
+	if err := m.Check(); err != nil {
+		return err
 	}
 	if m.Name == "" {
 		m.Name = ArrivalsName
