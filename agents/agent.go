@@ -42,7 +42,7 @@ type AgentOptions struct {
 // breaks and it cannot resume (see AgentOptions.Redial), or ctx ends (its
 // users are stopped either way).
 func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
-	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0)}
+	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0), Proto: protoOpen}
 	w, err := Greet(s, opt.Token, h)
 	if err != nil {
 		return err
@@ -152,7 +152,8 @@ type agent struct {
 	snap  *metrics.Snapshot
 	total *metrics.Stat // every request of the run, for its Status
 	out   outbox
-	want  int // the users the coordinator wants here
+	want  int  // the users the coordinator wants here (the closed model)
+	open  bool // its engine runs the open model (KindOpen): want does not apply
 	cpu0  time.Duration
 	prom  *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
 	// families: send prom's families with each snapshot (Start.Metrics).
@@ -259,7 +260,7 @@ func (a *agent) run(ctx context.Context) error {
 			return fmt.Errorf("the coordinator did not acknowledge the last snapshot within %v", ackWait)
 		}
 		// Users are added in batches, between frames, as a runner does.
-		if !a.stopping && a.e.SetUsersBy(a.want, 256) != a.want {
+		if !a.stopping && !a.open && a.e.SetUsersBy(a.want, 256) != a.want {
 			adding.Reset(time.Millisecond)
 		}
 	}
@@ -291,6 +292,32 @@ func (a *agent) handle(f *Frame) error {
 		}
 		a.flushed = fl.N
 		return a.flush()
+	case KindOpen:
+		var o Open
+		if err := json.Unmarshal(f.Body, &o); err != nil {
+			return fmt.Errorf("agents: a bad open frame: %v", err)
+		}
+		var err error
+		if a.open {
+			err = a.e.GrowOpen(o.MaxUsers, o.PreAllocated)
+		} else if err = a.e.StartOpen(o.model()); err == nil {
+			a.open = true
+		}
+		if err != nil {
+			return a.fail(fmt.Errorf("its share of the open model's pool (%+v): %v", o, err))
+		}
+	case KindPacer:
+		var p Pacer
+		if err := json.Unmarshal(f.Body, &p); err != nil {
+			return fmt.Errorf("agents: a bad pacer frame: %v", err)
+		}
+		pacer, err := p.pacer()
+		if err == nil {
+			err = a.e.SetPacer(pacer) // engine.ErrNotOpen before an open frame
+		}
+		if err != nil {
+			return a.fail(fmt.Errorf("its share of the arrivals: %v", err))
+		}
 	case KindStop:
 		// Every user stops (each within the grace period), then the last
 		// snapshot and Done go, and the acknowledgement of all is awaited.
@@ -363,7 +390,19 @@ func (a *agent) tell() error {
 	return a.send(a.done)
 }
 
-func (a *agent) status() error {
+// fail tells the coordinator why this agent cannot go on (its last
+// status, with Error), and returns err: the agent ends.
+func (a *agent) fail(err error) error {
+	st := a.state()
+	st.Error = err.Error()
+	_ = a.sendMsg(KindStatus, st)
+	return err
+}
+
+func (a *agent) status() error { return a.sendMsg(KindStatus, a.state()) }
+
+// state is the agent's Status now.
+func (a *agent) state() Status {
 	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
 		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Flushed: a.flushed, Requests: a.total.Count, Errors: a.total.Errors,
 		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
@@ -371,7 +410,7 @@ func (a *agent) status() error {
 		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
 		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000
 	}
-	return a.sendMsg(KindStatus, st)
+	return st
 }
 
 // send sends f on the stream; its failure is the stream's, an errBroken.

@@ -50,6 +50,9 @@ type Hello struct {
 	// its stream broke: it takes it up again, its users still running,
 	// rather than join as a new agent. Covered by MAC.
 	Resume string `json:"resume,omitempty"`
+	// Proto is the frames of the run the agent speaks beyond the first
+	// ones: protoOpen for the open model's; 0 (absent) in an agent of before.
+	Proto int `json:"proto,omitempty"`
 }
 
 // Welcome is the coordinator's answer: its proof, and the agent's place.

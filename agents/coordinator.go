@@ -14,6 +14,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -78,7 +79,8 @@ type remote struct {
 	families            []*dto.MetricFamily // its last Prometheus families (Start.Metrics)
 	in                  inbox
 	want                int
-	flushed             uint64 // the last tick (Fleet.Drain) it sent its samples for
+	pool                engine.OpenModel // its share of the open model's pool; zero before one
+	flushed             uint64           // the last tick (Fleet.Drain) it sent its samples for
 	done                *Done
 	err                 error // why its stream ended
 	ended               bool
@@ -286,6 +288,9 @@ func (c *Coordinator) admit(h Hello, att *attachment) (r *remote, w Welcome, dis
 		if i < 0 {
 			return nil, Welcome{}, nil, fmt.Errorf("%w: the run has all its %d agents; a place frees up when one is lost", ErrLater, len(c.remotes))
 		}
+		if f := c.fleet; f != nil && f.model != nil && h.Proto < protoOpen {
+			return nil, Welcome{}, nil, fmt.Errorf("the run is of the open model, which this agent's headroom (%s) predates on agents: upgrade it", h.Version)
+		}
 		old := c.remotes[i]
 		if old.away() {
 			c.end(old, fmt.Errorf("%v, and a new agent of its name joined before it resumed", old.err), old.broke)
@@ -337,20 +342,26 @@ func (c *Coordinator) resume(h Hello, att *attachment) (r *remote, w Welcome, lo
 // agent meanwhile that this could overtake.
 func (c *Coordinator) catchUp(r *remote, att *attachment) error {
 	c.mu.Lock()
-	var out []*Frame
+	var out, then []*Frame
+	var pacer func() *Frame
 	if f := c.fleet; f != nil && !r.sent.IsZero() {
-		u, _ := json.Marshal(Users{N: r.want})
-		out = append(out, &Frame{Kind: KindUsers, Body: u})
+		out = append(out, frame(KindUsers, Users{N: r.want}))
+		var open *Frame
+		if open, pacer = f.caughtUp(r); open != nil {
+			out = append(out, open)
+		}
 		if r.flushed < f.tick {
-			fl, _ := json.Marshal(Flush{N: f.tick})
-			out = append(out, &Frame{Kind: KindFlush, Body: fl})
+			then = append(then, frame(KindFlush, Flush{N: f.tick}))
 		}
 		if f.stopping {
-			out = append(out, &Frame{Kind: KindStop, Body: []byte("{}")})
+			then = append(then, frame(KindStop, struct{}{}))
 		}
 	}
 	c.mu.Unlock()
-	for _, f := range out {
+	if pacer != nil {
+		out = append(out, pacer())
+	}
+	for _, f := range append(out, then...) {
 		if err := att.s.Send(f); err != nil {
 			return err
 		}
@@ -530,6 +541,9 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 			c.mu.Unlock()
 			if first && fl != nil && st.Error == "" {
 				fl.rebalance() // a late agent is ready for users
+			}
+			if fl != nil && st.Error == "" {
+				fl.dealIn(r) // a late agent's pool is set up for arrivals
 			}
 			if st.Error != "" {
 				return fmt.Errorf("%s: %s", r, st.Error)

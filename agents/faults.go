@@ -45,23 +45,31 @@ func (f *Fleet) lost(r *remote) {
 		why = r.err.Error()
 	}
 	ft := &fault{Fault: result.Fault{T: r.left.Sub(f.began).Seconds(), Index: r.index, Name: r.hello.Name,
-		Reason: why, Users: r.want}, at: r.left}
+		Reason: why, Users: r.setUp()}, at: r.left}
 	r.want = 0
-	changed := f.share()
+	changed, pooled := f.share(), f.pools()
 	ft.need, ft.seen = map[*remote]int{}, map[*remote]int{}
 	for _, o := range c.remotes {
 		if o.running() {
-			ft.need[o], ft.seen[o] = o.want, o.statusN
+			ft.need[o], ft.seen[o] = o.setUp(), o.statusN
 		}
 	}
 	ft.To = len(ft.need)
 	f.faults = append(f.faults, ft)
 	f.open = ft
+	open := f.model != nil
 	c.mu.Unlock()
 	for _, o := range changed {
 		_ = o.send(KindUsers, Users{N: o.want})
 	}
+	if open { // its pool and its arrivals move too
+		f.reshape(pooled, true)
+	}
 }
+
+// setUp is how many users r is to have set up: its share of the closed
+// model's users, or of the open model's pool set up in advance. c.mu held.
+func (r *remote) setUp() int { return r.want + r.pool.PreAllocated }
 
 // Degraded says why the samples of the last Drain are not the whole
 // fleet's, or "": an agent was lost and its users are not yet all set up
@@ -101,7 +109,7 @@ func (f *Fleet) recovered(ft *fault) bool {
 		if r.ended {
 			continue // lost too: its own fault is open
 		}
-		if r.statusN <= ft.seen[r] || r.status.Ready < min(n, r.want) {
+		if r.statusN <= ft.seen[r] || r.status.Ready < min(n, r.setUp()) {
 			return false
 		}
 	}

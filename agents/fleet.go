@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -31,12 +32,18 @@ type Fleet struct {
 	began time.Time // when Init sent Start: the run's agent-seconds count from here
 
 	// Under c.mu:
-	want     int      // the run's users
-	stopping bool     // Stop was called: an agent that ends is not lost
-	faults   []*fault // agents lost, in order
-	open     *fault   // the fault whose users are not yet set up again
-	tick     uint64   // Drains so far: the flush each asked for
-	missed   []string // running agents whose samples the last Drain did not get in time
+	want     int               // the run's users
+	stopping bool              // Stop was called: an agent that ends is not lost
+	faults   []*fault          // agents lost, in order
+	open     *fault            // the fault whose users are not yet set up again
+	tick     uint64            // Drains so far: the flush each asked for
+	missed   []string          // running agents whose samples the last Drain did not get in time
+	model    *engine.OpenModel // the open model's whole pool (StartOpen); nil: the closed model
+	pacing   *pacing           // the schedule the agents run (SetPacer); nil: none
+
+	// shaping orders the open model's frames (reshape), so that each
+	// agent's last are the last shares.
+	shaping sync.Mutex
 
 	// flushWait bounds the wait, in each Drain, for the agents' samples.
 	flushWait time.Duration
@@ -252,20 +259,17 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 	}
 }
 
-// Abort asks every agent to stop adding users and remove them.
-func (f *Fleet) Abort(string) { f.SetUsersBy(0, 0) }
-
-// ErrOpenOnAgents is StartOpen's and SetPacer's error: agents run the
-// closed model only. The open model on agents wants the pool split by
-// cores and a striding pacer per agent (agent a of k takes arrivals a,
-// a+k, ...), and frames to carry both; not built yet (issue 14).
-var ErrOpenOnAgents = errors.New("the open model (--rate) does not run on agents yet: run it in one process")
-
-// StartOpen refuses: see ErrOpenOnAgents.
-func (f *Fleet) StartOpen(engine.OpenModel) error { return ErrOpenOnAgents }
-
-// SetPacer refuses: see ErrOpenOnAgents.
-func (f *Fleet) SetPacer(engine.Pacer) error { return ErrOpenOnAgents }
+// Abort asks every agent to stop adding users and remove them; in the
+// open model, to start no more arrivals (its pool stays until Stop).
+func (f *Fleet) Abort(string) {
+	f.SetUsersBy(0, 0)
+	f.c.mu.Lock()
+	open := f.model != nil
+	f.c.mu.Unlock()
+	if open {
+		_ = f.SetPacer(nil)
+	}
+}
 
 // stopWait bounds the wait for agents' last snapshots beyond the grace period.
 const stopWait = 15 * time.Second
@@ -338,13 +342,19 @@ func (f *Fleet) late(r *remote) {
 	}
 }
 
-// rebalance shares the run's users again among the running agents.
+// rebalance shares the run's users again among the running agents (one
+// has just started: a late agent in a lost one's place is ready for
+// users); in the open model, the pool and the arrivals.
 func (f *Fleet) rebalance() {
 	f.c.mu.Lock()
 	changed := f.share()
+	pooled, open := f.pools(), f.model != nil
 	f.c.mu.Unlock()
 	for _, r := range changed {
 		_ = r.send(KindUsers, Users{N: r.want})
+	}
+	if open {
+		f.reshape(pooled, true)
 	}
 }
 

@@ -29,7 +29,8 @@ const (
 func (k Kind) String() string {
 	if s, ok := map[Kind]string{KindChallenge: "challenge", KindHello: "hello", KindWelcome: "welcome",
 		KindRefused: "refused", KindSnapshot: "snapshot", KindAck: "ack", KindStart: "start", KindUsers: "users",
-		KindStatus: "status", KindStop: "stop", KindDone: "done", KindMetrics: "metrics", KindFlush: "flush"}[k]; ok {
+		KindStatus: "status", KindStop: "stop", KindDone: "done", KindMetrics: "metrics", KindFlush: "flush",
+		KindOpen: "open", KindPacer: "pacer"}[k]; ok {
 		return s
 	}
 	return fmt.Sprintf("kind %d", uint8(k))

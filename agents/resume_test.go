@@ -217,10 +217,13 @@ type testRun struct {
 	done       map[string]<-chan error
 	errs       map[string]func() []error
 	prom       map[string]*metrics.Prom
+	kill       map[string]context.CancelFunc // ends agent name's process
+	killed     map[string]bool
 	ticks      int
-	total      *metrics.Snapshot // every Drain merged
-	degraded   []string          // "tick: why" of each degraded second
-	degradedAt []int             // their ticks
+	total      *metrics.Snapshot   // every Drain merged
+	seconds    []*metrics.Snapshot // each tick's Drain
+	degraded   []string            // "tick: why" of each degraded second
+	degradedAt []int               // their ticks
 }
 
 // startRun starts a coordinator (with its lease watch, if watch), the
@@ -232,10 +235,10 @@ func startRun(t *testing.T, watch bool, users int, names ...string) *testRun {
 		go c.watch()
 	}
 	r := &testRun{t: t, ctx: ctx, cancel: cancel, c: c, n: &testNet{t: t, c: c, links: map[string][]*link{}},
-		done: map[string]<-chan error{}, errs: map[string]func() []error{}, prom: map[string]*metrics.Prom{}, total: metrics.NewSnapshot()}
+		done: map[string]<-chan error{}, errs: map[string]func() []error{}, prom: map[string]*metrics.Prom{},
+		kill: map[string]context.CancelFunc{}, killed: map[string]bool{}, total: metrics.NewSnapshot()}
 	for _, name := range names {
-		r.prom[name] = metrics.NewProm()
-		r.done[name], r.errs[name] = r.n.agent(ctx, name, r.prom[name])
+		r.join(name)
 	}
 	if err := c.Await(ctx, len(names)); err != nil {
 		t.Fatal(err)
@@ -253,9 +256,30 @@ func startRun(t *testing.T, watch bool, users int, names ...string) *testRun {
 	return r
 }
 
+// join starts agent name, which dials the coordinator.
+func (r *testRun) join(name string) {
+	ctx, kill := context.WithCancel(r.ctx)
+	r.prom[name], r.kill[name] = metrics.NewProm(), kill
+	r.done[name], r.errs[name] = r.n.agent(ctx, name, r.prom[name])
+}
+
+// killAgent ends agent name's process, as a SIGKILL does: its stream is
+// cut, and the coordinator told that its process exited (as
+// --local-agents' launcher tells it), so it is lost at once.
+func (r *testRun) killAgent(name string) {
+	r.killed[name] = true
+	r.kill[name]()
+	synctest.Wait()
+	r.c.Exited(name, errors.New("signal: killed"))
+	synctest.Wait()
+}
+
 // tick is a second of the run: the runner's Drain and Degraded.
-func (r *testRun) tick() {
-	time.Sleep(time.Second)
+func (r *testRun) tick() { r.tickAfter(time.Second) }
+
+// tickAfter is a tick d after the last thing the test did.
+func (r *testRun) tickAfter(d time.Duration) {
+	time.Sleep(d)
 	r.ticks++
 	s := metrics.NewSnapshot()
 	r.f.Drain(s)
@@ -263,6 +287,7 @@ func (r *testRun) tick() {
 		r.degraded = append(r.degraded, fmt.Sprintf("%d: %s", r.ticks, why))
 		r.degradedAt = append(r.degradedAt, r.ticks)
 	}
+	r.seconds = append(r.seconds, s)
 	r.total.Merge(s)
 }
 
@@ -275,7 +300,7 @@ func (r *testRun) stop() {
 	r.f.Drain(s)
 	r.total.Merge(s)
 	for name, done := range r.done {
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && !r.killed[name] {
 			r.t.Errorf("agent %s ended with %v (all: %v)", name, err, r.errs[name]())
 		}
 	}

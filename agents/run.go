@@ -1,8 +1,10 @@
 package agents
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/scenario"
 )
 
@@ -13,6 +15,9 @@ import (
 //	coordinator → agent   flush {n}, at each tick of the run's clock
 //	agent → coordinator   snapshot #seq (metrics.AppendSnapshot), metrics (if Start.Metrics), status {flushed: n}
 //	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
+//	coordinator → agent   open {its share of the pool}, in the open model: once, then again when it grows
+//	coordinator → agent   pacer {the schedule, its share of the arrivals}, in the open model: at each
+//	                      schedule the runner sets, and again whenever the running agents change
 //	coordinator → agent   stop
 //	agent → coordinator   its last snapshot, then done {users by type} (numbered after it,
 //	                      and acknowledged, when the welcome gave a session)
@@ -21,7 +26,9 @@ import (
 // handshake, naming its session) within the lease the welcome gave: it
 // sends again every snapshot (and its done) not acknowledged, in order,
 // then a status; the coordinator sends again its share of users, the last
-// tick's flush if not answered, and stop if the run is stopping. Each is
+// tick's flush if not answered, its share of the open model's pool and of
+// the arrivals (from the arrival due then), and stop if the run is
+// stopping. Each is
 // taken once (by number) or says a state, so nothing is lost or counted
 // twice. Past the lease, the resume is refused and the agent joins anew.
 const (
@@ -32,7 +39,101 @@ const (
 	KindDone                     // agent → coordinator (Done), after its last snapshot
 	KindMetrics                  // agent → coordinator: its Prometheus families, with each snapshot (Start.Metrics)
 	KindFlush                    // coordinator → agent (Flush): send the samples recorded since the last
+	KindOpen                     // coordinator → agent (Open): its share of the open model's pool; Hello.Proto >= protoOpen
+	KindPacer                    // coordinator → agent (Pacer): its share of the open model's arrivals; Hello.Proto >= protoOpen
 )
+
+// protoOpen is the Hello.Proto of an agent that runs the open model
+// (KindOpen, KindPacer). An agent of before says 0: a coordinator does
+// not start the open model on it, nor take it into an open run's lost
+// place, and says why (an agent of before would end its stream at the
+// first frame it does not know).
+const protoOpen = 1
+
+// Open is an agent's share of the open model's pool (engine.OpenModel):
+// sent when the runner starts the open model, and again, larger, when the
+// agent takes on a lost agent's share. Each says the share whole: the
+// agent's pool grows to it and never shrinks (engine.GrowOpen).
+type Open struct {
+	PreAllocated int           `json:"pre_allocated"`
+	MaxUsers     int           `json:"max_users"`
+	MaxWait      time.Duration `json:"max_wait,omitempty"`
+	Name         string        `json:"name,omitempty"`
+	Connections  int           `json:"connections,omitempty"`
+}
+
+func openOf(m engine.OpenModel) Open {
+	return Open{PreAllocated: m.PreAllocated, MaxUsers: m.MaxUsers, MaxWait: m.MaxWait, Name: m.Name, Connections: m.Connections}
+}
+
+func (o Open) model() engine.OpenModel {
+	return engine.OpenModel{PreAllocated: o.PreAllocated, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Name: o.Name, Connections: o.Connections}
+}
+
+// Pacer is an agent's share of the run's schedule of arrivals: the
+// schedule (its rate, spacing and seed, so every agent makes the same
+// engine.Schedule), and which of its arrivals are the agent's
+// (engine.Stride): numbering them from Anchor, the Positions of every
+// Cycle, from arrival From on, its elapsed time counted from Offset into
+// the schedule. Stop: no arrivals until the next pacer.
+type Pacer struct {
+	Stop      bool          `json:"stop,omitempty"`
+	Start     float64       `json:"start"`
+	Stages    []PacerStage  `json:"stages"`
+	Spacing   string        `json:"spacing"` // engine.Spacing's String: even, poisson
+	Seed      uint64        `json:"seed"`
+	Anchor    int64         `json:"anchor"`
+	Cycle     int64         `json:"cycle"`
+	Positions []int64       `json:"positions"`
+	From      int64         `json:"from"`
+	Offset    time.Duration `json:"offset"`
+}
+
+// PacerStage is an engine.Stage on the wire.
+type PacerStage struct {
+	Target   float64       `json:"target"`
+	Duration time.Duration `json:"duration"` // engine.Forever: held until the next pacer
+}
+
+// schedulePacer is sc's description, with no share yet.
+func schedulePacer(sc *engine.Schedule) Pacer {
+	r := sc.Rate()
+	p := Pacer{Start: r.Start, Spacing: sc.Spacing().String(), Seed: sc.Seed(), Stages: []PacerStage{}}
+	for _, st := range r.Stages {
+		p.Stages = append(p.Stages, PacerStage{Target: st.Target, Duration: st.Duration})
+	}
+	return p
+}
+
+// schedule is the schedule p describes.
+func (p Pacer) schedule() (*engine.Schedule, error) {
+	var sp engine.Spacing
+	switch p.Spacing {
+	case engine.Even.String():
+		sp = engine.Even
+	case engine.Poisson.String():
+		sp = engine.Poisson
+	default:
+		return nil, fmt.Errorf("arrivals spaced %q: want even or poisson", p.Spacing)
+	}
+	r := engine.Rate{Start: p.Start}
+	for _, st := range p.Stages {
+		r.Stages = append(r.Stages, engine.Stage{Target: st.Target, Duration: st.Duration})
+	}
+	return engine.NewSchedule(r, sp, p.Seed)
+}
+
+// pacer is the agent's engine.Pacer of p: nil for Stop.
+func (p Pacer) pacer() (engine.Pacer, error) {
+	if p.Stop {
+		return nil, nil
+	}
+	sc, err := p.schedule()
+	if err != nil {
+		return nil, err
+	}
+	return engine.NewStride(sc, p.Anchor, p.Cycle, p.Positions, p.From, p.Offset)
+}
 
 // Flush asks an agent for its samples at the coordinator's tick N, so that
 // every agent's second is the coordinator's: one clock for the run's

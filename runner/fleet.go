@@ -30,10 +30,11 @@ type Fleet interface {
 	// StartOpen turns the fleet into the open model's pool of users
 	// (engine.Engine.StartOpen): it adds m.PreAllocated users, which
 	// begin their setup; no arrival comes before SetPacer. A fleet that
-	// cannot run the open model says so (agents: ErrOpenOnAgents).
+	// cannot run the open model says so (agents of a headroom before it).
 	StartOpen(m engine.OpenModel) error
 	// SetPacer starts p's schedule now, in place of any other
-	// (engine.Engine.SetPacer).
+	// (engine.Engine.SetPacer); nil stops the arrivals. Agents take an
+	// *engine.Schedule only, and share its arrivals between them.
 	SetPacer(p engine.Pacer) error
 	Stop()                        // removes every user and waits until all are done
 	Drain(into *metrics.Snapshot) // merges the samples recorded since the last Drain into into

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
-	"github.com/headroom-dev/headroom/agents"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
@@ -87,9 +86,10 @@ func TestOpenRunHoldsTheRate(t *testing.T) {
 	}
 }
 
-// TestOpenRunRefusedOnAgents: a fleet that cannot run the open model
-// (agents, for now) ends the run before any arrival, with its error.
-func TestOpenRunRefusedOnAgents(t *testing.T) {
+// TestOpenRunRefusedByTheFleet: a fleet that cannot run the open model
+// (agents of a headroom before it) ends the run before any arrival, with
+// its error.
+func TestOpenRunRefusedByTheFleet(t *testing.T) {
 	target := serve(t, func(http.ResponseWriter, *http.Request) {})
 	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target, Timeout: time.Second, Grace: time.Second,
 		NewFleet: func(local engine.Config) Fleet {
@@ -97,15 +97,17 @@ func TestOpenRunRefusedOnAgents(t *testing.T) {
 		}},
 		Open: &Open{Rate: engine.Constant(50, time.Second), MaxUsers: 2, PreUsers: 2}}
 	res, err := b.Run(context.Background())
-	if res != nil || !errors.Is(err, agents.ErrOpenOnAgents) {
-		t.Fatalf("result %v, error %v; want no result and ErrOpenOnAgents", res, err)
+	if res != nil || !errors.Is(err, errNoOpen) {
+		t.Fatalf("result %v, error %v; want no result and the fleet's refusal", res, err)
 	}
 }
 
-// refusing is a fleet that refuses the open model, as agents do.
+var errNoOpen = errors.New("the open model does not run on this fleet")
+
+// refusing is a fleet that refuses the open model.
 type refusing struct{ localFleet }
 
-func (refusing) StartOpen(engine.OpenModel) error { return agents.ErrOpenOnAgents }
+func (refusing) StartOpen(engine.OpenModel) error { return errNoOpen }
 
 func TestOpenRunRefusesBadSchedules(t *testing.T) {
 	sc := load(t, loginThenGet)
