@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -242,4 +245,53 @@ func children(pid int) map[int]string {
 		out[child] = strings.ReplaceAll(string(cmdline), "\x00", " ")
 	}
 	return out
+}
+
+// TestOpenModelOnLocalAgents runs the open model on two local agents
+// against a loopback server: 100 arrivals a second for 5 s, the pool and
+// the schedule's arrivals split between them. Every arrival of the
+// schedule is started once, none dropped, each agent about half.
+func TestOpenModelOnLocalAgents(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "get.star")
+	if err := os.WriteFile(sc, []byte(oneGet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	out := filepath.Join(dir, "out")
+	code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", sc, "--target", srv.URL, "--rate", "100/s", "--duration", "5s",
+		"--local-agents", "2", "--out", out, "--quiet", "--no-report"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	r, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.Arrivals
+	if r.Status != result.Completed || r.Config.Model != result.ModelOpen || a == nil {
+		t.Fatalf("status %q, model %q, arrivals %+v: want a completed run of the open model", r.Status, r.Config.Model, a)
+	}
+	// A second in which an agent's snapshot came late (a loaded machine)
+	// is kept apart as degraded, its arrivals with it.
+	degraded := r.Agents != nil && r.Agents.DegradedS > 0
+	if (a.Intended < 490 && !degraded) || a.Intended > 510 || a.Started != a.Intended || a.Dropped != 0 || a.Canceled != 0 {
+		t.Errorf("arrivals %+v: want the ~500 of 100/s for 5 s, every one started", a)
+	}
+	if r.Agents == nil || len(r.Agents.Agents) != 2 {
+		t.Fatalf("agents %+v: want two", r.Agents)
+	}
+	var requests int64
+	for _, ag := range r.Agents.Agents {
+		requests += ag.Requests
+		if ag.Requests < 200 || ag.Requests > 300 || ag.Lost != "" {
+			t.Errorf("agent %+v: want about half of the ~500 requests", ag)
+		}
+	}
+	if n := hits.Load(); requests != n {
+		t.Errorf("the agents sent %d requests, the server saw %d", requests, n)
+	}
+	t.Logf("arrivals %+v; agents' requests %d, %d", *a, r.Agents.Agents[0].Requests, r.Agents.Agents[1].Requests)
 }

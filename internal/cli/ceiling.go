@@ -168,8 +168,6 @@ func (f *ceilingFlags) openLevels(set map[string]bool) (*runner.OpenLevels, erro
 	switch {
 	case f.controller != "search":
 		return nil, errors.New("--open takes the search controller: the linear one steps users as the reference's coordinator does")
-	case f.fleet.on():
-		return nil, errors.New("--open does not run on agents yet (--local-agents, --agents): run the open model in one process, or the closed model on agents")
 	case f.startRate < 1 || f.maxRate < f.startRate:
 		return nil, fmt.Errorf("--start-rate (%d) must be at least 1 and --max-rate (%d) at least --start-rate: whole arrivals per second", f.startRate, f.maxRate)
 	}

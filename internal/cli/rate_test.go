@@ -111,8 +111,8 @@ func TestOpenFlagsResolve(t *testing.T) {
 	}
 }
 
-// TestOpenFlagsRefusedBeforeTraffic: mistakes in the open model's flags,
-// and the open model on agents, are usage errors: exit 2, a message
+// TestOpenFlagsRefusedBeforeTraffic: mistakes in the open model's flags
+// are usage errors: exit 2, a message
 // saying what to do, no request sent, no result written.
 func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
 	var hits atomic.Int64
@@ -136,7 +136,6 @@ func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
 		{[]string{"--rate", "10/s", "--max-users", "0"}, "--max-users must be at least 1"},
 		{[]string{"--rate", "10/s", "--max-users", "4", "--pre-users", "5"}, "--pre-users must be 0 to --max-users (4)"},
 		{[]string{"--rate", "10/s", "--arrivals", "burst"}, `--arrivals "burst": want even or poisson`},
-		{[]string{"--rate", "10/s", "--local-agents", "2"}, "--rate does not run on agents yet"},
 		{[]string{"--connections", "4"}, "--connections is for the open model"},
 		{[]string{"--rate", "10/s", "--connections", "-2"}, "--connections must be 0 (each user its own) or more"},
 	} {
@@ -174,7 +173,6 @@ func TestRateLevelsRefusedBeforeTraffic(t *testing.T) {
 		{[]string{"step", "--rates", "10,fast"}, "want a number of arrivals"},
 		{[]string{"step", "--rates", "10,20", "--ramp-rate", "5"}, "--ramp-rate is the closed model's"},
 		{[]string{"step", "--rates", "10,20", "--max-users", "4", "--pre-users", "5"}, "--pre-users must be 0 to --max-users (4)"},
-		{[]string{"step", "--rates", "10,20", "--local-agents", "2"}, "--rates does not run on agents yet"},
 		{[]string{"step", "--levels", "5,10", "--arrivals", "poisson"}, "--arrivals is for the open model: give --rates too"},
 		{[]string{"step", "--levels", "5,10", "--max-users", "50"}, "--max-users is for the open model: give --rates too"},
 		{[]string{"ceiling", "--start-rate", "50"}, "--start-rate is for the open model: give --open too"},
@@ -182,7 +180,6 @@ func TestRateLevelsRefusedBeforeTraffic(t *testing.T) {
 		{[]string{"ceiling", "--open", "--controller", "linear"}, "--open takes the search controller"},
 		{[]string{"ceiling", "--open", "--start-rate", "50", "--max-rate", "10"}, "--max-rate (10) at least --start-rate"},
 		{[]string{"ceiling", "--open", "--max-wait", "-1s"}, "--max-wait must be 0 or more"},
-		{[]string{"ceiling", "--open", "--local-agents", "2"}, "--open does not run on agents yet"},
 		{[]string{"step", "--rates", "10,20", "--connections", "-1"}, "--connections must be 0 (each user its own) or more"},
 		{[]string{"ceiling", "--connections", "4"}, "--connections is for the open model: give --open too"},
 	} {

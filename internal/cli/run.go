@@ -45,8 +45,9 @@ arrival that finds no user free within --max-wait (default 0: at once) is
 dropped and counted, one that starts over 10 ms late is counted late: the
 ARRIVALS table at the end, and the live line, show both. A ramp of rates is
 k6-like stages (--rate-stages), each moving the rate linearly to its target
-over its duration; their sum is the window. The think time is not used. Not
-yet on agents (--local-agents, --agents).
+over its duration; their sum is the window. The think time is not used. On
+agents (--local-agents, --agents) the pool is split by their cores and each
+agent takes its share of the schedule's arrivals.
 
 At the end of a closed-model run, a warning says when the target held users
 up much longer than their think time (coordinated omission: the requests they
@@ -96,9 +97,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 	users, what := f.users, fmt.Sprintf("--users %d", f.users)
 	if open != nil {
-		if f.fleet.on() {
-			return fail(env, ExitUsage, "--rate does not run on agents yet (--local-agents, --agents): run the open model in one process, or the closed model (--users) on agents")
-		}
 		users, what = open.MaxUsers, fmt.Sprintf("--max-users %d", open.MaxUsers)
 	}
 	sc, out, code, ok := f.prepare(ctx, env, path, target, users, what)

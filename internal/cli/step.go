@@ -96,9 +96,6 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		if open, err = f.pool.levels(set, maxUsers, maxUsers); err != nil {
 			return fail(env, ExitUsage, "%v", err)
 		}
-		if f.fleet.on() {
-			return fail(env, ExitUsage, "--rates does not run on agents yet (--local-agents, --agents): run the open model in one process, or --levels on agents")
-		}
 	default:
 		if err := f.pool.refuseClosed(set, "--rates", "max-users"); err != nil {
 			return fail(env, ExitUsage, "%v", err)
