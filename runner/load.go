@@ -67,15 +67,27 @@ func (users) unit() string   { return result.UnitUsers }
 
 // rates is the open model's knob: a constant rate on the session's
 // pool. The first rate starts once the pool's PreUsers are set up (until
-// then applied is 0, so the runners wait, as for users' setup); a new
-// rate replaces the schedule at once (engine.SetPacer).
+// then applied is 0, so the runners wait, as for users' setup); a higher
+// rate replaces the schedule at once (engine.SetPacer). A lower one
+// starts once the target has finished what it was holding: past its
+// capacity the target queues requests, and at a rate just under it the
+// queue would drain at only the difference, so the level would be judged
+// on the backlog of the one before. Until then (at most drainMax) no
+// arrival comes and applied is 0: the level is not reached yet.
 type rates struct {
 	s    *session
 	o    *OpenLevels
 	want int
 	cur  int  // the rate the schedule runs; 0: none yet
 	pool bool // the pool's PreUsers are set up
+	// drained, while not zero: arrivals stopped for a lower rate at that
+	// time, until no user of the pool is busy.
+	drained time.Time
 }
+
+// drainMax bounds the wait for the target to finish what it holds before
+// a lower rate (requests also end at --timeout).
+const drainMax = 30 * time.Second
 
 // openRates starts the session's pool for o.
 func openRates(s *session, o *OpenLevels) (*rates, error) {
@@ -103,8 +115,21 @@ func (r *rates) set(n int) {
 		}
 		r.pool = true
 	}
-	if n == r.cur {
+	if n == r.cur && r.drained.IsZero() {
 		return
+	}
+	if n < r.cur && r.drained.IsZero() {
+		if err := r.s.eng.SetPacer(nil); err != nil {
+			r.s.abort(err)
+			return
+		}
+		r.drained = time.Now()
+	}
+	if !r.drained.IsZero() {
+		if busy(r.s.eng.Doing()) > 0 && time.Since(r.drained) < drainMax {
+			return
+		}
+		r.drained, r.cur = time.Time{}, 0
 	}
 	var p engine.Pacer
 	if n > 0 {
@@ -125,7 +150,7 @@ func (r *rates) set(n int) {
 }
 
 func (r *rates) applied() int {
-	if !r.pool {
+	if !r.pool || !r.drained.IsZero() {
 		return 0
 	}
 	return r.cur
@@ -136,3 +161,12 @@ func (*rates) unit() string   { return result.UnitRate }
 
 // stop ends the arrivals: none while the pool stops.
 func (r *rates) stop() { _ = r.s.eng.SetPacer(nil) }
+
+// busy is how many users are doing something (an action or a setup).
+func busy(doing map[string]int) int {
+	n := 0
+	for _, k := range doing {
+		n += k
+	}
+	return n
+}

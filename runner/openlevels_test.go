@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +153,66 @@ func TestStepRatesSaturateAtTheTestbedCapacity(t *testing.T) {
 	}
 	if k := sr.Knee; !k.Found || k.Users != 150 {
 		t.Errorf("knee %+v, want at 150/s", k)
+	}
+}
+
+// TestLowerRateWaitsForTheTargetToDrain: after a level the target could
+// not keep up with, a lower rate starts only once the pool's users have
+// nothing in flight (the target's backlog is done), so the lower level is
+// not judged on the one before; meanwhile no arrival comes and the level
+// is not reached (applied 0).
+func TestLowerRateWaitsForTheTargetToDrain(t *testing.T) {
+	var held atomic.Bool
+	held.Store(true)
+	var served atomic.Int64
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	target := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if held.Load() {
+			<-release
+		}
+	})
+	t.Cleanup(free) // before the server's Close, which waits for its handlers
+	c := &Common{Scenario: load(t, loginThenGet), Target: target, Timeout: 10 * time.Second, Grace: time.Second}
+	s, err := c.open(context.Background(), "step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	held.Store(false) // the pool's logins pass
+	r, err := openRates(s, &OpenLevels{Arrivals: engine.Even, MaxUsers: 20, PreUsers: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool set up and 50/s running", func() bool { r.set(50); return r.applied() == 50 })
+	held.Store(true) // the target stalls: the pool's users fill up with requests it holds
+	waitFor(t, "requests held", func() bool { return busy(s.eng.Doing()) >= 5 })
+
+	r.set(10)
+	if r.applied() != 0 {
+		t.Fatalf("a lower rate was applied (%d) while the target held %d requests", r.applied(), busy(s.eng.Doing()))
+	}
+	before := served.Load()
+	time.Sleep(300 * time.Millisecond)
+	r.set(10)
+	if n := served.Load() - before; n != 0 || r.applied() != 0 {
+		t.Errorf("while the target drained: %d new requests, applied %d; want none and 0", n, r.applied())
+	}
+	held.Store(false)
+	free()
+	waitFor(t, "10/s once the backlog is done", func() bool { r.set(10); return r.applied() == 10 })
+	before = served.Load()
+	waitFor(t, "arrivals again", func() bool { return served.Load() > before })
+}
+
+// waitFor polls cond every 10 ms for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
 	}
 }
