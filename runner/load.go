@@ -22,18 +22,12 @@ type OpenLevels struct {
 	Connections int
 }
 
-func (o *OpenLevels) check() error {
-	switch {
-	case o.MaxUsers < 1:
-		return fmt.Errorf("max users must be at least 1, got %d", o.MaxUsers)
-	case o.PreUsers < 0 || o.PreUsers > o.MaxUsers:
-		return fmt.Errorf("pre-allocated users must be 0 to the %d max users, got %d", o.MaxUsers, o.PreUsers)
-	case o.MaxWait < 0:
-		return fmt.Errorf("max wait must be 0 or more, got %v", o.MaxWait)
-	case o.Connections < 0:
-		return fmt.Errorf("shared connections must be 0 (each user its own) or more, got %d", o.Connections)
-	}
-	return nil
+// check refuses a pool the engine would (engine.OpenModel.Check).
+func (o *OpenLevels) check() error { return o.model().Check() }
+
+// model is the engine's pool for o.
+func (o *OpenLevels) model() engine.OpenModel {
+	return engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Connections: o.Connections}
 }
 
 // config is o as the result records it, for levels from first to peak.
@@ -94,7 +88,7 @@ func openRates(s *session, o *OpenLevels) (*rates, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	if err := s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Connections: o.Connections}); err != nil {
+	if err := s.eng.StartOpen(o.model()); err != nil {
 		return nil, err
 	}
 	s.res.Config.Users, s.res.Config.Model = 0, result.ModelOpen

@@ -43,23 +43,18 @@ func (o *Open) check() error {
 	case l == engine.Forever:
 		return fmt.Errorf("rate: a bounded run needs a schedule of finite duration")
 	}
-	switch {
-	case o.MaxUsers < 1:
-		return fmt.Errorf("max users must be at least 1, got %d", o.MaxUsers)
-	case o.PreUsers < 0 || o.PreUsers > o.MaxUsers:
-		return fmt.Errorf("pre-allocated users must be 0 to the %d max users, got %d", o.MaxUsers, o.PreUsers)
-	case o.MaxWait < 0:
-		return fmt.Errorf("max wait must be 0 or more, got %v", o.MaxWait)
-	case o.Connections < 0:
-		return fmt.Errorf("shared connections must be 0 (each user its own) or more, got %d", o.Connections)
-	}
-	return nil
+	return o.pool().check()
+}
+
+// pool is o's pool of users, as a step or ceiling run of the open model
+// has one.
+func (o *Open) pool() *OpenLevels {
+	return &OpenLevels{Arrivals: o.Arrivals, MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWait: o.MaxWait, Connections: o.Connections}
 }
 
 // config is o as the result records it.
 func (o *Open) config() *result.RateConfig {
-	c := &result.RateConfig{PerSecond: o.Rate.Start, PeakPerSecond: o.Rate.Peak(), Arrivals: o.Arrivals.String(),
-		MaxUsers: o.MaxUsers, PreUsers: o.PreUsers, MaxWaitS: o.MaxWait.Seconds(), Connections: o.Connections, Stages: []result.RateStage{}}
+	c := o.pool().config(o.Rate.Start, o.Rate.Peak())
 	for _, st := range o.Rate.Stages {
 		c.Stages = append(c.Stages, result.RateStage{TargetPerSecond: st.Target, DurationS: st.Duration.Seconds()})
 	}
@@ -83,7 +78,7 @@ const defaultBusy = time.Second
 // when the window begins (beginOpen).
 func (r *boundedRun) startOpen() error {
 	o := r.Open
-	if err := r.s.eng.StartOpen(engine.OpenModel{PreAllocated: o.PreUsers, MaxUsers: o.MaxUsers, MaxWait: o.MaxWait, Connections: o.Connections}); err != nil {
+	if err := r.s.eng.StartOpen(o.pool().model()); err != nil {
 		return err
 	}
 	sc, err := engine.NewSchedule(o.Rate, o.Arrivals, r.s.c.Seed)

@@ -115,15 +115,7 @@ func TestOpenFlagsResolve(t *testing.T) {
 // are usage errors: exit 2, a message
 // saying what to do, no request sent, no result written.
 func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
-	defer srv.Close()
-	dir := t.TempDir()
-	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	refusedBeforeTraffic(t, "run", []refusal{
 		{[]string{"--rate", "10/s", "--users", "5"}, "--users is the closed model's"},
 		{[]string{"--rate", "10/s", "--ramp", "5s"}, "--ramp is the closed model's"},
 		{[]string{"--max-users", "5"}, "--max-users is for the open model"},
@@ -138,34 +130,14 @@ func TestOpenFlagsRefusedBeforeTraffic(t *testing.T) {
 		{[]string{"--rate", "10/s", "--arrivals", "burst"}, `--arrivals "burst": want even or poisson`},
 		{[]string{"--connections", "4"}, "--connections is for the open model"},
 		{[]string{"--rate", "10/s", "--connections", "-2"}, "--connections must be 0 (each user its own) or more"},
-	} {
-		out := filepath.Join(dir, "out")
-		code, _, stderr := headroom(t, append([]string{"run", sc, "--target", srv.URL, "--out", out}, c.args...)...)
-		if code != ExitUsage || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, code, stderr, c.want)
-		}
-		if _, err := os.Stat(out); !os.IsNotExist(err) {
-			t.Errorf("%v: --out was created", c.args)
-		}
-	}
-	if n := hits.Load(); n != 0 {
-		t.Errorf("%d requests reached the target", n)
-	}
+	})
 }
 
 // TestRateLevelsRefusedBeforeTraffic: step --rates and ceiling --open
 // refuse mistakes, and the closed model's flags, as run --rate does:
 // exit 2, what to do, no request sent, no result written.
 func TestRateLevelsRefusedBeforeTraffic(t *testing.T) {
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
-	defer srv.Close()
-	dir := t.TempDir()
-	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	refusedBeforeTraffic(t, "", []refusal{
 		{[]string{"step", "--rates", "10,20", "--levels", "5,10"}, "give one of them"},
 		{[]string{"step", "--rates", "20,10"}, "rates must increase: 10/s comes after 20/s"},
 		{[]string{"step", "--rates", "10,30/m"}, `"30/m" is 0.5 arrivals a second: levels are whole arrivals per second`},
@@ -182,10 +154,33 @@ func TestRateLevelsRefusedBeforeTraffic(t *testing.T) {
 		{[]string{"ceiling", "--open", "--max-wait", "-1s"}, "--max-wait must be 0 or more"},
 		{[]string{"step", "--rates", "10,20", "--connections", "-1"}, "--connections must be 0 (each user its own) or more"},
 		{[]string{"ceiling", "--connections", "4"}, "--connections is for the open model: give --open too"},
-	} {
+	})
+}
+
+// refusal is a command line refused before traffic: its args, and what
+// stderr must say.
+type refusal struct {
+	args []string
+	want string
+}
+
+// refusedBeforeTraffic runs cmd (or, when cmd is "", each case's first
+// arg) on a scenario against a server with each case's args: each must
+// exit 2 saying what to do, create no --out, and send no request.
+func refusedBeforeTraffic(t *testing.T, cmd string, cases []refusal) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	dir := t.TempDir()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\n")
+	for _, c := range cases {
+		name, rest := cmd, c.args
+		if name == "" {
+			name, rest = c.args[0], c.args[1:]
+		}
 		out := filepath.Join(dir, "out")
-		args := append([]string{c.args[0], sc, "--target", srv.URL, "--out", out}, c.args[1:]...)
-		code, _, stderr := headroom(t, args...)
+		code, _, stderr := headroom(t, append([]string{name, sc, "--target", srv.URL, "--out", out}, rest...)...)
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, code, stderr, c.want)
 		}
