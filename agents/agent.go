@@ -151,11 +151,14 @@ type agent struct {
 	rec   *metrics.Recorder
 	snap  *metrics.Snapshot
 	total *metrics.Stat // every request of the run, for its Status
-	out   outbox
-	want  int  // the users the coordinator wants here (the closed model)
-	open  bool // its engine runs the open model (KindOpen): want does not apply
-	cpu0  time.Duration
-	prom  *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
+	// The open model's arrivals of the run that started, and that were
+	// dropped, for its Status.
+	arrivals, dropped int64
+	out               outbox
+	want              int  // the users the coordinator wants here (the closed model)
+	open              bool // its engine runs the open model (KindOpen): want does not apply
+	cpu0              time.Duration
+	prom              *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
 	// families: send prom's families with each snapshot (Start.Metrics).
 	families bool
 	flushed  uint64       // the coordinator's last tick answered (KindFlush)
@@ -340,6 +343,10 @@ func (a *agent) flush() error {
 	for _, st := range a.snap.Requests {
 		a.total.Merge(st)
 	}
+	for _, st := range a.snap.Arrivals {
+		a.arrivals += st.Count
+		a.dropped += st.Dropped
+	}
 	if a.prom != nil {
 		a.prom.SetUsers(a.e.Users())
 		a.prom.SetReady(a.e.Ready())
@@ -405,7 +412,7 @@ func (a *agent) status() error { return a.sendMsg(KindStatus, a.state()) }
 func (a *agent) state() Status {
 	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
 		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Flushed: a.flushed, Requests: a.total.Count, Errors: a.total.Errors,
-		CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
+		Arrivals: a.arrivals, Dropped: a.dropped, CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
 	if a.total.Count > 0 {
 		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
 		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000

@@ -27,6 +27,7 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 		to := now
 		a := result.Agent{Index: r.index, Name: r.hello.Name, Cores: r.hello.Cores, JoinedS: r.joined.Sub(f.began).Seconds(),
 			Users: r.status.Users, Peak: r.peak, Requests: r.status.Requests, Errors: r.status.Errors,
+			Arrivals: r.status.Arrivals, Dropped: r.status.Dropped,
 			P50Ms: r.status.P50Ms, P99Ms: r.status.P99Ms,
 			CPUS: r.status.CPUSeconds, RSSMB: r.status.PeakRSSMB, Late: r.status.Late}
 		if r.ended && r.done == nil {

@@ -202,6 +202,10 @@ type Status struct {
 	Errors   int64   `json:"errors"`
 	P50Ms    float64 `json:"p50_ms"`
 	P99Ms    float64 `json:"p99_ms"`
+	// The open model: its arrivals over the run that started, and that
+	// found no user of its pool free (dropped).
+	Arrivals int64 `json:"arrivals,omitempty"`
+	Dropped  int64 `json:"dropped,omitempty"`
 
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMB  float64 `json:"peak_rss_mb"`

@@ -22,6 +22,11 @@ func agentBlocks(r *result.Result) []Block {
 	blocks := []Block{&Heading{Level: 2, Text: "Agents"}, &Para{Text: text}}
 	t := &Table{Header: []string{"agent", "name", "cores", "peak users", "requests", "req/s", "p50 ms", "p99 ms", "CPU %", "RSS MB", "late", "note"},
 		Right: []int{0, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+	open := r.Config.Open()
+	if open { // the open model: each agent's arrivals, started and dropped
+		t.Header = append(t.Header[:4], append([]string{"arrivals", "dropped"}, t.Header[4:]...)...)
+		t.Right = []int{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	}
 	for _, ag := range a.Agents {
 		note := ""
 		switch {
@@ -32,8 +37,12 @@ func agentBlocks(r *result.Result) []Block {
 		case ag.JoinedS > 1:
 			note = "joined at " + seconds(ag.JoinedS)
 		}
-		t.Rows = append(t.Rows, []string{fmt.Sprint(ag.Index), ag.Name, fmt.Sprint(ag.Cores), fmt.Sprint(ag.Peak), count(ag.Requests),
-			num(ag.RPS), num(ag.P50Ms), num(ag.P99Ms), num(ag.CPUPct), num(ag.RSSMB), count(ag.Late), note})
+		row := []string{fmt.Sprint(ag.Index), ag.Name, fmt.Sprint(ag.Cores), fmt.Sprint(ag.Peak)}
+		if open {
+			row = append(row, count(ag.Arrivals), count(ag.Dropped))
+		}
+		t.Rows = append(t.Rows, append(row, count(ag.Requests),
+			num(ag.RPS), num(ag.P50Ms), num(ag.P99Ms), num(ag.CPUPct), num(ag.RSSMB), count(ag.Late), note))
 	}
 	blocks = append(blocks, t)
 	if len(a.Faults) > 0 {

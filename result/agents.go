@@ -22,14 +22,18 @@ type Agent struct {
 	Index    int     `json:"index"`
 	Name     string  `json:"name"`
 	Cores    int     `json:"cores"`
-	JoinedS  float64 `json:"joined_s"`             // seconds from the run's start; <= 0 for the agents it began with
-	LeftS    float64 `json:"left_s,omitempty"`     // when it was lost (0: it stayed to the end)
-	Lost     string  `json:"lost,omitempty"`       // why the coordinator gave up on it
-	Coverage float64 `json:"coverage"`             // share of the run's seconds it was there for
-	Users    int     `json:"users"`                // at the end, or when lost
-	Peak     int     `json:"peak_users"`           // most users it ran at once
-	Requests int64   `json:"requests"`             // over the whole run, setup's apart
-	Errors   int64   `json:"errors"`               //
+	JoinedS  float64 `json:"joined_s"`         // seconds from the run's start; <= 0 for the agents it began with
+	LeftS    float64 `json:"left_s,omitempty"` // when it was lost (0: it stayed to the end)
+	Lost     string  `json:"lost,omitempty"`   // why the coordinator gave up on it
+	Coverage float64 `json:"coverage"`         // share of the run's seconds it was there for
+	Users    int     `json:"users"`            // at the end, or when lost
+	Peak     int     `json:"peak_users"`       // most users it ran at once
+	Requests int64   `json:"requests"`         // over the whole run, setup's apart
+	Errors   int64   `json:"errors"`           //
+	// The open model: its arrivals that started, and those dropped (no
+	// user of its share of the pool free), over the run.
+	Arrivals int64   `json:"arrivals,omitempty"`
+	Dropped  int64   `json:"dropped_arrivals,omitempty"`
 	RPS      float64 `json:"rps"`                  // requests over the seconds it was there
 	P50Ms    float64 `json:"p50_ms"`               //
 	P99Ms    float64 `json:"p99_ms"`               //

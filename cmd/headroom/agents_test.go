@@ -283,12 +283,16 @@ func TestOpenModelOnLocalAgents(t *testing.T) {
 	if r.Agents == nil || len(r.Agents.Agents) != 2 {
 		t.Fatalf("agents %+v: want two", r.Agents)
 	}
-	var requests int64
+	var requests, arrivals int64
 	for _, ag := range r.Agents.Agents {
 		requests += ag.Requests
-		if ag.Requests < 200 || ag.Requests > 300 || ag.Lost != "" {
-			t.Errorf("agent %+v: want about half of the ~500 requests", ag)
+		arrivals += ag.Arrivals
+		if ag.Requests < 200 || ag.Requests > 300 || ag.Lost != "" || ag.Arrivals != ag.Requests || ag.Dropped != 0 {
+			t.Errorf("agent %+v: want about half of the ~500 requests, an arrival each, none dropped", ag)
 		}
+	}
+	if arrivals != a.Started {
+		t.Errorf("the agents' arrivals add up to %d, the run's started arrivals are %d", arrivals, a.Started)
 	}
 	if n := hits.Load(); requests != n {
 		t.Errorf("the agents sent %d requests, the server saw %d", requests, n)

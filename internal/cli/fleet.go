@@ -142,9 +142,18 @@ func printAgents(w io.Writer, r *result.Result) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  AGENT\tNAME\tCORES\tPEAK USERS\tREQUESTS\treq/s\tp50\tp99\tCPU\tRSS\tLATE\t")
+	open := r.Config.Open()
+	arrivals := ""
+	if open {
+		arrivals = "ARRIVALS\tDROPPED\t"
+	}
+	fmt.Fprintln(tw, "  AGENT\tNAME\tCORES\tPEAK USERS\t"+arrivals+"REQUESTS\treq/s\tp50\tp99\tCPU\tRSS\tLATE\t")
 	for _, ag := range a.Agents {
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%.0f%%\t%.0f MB\t%d\t", ag.Index, ag.Name, ag.Cores, ag.Peak, ag.Requests, ag.RPS,
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t", ag.Index, ag.Name, ag.Cores, ag.Peak)
+		if open {
+			fmt.Fprintf(tw, "%d\t%d\t", ag.Arrivals, ag.Dropped)
+		}
+		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%s\t%.0f%%\t%.0f MB\t%d\t", ag.Requests, ag.RPS,
 			ms(ag.P50Ms), ms(ag.P99Ms), ag.CPUPct, ag.RSSMB, ag.Late)
 		switch {
 		case ag.Lost != "":
