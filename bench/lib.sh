@@ -214,6 +214,23 @@ stop_testbed() {
 	TESTBED=""
 }
 
+# go_tool NAME MODULE VERSION VAR: prints the path of NAME built once from the
+# Go module MODULE at VERSION (`go install`) into
+# ${HEADROOM_CACHE:-~/.cache/headroom}/NAME-VERSION/; VAR is the variable
+# that would name a binary instead, for the error message.
+go_tool() {
+	local name=$1 module=$2 version=$3 var=$4
+	local dir=${HEADROOM_CACHE:-$HOME/.cache/headroom}/$name-$version
+	if [ ! -x "$dir/$name" ]; then
+		command -v go >/dev/null || die "go is required to build $name $version (or set $var=/path/to/$name)"
+		log "building $name $version -> $dir/$name (go install $module@$version; once)" >&2
+		mkdir -p "$dir"
+		(cd "$dir" && GOBIN=$dir GOFLAGS=-buildvcs=false go install "$module@$version") >&2 ||
+			die "could not build $name $version"
+	fi
+	echo "$dir/$name"
+}
+
 # find_k6: sets K6_BIN to k6 $K6_VERSION (default v1.8.1, the version the
 # figures in docs/BENCHMARKS.md were measured with): $K6_BIN if set, else a
 # k6 on PATH that reports that version, else one built once from the Go module
@@ -227,15 +244,7 @@ find_k6() {
 	elif command -v k6 >/dev/null 2>&1 && k6 version 2>/dev/null | grep -q "k6 $K6_VERSION "; then
 		K6_BIN=$(command -v k6)
 	else
-		local dir=${HEADROOM_CACHE:-$HOME/.cache/headroom}/k6-$K6_VERSION
-		if [ ! -x "$dir/k6" ]; then
-			command -v go >/dev/null || die "go is required to build k6 $K6_VERSION (or set K6_BIN=/path/to/k6)"
-			log "building k6 $K6_VERSION -> $dir/k6 (go install go.k6.io/k6@$K6_VERSION; once)"
-			mkdir -p "$dir"
-			(cd "$dir" && GOBIN=$dir GOFLAGS=-buildvcs=false go install "go.k6.io/k6@$K6_VERSION") ||
-				die "could not build k6 $K6_VERSION"
-		fi
-		K6_BIN=$dir/k6
+		K6_BIN=$(go_tool k6 go.k6.io/k6 "$K6_VERSION" K6_BIN) || exit 1
 	fi
 	log "using $("$K6_BIN" version | head -1) ($K6_BIN)"
 }
@@ -248,15 +257,7 @@ find_vegeta() {
 	if [ -n "${VEGETA_BIN:-}" ]; then
 		[ -x "$VEGETA_BIN" ] || die "VEGETA_BIN=$VEGETA_BIN is not an executable"
 	else
-		local dir=${HEADROOM_CACHE:-$HOME/.cache/headroom}/vegeta-$VEGETA_VERSION
-		if [ ! -x "$dir/vegeta" ]; then
-			command -v go >/dev/null || die "go is required to build vegeta $VEGETA_VERSION (or set VEGETA_BIN=/path/to/vegeta)"
-			log "building vegeta $VEGETA_VERSION -> $dir/vegeta (go install github.com/tsenart/vegeta/v12@$VEGETA_VERSION; once)"
-			mkdir -p "$dir"
-			(cd "$dir" && GOBIN=$dir GOFLAGS=-buildvcs=false go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION") ||
-				die "could not build vegeta $VEGETA_VERSION"
-		fi
-		VEGETA_BIN=$dir/vegeta
+		VEGETA_BIN=$(go_tool vegeta github.com/tsenart/vegeta/v12 "$VEGETA_VERSION" VEGETA_BIN) || exit 1
 	fi
 	log "using vegeta $VEGETA_VERSION ($VEGETA_BIN)"
 }
