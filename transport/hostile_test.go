@@ -120,36 +120,59 @@ func TestHostileServers(t *testing.T) {
 		{name: "endless body faster than it is read", timeout: 50 * time.Millisecond, maxBody: 1 << 30, alloc: 1 << 30,
 			serve: hostile.Endless("HTTP/1.1 200 OK\r\n\r\n", "x"), want: timedOut(50 * time.Millisecond)},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			srv, err := hostile.Start(tc.serve)
-			if err != nil {
-				t.Fatal(err)
+	// Each server is met by a user's own connection, and by one of a pool
+	// that users share (the open model's --connections): the same outcome,
+	// and the pool's place given back whatever the server did.
+	for _, shared := range []bool{false, true} {
+		for _, tc := range cases {
+			name := tc.name
+			if shared {
+				name = "pooled/" + name
 			}
-			defer srv.Close()
-			timeout := cmp(tc.timeout, 2*time.Second)
-			c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody})
-			defer c.Close()
-			req := &Request{Method: cmp(tc.method, "GET"), URL: "/"}
-			if req.Method == "PUT" {
-				req.Body = bytes.Repeat([]byte("y"), 16<<20)
-			}
-			var r Response
-			alloc := allocated(func() { c.Do(req, &r) })
-			if msg := tc.want(&r); msg != "" {
-				t.Error(msg)
-			}
-			took := cmp(tc.took, time.Second)
-			if tc.timeout > 0 {
-				took = tc.timeout + tc.timeout/100 + 200*time.Millisecond // 1% late at most, plus scheduling
-			}
-			if r.Latency > took {
-				t.Errorf("took %v, want at most %v", r.Latency, took)
-			}
-			if max := cmp(tc.alloc, 8<<20); alloc > max {
-				t.Errorf("allocated %d MiB, want at most %d MiB", alloc>>20, max>>20)
-			}
-		})
+			t.Run(name, func(t *testing.T) { hostileCheck(t, tc, shared) })
+		}
+	}
+}
+
+// hostileCheck meets tc's server with one request, over a pool of one
+// connection when shared.
+func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
+	srv, err := hostile.Start(tc.serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	timeout := cmp(tc.timeout, 2*time.Second)
+	var pool *Pool
+	if shared {
+		pool = NewPool(1)
+		defer pool.Close()
+	}
+	c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody, Pool: pool})
+	defer c.Close()
+	req := &Request{Method: cmp(tc.method, "GET"), URL: "/"}
+	if req.Method == "PUT" {
+		req.Body = bytes.Repeat([]byte("y"), 16<<20)
+	}
+	var r Response
+	alloc := allocated(func() { c.Do(req, &r) })
+	if msg := tc.want(&r); msg != "" {
+		t.Error(msg)
+	}
+	took := cmp(tc.took, time.Second)
+	if tc.timeout > 0 {
+		took = tc.timeout + tc.timeout/100 + 200*time.Millisecond // 1% late at most, plus scheduling
+	}
+	if r.Latency > took {
+		t.Errorf("took %v, want at most %v", r.Latency, took)
+	}
+	if max := cmp(tc.alloc, 8<<20); alloc > max {
+		t.Errorf("allocated %d MiB, want at most %d MiB", alloc>>20, max>>20)
+	}
+	if shared {
+		if n := pool.Open(); n > 1 || (r.Err != nil && n != 0) {
+			t.Errorf("after %v: %d connections open in the pool of 1; want none after an error (its place given back)", r.Err, n)
+		}
 	}
 }
 
