@@ -435,20 +435,16 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 		}
 		return d, nil
 	case "json":
-		return starlark.NewBuiltin("response.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
-				return nil, err
-			}
+		return jsonMethod("response.json", func() (string, error) {
 			if r.r.Err != nil {
-				return nil, fmt.Errorf("response.json: no response (%v)", r.r.Err)
+				return "", fmt.Errorf("response.json: no response (%v)", r.r.Err)
 			}
-			v, err := decodeJSON(string(r.body()))
+			return string(r.body()), nil
+		}, func(err error) error {
 			if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
-				return nil, fmt.Errorf("response.json: %w", err)
-			} else if err != nil {
-				return nil, fmt.Errorf("response.json: status %d body is not JSON (%v): %s", r.r.Status, err, clip(string(r.r.Body), 80))
+				return fmt.Errorf("response.json: %w", err)
 			}
-			return v, nil
+			return fmt.Errorf("response.json: status %d body is not JSON (%v): %s", r.r.Status, err, clip(string(r.r.Body), 80))
 		}), nil
 	}
 	return nil, nil

@@ -26,15 +26,25 @@ import (
 //
 // The values share s's memory, so s must not change afterwards.
 func decodeJSON(s string) (starlark.Value, error) {
+	return decodeWith(s, nil)
+}
+
+// decodeWith decodes s, or with sel only sel's value (in sel.v; None is
+// returned), the rest read in discard mode.
+func decodeWith(s string, sel *jsonPath) (starlark.Value, error) {
 	d := decoders.Get().(*jsonDecoder)
 	d.s, d.i, d.depth, d.err = s, 0, 0, nil
+	d.sel, d.on, d.discard = sel, -1, sel != nil
+	if sel != nil {
+		d.on = 0
+	}
 	v := d.value()
 	if d.err == nil && d.space() {
 		d.failf("unexpected character %q after value", s[d.i])
 	}
 	err := d.err
 	clear(d.stack)
-	d.stack, d.s = d.stack[:0], ""
+	d.stack, d.s, d.sel = d.stack[:0], "", nil
 	if len(d.keys) > 256 {
 		d.keys = nil // a text of many keys (ids as keys): not kept in the pool
 	}
@@ -55,6 +65,13 @@ type jsonDecoder struct {
 	stack []starlark.Value // the elements, or keys and values, of the containers being read
 	err   error
 	keys  map[string]starlark.Value // the object keys met in s, as Values
+
+	// While discard is set, values are checked as they are read but not
+	// built (value returns None): how decodeJSONAt passes over what its path
+	// does not lead to.
+	discard bool
+	sel     *jsonPath // decodeJSONAt's path, when on is not -1
+	on      int       // how many of sel's steps lead to the container being read; -1: none
 }
 
 // key reads an object key: within one text, the same Value each time the
@@ -70,6 +87,9 @@ func (d *jsonDecoder) key() starlark.Value {
 	}
 	k := s[start+1 : j]
 	d.i = j + 1
+	if d.discard {
+		return starlark.None
+	}
 	if v, ok := d.keys[k]; ok {
 		return v
 	}
@@ -180,6 +200,9 @@ func (d *jsonDecoder) str() starlark.Value {
 	}
 	if j < len(s) && s[j] == '"' {
 		d.i = j + 1
+		if d.discard {
+			return starlark.None
+		}
 		return starlark.String(s[start+1 : j])
 	}
 	// Something else first: find the closing quote, skipping escaped bytes.
@@ -193,6 +216,9 @@ func (d *jsonDecoder) str() starlark.Value {
 			d.i = j + 1
 			r := s[start+1 : j]
 			if !escaped && (ascii || !control && utf8.ValidString(r)) {
+				if d.discard {
+					return starlark.None
+				}
 				return starlark.String(r)
 			}
 			if u, ok := unquote(r); ok {
@@ -303,18 +329,25 @@ func hex4(s string) (rune, bool) {
 
 func (d *jsonDecoder) list() starlark.Value {
 	d.i++ // '['
-	base := len(d.stack)
+	base, on := len(d.stack), d.on
 	if !d.space() {
 		d.failf("unexpected end of file")
 		return nil
 	}
 	if d.s[d.i] != ']' {
-		for {
-			v := d.value()
+		for n := 0; ; n++ {
+			var v starlark.Value
+			if on >= 0 {
+				v = d.step(on, n == d.sel.index[on])
+			} else {
+				v = d.value()
+			}
 			if d.err != nil {
 				return nil
 			}
-			d.stack = append(d.stack, v)
+			if !d.discard {
+				d.stack = append(d.stack, v)
+			}
 			if !d.space() {
 				d.failf("unexpected end of file")
 				return nil
@@ -330,6 +363,9 @@ func (d *jsonDecoder) list() starlark.Value {
 		}
 	}
 	d.i++ // ']'
+	if d.discard {
+		return starlark.None
+	}
 	var elems []starlark.Value
 	if n := len(d.stack) - base; n > 0 {
 		elems = make([]starlark.Value, n)
@@ -342,7 +378,7 @@ func (d *jsonDecoder) list() starlark.Value {
 
 func (d *jsonDecoder) object() starlark.Value {
 	d.i++ // '{'
-	base := len(d.stack)
+	base, on := len(d.stack), d.on
 	if !d.space() {
 		d.failf("unexpected end of file")
 		return nil
@@ -350,16 +386,24 @@ func (d *jsonDecoder) object() starlark.Value {
 	if d.s[d.i] != '}' {
 		for {
 			var k starlark.Value
+			match := false
 			if d.space() && d.s[d.i] == '"' {
+				start := d.i
 				k = d.key()
+				if on >= 0 && d.err == nil {
+					match = keyText(d.s[start:d.i]) == d.sel.keys[on]
+				}
 			} else {
-				k = d.value()
-			}
-			if d.err != nil {
+				discard := d.discard
+				d.discard, d.on = false, -1
+				k = d.value() // not a string, as it does not start with a quote
+				d.discard, d.on = discard, on
+				if d.err == nil {
+					d.failf("got %s for object key, want string", k.Type())
+				}
 				return nil
 			}
-			if _, ok := k.(starlark.String); !ok {
-				d.failf("got %s for object key, want string", k.Type())
+			if d.err != nil {
 				return nil
 			}
 			if !d.space() {
@@ -371,11 +415,18 @@ func (d *jsonDecoder) object() starlark.Value {
 				return nil
 			}
 			d.i++ // ':'
-			v := d.value()
+			var v starlark.Value
+			if on >= 0 {
+				v = d.step(on, match)
+			} else {
+				v = d.value()
+			}
 			if d.err != nil {
 				return nil
 			}
-			d.stack = append(d.stack, k, v)
+			if !d.discard {
+				d.stack = append(d.stack, k, v)
+			}
 			if !d.space() {
 				d.failf("unexpected end of file")
 				return nil
@@ -391,6 +442,9 @@ func (d *jsonDecoder) object() starlark.Value {
 		}
 	}
 	d.i++ // '}'
+	if d.discard {
+		return starlark.None
+	}
 	pairs := d.stack[base:]
 	dict := new(starlark.Dict) // up to 8 pairs live in the dict itself
 	if len(pairs) > 2*8 {
@@ -442,11 +496,17 @@ func (d *jsonDecoder) number() starlark.Value {
 			d.failf("invalid number: %s", num)
 			return nil
 		}
+		if d.discard {
+			return starlark.None
+		}
 		return starlark.Float(x)
 	}
 	if len(digits) <= 18 {
 		x, err := strconv.ParseInt(num, 10, 64)
 		if err == nil {
+			if d.discard {
+				return starlark.None
+			}
 			return starlark.MakeInt64(x)
 		}
 	}

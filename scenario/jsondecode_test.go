@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,6 +84,7 @@ func typedRepr(v starlark.Value) string {
 var jsonSeeds = []string{
 	`{"id": "u1", "n": [1, 2.5, -3e2, true, false, null]}`,
 	`[]`, `{}`, `""`, `0`, `-0`, `-0.0`, `1.`, `01`, `-01`, `-`, `1e400`, `1e-400`, `[1,]`, `{"a" 1}`, `{"a":1,}`, `{1:2}`,
+	`{"a":{"b":1},"a":{"c":2}}`, `{"a":{"b":{"c":1}},"a":{"b":{"c":2}}}`, `{"a\u002eb":1,"a":[0,{"b":[]}]}`, `{"\u0061":1,"a":2}`,
 	`"\ud800"`, `"\u00e9\n\"x\\"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`, `"\ude00\ud83d"`,
 	`"\/\b\f\r\t"`, `"\u00E9\u00e9é"`, `"\u12"`, `"\q"`, `"é\n` + "\xff" + `"`, `{"post":"{\"id\":\"p1\",\"message\":\"hi \u00e9\"}"}`, `"é"`, `"a` + "\n" + `b"`, `"é` + "\t" + `"`, "\"\xff\"", "\xff\xfe", `"\x"`, `"abc`,
 	`[` + strings.Repeat(`"]`, 3), `{"a":{"b":{"c":[[[]]]}}}`, `{"a":1,"a":2,"b":3}`, ` [ 1 , 2 ] `, `[1 2]`, `tru`, `nul`,
@@ -96,9 +98,11 @@ var jsonSeeds = []string{
 func TestDecodeJSONIsStarlarks(t *testing.T) {
 	for _, s := range jsonSeeds {
 		sameDecoding(t, s)
+		samePicks(t, s)
 	}
 	// A page of posts, as the testbed sends it.
 	sameDecoding(t, postsPage(30))
+	samePicks(t, postsPage(30))
 }
 
 func TestDecodeJSONLimits(t *testing.T) {
@@ -122,7 +126,75 @@ func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range jsonSeeds {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) { sameDecoding(t, s) })
+	f.Fuzz(func(t *testing.T, s string) {
+		sameDecoding(t, s)
+		samePicks(t, s)
+	})
+}
+
+// samePicks fails t unless decodeJSONAt agrees with decodeJSON on s for every
+// path to a value in it (up to 200, four steps deep), and for a path beside
+// each that leads nowhere: the same value, or not found, or the same error.
+func samePicks(t *testing.T, s string) {
+	t.Helper()
+	whole, err := decodeJSON(s)
+	if err != nil {
+		for _, path := range []string{"a", "0", "order", "a.b.0"} {
+			if _, _, perr := decodeJSONAt(s, path); perr == nil || perr.Error() != err.Error() {
+				t.Fatalf("%.200q at %q: error %v, decodeJSON's is %v", s, path, perr, err)
+			}
+		}
+		return
+	}
+	type pick struct {
+		path string
+		v    starlark.Value // nil: not there
+	}
+	var picks []pick
+	var walk func(prefix string, v starlark.Value, depth int)
+	walk = func(prefix string, v starlark.Value, depth int) {
+		if depth == 4 || len(picks) > 200 {
+			return
+		}
+		join := func(k string) string {
+			if prefix == "" {
+				return k
+			}
+			return prefix + "." + k
+		}
+		switch x := v.(type) {
+		case *starlark.Dict:
+			for _, kv := range x.Items() {
+				k := string(kv[0].(starlark.String))
+				if strings.Contains(k, ".") || k == "" {
+					continue // not a path's step
+				}
+				picks = append(picks, pick{join(k), kv[1]})
+				walk(join(k), kv[1], depth+1)
+			}
+			picks = append(picks, pick{join("no such key"), nil})
+		case *starlark.List:
+			for i := range x.Len() {
+				picks = append(picks, pick{join(strconv.Itoa(i)), x.Index(i)})
+				walk(join(strconv.Itoa(i)), x.Index(i), depth+1)
+			}
+			picks = append(picks, pick{join(strconv.Itoa(x.Len())), nil}, pick{join("01"), nil})
+		default:
+			picks = append(picks, pick{join("0"), nil})
+		}
+	}
+	walk("", whole, 0)
+	for _, p := range picks {
+		got, found, err := decodeJSONAt(s, p.path)
+		switch {
+		case err != nil:
+			t.Fatalf("%.200q at %q: %v, though decodeJSON decodes it", s, p.path, err)
+		case found != (p.v != nil):
+			t.Fatalf("%.200q at %q: found %v, want %v", s, p.path, found, p.v != nil)
+		case found && typedRepr(got) != typedRepr(p.v):
+			t.Fatalf("%.200q at %q: %.300s, want %.300s", s, p.path, typedRepr(got), typedRepr(p.v))
+		}
+	}
 }
 
 // postsPage is a body of GET /api/v4/channels/{id}/posts as the testbed
@@ -202,4 +274,32 @@ func TestTopField(t *testing.T) {
 			t.Errorf("topField(%q, %q) = %q, %v; want %q, %v", c.s, c.key, got, ok, c.want, c.ok)
 		}
 	}
+}
+
+// BenchmarkDecodeJSONAt reads the ids of a page of 30 posts, as chat.star's
+// get_posts does: r.json("order") against r.json()["order"].
+func BenchmarkDecodeJSONAt(b *testing.B) {
+	page := postsPage(30)
+	b.Run("path", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(page)))
+		for b.Loop() {
+			if _, found, err := decodeJSONAt(page, "order"); err != nil || !found {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(page)))
+		for b.Loop() {
+			v, err := decodeJSON(page)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, found, _ := v.(*starlark.Dict).Get(starlark.String("order")); !found {
+				b.Fatal("no order")
+			}
+		}
+	})
 }

@@ -83,6 +83,44 @@ def act(user):
 	}
 }
 
+// TestResponseJSONPath: r.json(path) gives what indexing r.json() gives, default= stands in
+// for a missing value, and a missing one without it fails the action saying what is there.
+func TestResponseJSONPath(t *testing.T) {
+	d := &fakeDoer{status: 200, body: `{"order": ["p2", "p1"], "posts": {"p1": {"id": "p1", "n": [1, 2.5]}}, "next": null}`}
+	rec, out := runAction(t, `
+def act(user):
+    r = user.http.get("/page")
+    if r.json("order") != ["p2", "p1"] or r.json("order.1") != "p1" or r.json("posts.p1.n.1") != 2.5:
+        fail("values: %s %s %s" % (r.json("order"), r.json("order.1"), r.json("posts.p1.n.1")))
+    if r.json("posts.p1") != r.json()["posts"]["p1"] or r.json("next") != None:
+        fail("a dict or a null")
+    if r.json("order.2", default=7) != 7 or r.json("posts.p9.id", default=None) != None:
+        fail("default")
+`, d)
+	if out != metrics.OK {
+		t.Fatalf("outcome %v: %+v", out, *rec)
+	}
+	for path, want := range map[string]string{
+		`"order.2"`:     `response.json("order.2"): no index 2 in the list at "order", of 2 (default= gives a value for this case)`,
+		`"posts.p1.x"`:  `no "x" in the object at "posts.p1"; its keys: id, n`,
+		`"nothing"`:     `no "nothing" in the object at the top level; its keys: next, order, posts`,
+		`"order.first"`: `"first" is not an index of the list at "order"`,
+		`"next.a"`:      `"a": the value at "next" is a NoneType, not an object or a list`,
+		`default=1`:     `response.json: default= is for a path`,
+	} {
+		rec, out := runAction(t, "def act(user):\n    user.http.get('/page').json("+path+")\n", d)
+		last := (*rec)[len(*rec)-1]
+		if out != metrics.Failed || !strings.Contains(last.Message, want) {
+			t.Errorf("json(%s): outcome %v, message %q; want %q", path, out, last.Message, want)
+		}
+	}
+	// A body that is not JSON is refused with a path too, as without one.
+	rec, out = runAction(t, "def act(user):\n    user.http.get('/x').json('a')\n", &fakeDoer{status: 200, body: `{"a": 1, "b": tru}`})
+	if last := (*rec)[len(*rec)-1]; out != metrics.Failed || !strings.Contains(last.Message, "status 200 body is not JSON (at offset") {
+		t.Errorf("broken body: outcome %v, message %q", out, last.Message)
+	}
+}
+
 func TestRequestArgumentMistakesFailTheAction(t *testing.T) {
 	for src, want := range map[string]string{
 		"def act(user):\n    user.http.get(42)\n":                       "URL is a int, want a string",

@@ -392,7 +392,7 @@ func (c *wsConn) got(typ int, data []byte, next *int64) {
 		}
 		*next = seq + 1
 	}
-	u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, data: data, at: u.env.Now()})
+	u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: u.env.Now()})
 }
 
 // ended is read's end: unless the user closed ws first, the connection is

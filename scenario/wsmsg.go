@@ -17,6 +17,7 @@ import (
 type Message struct {
 	conn   *wsConn
 	binary bool
+	typ    string // what it is counted under: its type_field value, or "text" or "binary"
 	data   []byte
 	at     time.Time // when it was read
 	// gap, when set, makes this a gap for on_gap instead of a message:
@@ -77,7 +78,7 @@ func (v *messageValue) Freeze()               {}
 func (v *messageValue) Truth() starlark.Bool  { return true }
 func (v *messageValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
 func (v *messageValue) AttrNames() []string {
-	return []string{"binary", "bytes", "json", "text", "websocket"}
+	return []string{"binary", "bytes", "json", "text", "type", "websocket"}
 }
 func (v *messageValue) Attr(name string) (starlark.Value, error) {
 	switch name {
@@ -89,19 +90,17 @@ func (v *messageValue) Attr(name string) (starlark.Value, error) {
 		return starlark.Bool(v.m.binary), nil
 	case "websocket":
 		return v.m.conn, nil
+	case "type":
+		return starlark.String(v.m.typ), nil
 	case "json":
-		return starlark.NewBuiltin("message.json", func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-			if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 0); err != nil {
-				return nil, err
-			}
-			// The values may share the text's memory: m.data is the message's own, never written again.
-			out, err := decodeJSON(unsafe.String(unsafe.SliceData(v.m.data), len(v.m.data)))
+		// The values may share the text's memory: m.data is the message's own, never written again.
+		return jsonMethod("message.json", func() (string, error) {
+			return unsafe.String(unsafe.SliceData(v.m.data), len(v.m.data)), nil
+		}, func(err error) error {
 			if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
-				return nil, fmt.Errorf("message.json: %w", err)
-			} else if err != nil {
-				return nil, fmt.Errorf("message.json: the message is not JSON (%v): %q", err, clip(string(v.m.data), 80))
+				return fmt.Errorf("message.json: %w", err)
 			}
-			return out, nil
+			return fmt.Errorf("message.json: the message is not JSON (%v): %q", err, clip(string(v.m.data), 80))
 		}), nil
 	}
 	return nil, nil

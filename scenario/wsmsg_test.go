@@ -50,10 +50,9 @@ func TestWebSocketCountsTypesGapsAndDeliveries(t *testing.T) {
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	u, rec := wsUserEnv(t, `
 def on_message(user, msg):
-    ev = msg.json()
-    user.state["seen"] = user.state.get("seen", 0) + 1
-    if ev.get("event") == "posted":
-        user.state["delay"] = delivery.record(ev["text"], name="posted")
+    user.state["types"] = user.state.get("types", []) + [msg.type]
+    if msg.type == "posted":
+        user.state["delay"] = delivery.record(msg.json("text"), name="posted")
 def on_gap(user, ws, expected, got):
     user.state["gap"] = (expected, got)
 def act(user):
@@ -80,6 +79,9 @@ def act(user):
 	}
 	if g, _, _ := u.value.state.Get(starlark.String("gap")); g == nil || g.String() != "(2, 4)" {
 		t.Errorf("on_gap saw %v, want (2, 4): seq 2 expected after 1, 4 came", g)
+	}
+	if ts, _, _ := u.value.state.Get(starlark.String("types")); ts == nil || ts.String() != `["hello", "typing", "posted", "posted", "text"]` {
+		t.Errorf("msg.type of the five messages: %v", ts)
 	}
 	if d, _, _ := u.value.state.Get(starlark.String("delay")); d != starlark.None {
 		t.Errorf("delivery.record of a text with no stamp = %v, want None", d)

@@ -1,0 +1,163 @@
+package scenario
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.starlark.net/starlark"
+)
+
+// jsonPath is a path into a JSON text, as r.json("posts.0.id") gives it: object keys and
+// list indexes, dot-separated, as k6's res.json(selector) reads the simplest of its selectors.
+type jsonPath struct {
+	keys  []string
+	index []int // keys[i] as a list index, or -1
+
+	v     starlark.Value // the value found, once found
+	found bool
+}
+
+func parsePath(path string) *jsonPath {
+	p := &jsonPath{keys: strings.Split(path, ".")}
+	p.index = make([]int, len(p.keys))
+	for i, k := range p.keys {
+		p.index[i] = -1
+		if n, err := strconv.Atoi(k); err == nil && n >= 0 && k == strconv.Itoa(n) {
+			p.index[i] = n
+		}
+	}
+	return p
+}
+
+// decodeJSONAt decodes only the value at path in s: the rest of s is checked as decodeJSON
+// checks it (the same errors), but not built, so reading one field of a large body costs
+// little more than passing over its bytes. Where s has a key twice, the last one counts, as
+// in decodeJSON's dict. found is false when s has no value at path.
+func decodeJSONAt(s, path string) (v starlark.Value, found bool, err error) {
+	sel := parsePath(path)
+	if _, err := decodeWith(s, sel); err != nil {
+		return nil, false, err
+	}
+	return sel.v, sel.found, nil
+}
+
+// step reads a value of a container that the first on steps of d.sel lead to; match tells
+// whether its key or index is the next step.
+func (d *jsonDecoder) step(on int, match bool) starlark.Value {
+	sel := d.sel
+	switch {
+	case !match:
+		d.on = -1
+		d.value()
+	case on+1 < len(sel.keys):
+		sel.found = false // a later duplicate key replaces what an earlier one led to
+		d.on = on + 1
+		d.value()
+	default:
+		d.on, d.discard = -1, false
+		v := d.value()
+		d.discard = true
+		if d.err == nil {
+			sel.v, sel.found = v, true
+		}
+	}
+	d.on = on
+	return starlark.None
+}
+
+// keyText is the text of a quoted object key, unescaped as decodeJSON unescapes it.
+func keyText(quoted string) string {
+	raw := quoted[1 : len(quoted)-1]
+	for i := 0; i < len(raw); i++ {
+		if !plainByte[raw[i]] {
+			d := jsonDecoder{s: quoted}
+			if v, ok := d.str().(starlark.String); ok {
+				return string(v)
+			}
+			return raw
+		}
+	}
+	return raw
+}
+
+// whyMissing says where path leads nowhere in v, the whole decoded text:
+// `no "order" in the body's object; its keys: error, message`.
+func whyMissing(v starlark.Value, path string) string {
+	at := "the top level"
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case *starlark.Dict:
+			next, found, _ := x.Get(starlark.String(k))
+			if !found {
+				keys := make([]string, 0, x.Len())
+				for _, key := range x.Keys() {
+					keys = append(keys, string(key.(starlark.String)))
+				}
+				sort.Strings(keys)
+				if len(keys) > 10 {
+					keys = append(keys[:10], "...")
+				}
+				return fmt.Sprintf("no %q in the object at %s; its keys: %s", k, at, strings.Join(keys, ", "))
+			}
+			v = next
+		case *starlark.List:
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 0 || k != strconv.Itoa(n) {
+				return fmt.Sprintf("%q is not an index of the list at %s", k, at)
+			}
+			if n >= x.Len() {
+				return fmt.Sprintf("no index %d in the list at %s, of %d", n, at, x.Len())
+			}
+			v = x.Index(n)
+		default:
+			return fmt.Sprintf("%q: the value at %s is a %s, not an object or a list", k, at, v.Type())
+		}
+		if at == "the top level" {
+			at = strconv.Quote(k)
+		} else {
+			at = strconv.Quote(strings.Trim(at, `"`) + "." + k)
+		}
+	}
+	return "" // found
+}
+
+// jsonMethod is r.json() and msg.json(): the whole text decoded, or with a path only the
+// value there (default= when it is missing, else an error that says what is there).
+// describe turns a decoding error into the method's own message.
+func jsonMethod(name string, text func() (string, error), describe func(error) error) *starlark.Builtin {
+	return starlark.NewBuiltin(name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		var path string
+		var dflt starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), args, kw, "path?", &path, "default?", &dflt); err != nil {
+			return nil, err
+		}
+		s, err := text()
+		if err != nil {
+			return nil, err
+		}
+		if path == "" {
+			if dflt != nil {
+				return nil, fmt.Errorf("%s: default= is for a path: %s(path, default=...)", name, name)
+			}
+			v, err := decodeJSON(s)
+			if err != nil {
+				return nil, describe(err)
+			}
+			return v, nil
+		}
+		v, found, err := decodeJSONAt(s, path)
+		if err != nil {
+			return nil, describe(err)
+		}
+		if found {
+			return v, nil
+		}
+		if dflt != nil {
+			return dflt, nil
+		}
+		whole, _ := decodeJSON(s) // it decoded above
+		return nil, fmt.Errorf("%s(%q): %s (default= gives a value for this case)", name, path, whyMissing(whole, path))
+	})
+}
