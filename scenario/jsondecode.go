@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf16"
@@ -18,13 +19,12 @@ import (
 // with the limits of MaxJSONDepth and MaxJSONNumber checked as it goes.
 //
 // It is headroom's own because r.json() and msg.json() are what a chat user
-// spends most of its CPU on: a page of 30 posts is ~250 values. Strings
-// without escapes are slices of s, not copies; a container's elements are
-// gathered on a reused stack and the list or dict made once at its size; an
-// integer of up to 18 digits is parsed without math/big. Errors read "at
-// offset N, why", as Starlark's do (data files turn N into a line).
-//
-// The values share s's memory, so s must not change afterwards.
+// spends most of its CPU on: a page of 30 posts is ~250 values. Strings are
+// copies (not slices of s: an id kept from a page would keep the whole page
+// alive, as chat.star's threads list once kept 20 pages a user); a container's
+// elements are gathered on a reused stack and the list or dict made once at
+// its size; an integer of up to 18 digits is parsed without math/big. Errors
+// read "at offset N, why", as Starlark's do (data files turn N into a line).
 func decodeJSON(s string) (starlark.Value, error) {
 	return decodeWith(s, nil)
 }
@@ -96,7 +96,7 @@ func (d *jsonDecoder) key() starlark.Value {
 	if d.keys == nil {
 		d.keys = make(map[string]starlark.Value, 32)
 	}
-	v := starlark.Value(starlark.String(k))
+	v := starlark.Value(starlark.String(d.keep(k)))
 	d.keys[k] = v
 	return v
 }
@@ -178,6 +178,11 @@ func (d *jsonDecoder) literal(word string) bool {
 	return false
 }
 
+// keep copies a string of s, so that the values do not hold s's memory.
+// One allocation each, sized to it: shared chunks were tried, and a user
+// keeping 40 ids from 40 bodies kept 40 chunks.
+func (d *jsonDecoder) keep(x string) string { return strings.Clone(x) }
+
 // plainByte marks the bytes a string can hold and still be its own value: not
 // a quote, a backslash, a control character or the start of a multi-byte
 // character.
@@ -203,7 +208,7 @@ func (d *jsonDecoder) str() starlark.Value {
 		if d.discard {
 			return starlark.None
 		}
-		return starlark.String(s[start+1 : j])
+		return starlark.String(d.keep(s[start+1 : j]))
 	}
 	// Something else first: find the closing quote, skipping escaped bytes.
 	ascii, escaped, control := true, false, false
@@ -219,7 +224,7 @@ func (d *jsonDecoder) str() starlark.Value {
 				if d.discard {
 					return starlark.None
 				}
-				return starlark.String(r)
+				return starlark.String(d.keep(r))
 			}
 			if u, ok := unquote(r); ok {
 				return starlark.String(u)

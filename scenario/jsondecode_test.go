@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -302,4 +303,36 @@ func BenchmarkDecodeJSONAt(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecodedStringsDoNotHoldTheText: a string kept from a decoded body (an id
+// from a page of posts) holds none of the body's memory, so keeping it does not
+// keep the page alive, whether decoded whole, at a path or by key.
+func TestDecodedStringsDoNotHoldTheText(t *testing.T) {
+	page := postsPage(30)
+	lo, hi := uintptr(unsafe.Pointer(unsafe.StringData(page))), uintptr(unsafe.Pointer(unsafe.StringData(page)))+uintptr(len(page))
+	inPage := func(v starlark.Value) bool {
+		s := string(v.(starlark.String))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return len(s) > 0 && lo <= p && p < hi
+	}
+	whole, err := decodeJSON(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, _, _ := whole.(*starlark.Dict).Get(starlark.String("order"))
+	at, _, err := decodeJSONAt(page, "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []starlark.Value{order.(*starlark.List).Index(0), at.(*starlark.List).Index(29)} {
+		if inPage(v) {
+			t.Errorf("%s is a slice of the page", v)
+		}
+	}
+	for _, k := range whole.(*starlark.Dict).Keys() {
+		if inPage(k) {
+			t.Errorf("key %s is a slice of the page", k)
+		}
+	}
 }
