@@ -342,7 +342,9 @@ func (d *jsonDecoder) list() starlark.Value {
 	if d.s[d.i] != ']' {
 		for n := 0; ; n++ {
 			var v starlark.Value
-			if on >= 0 {
+			if on >= 0 && d.sel.each[on] {
+				v = d.every(on)
+			} else if on >= 0 {
 				v = d.step(on, n == d.sel.index[on])
 			} else {
 				v = d.value()
@@ -368,6 +370,10 @@ func (d *jsonDecoder) list() starlark.Value {
 		}
 	}
 	d.i++ // ']'
+	if on >= 0 && d.sel.each[on] {
+		d.sel.v, d.sel.found = starlark.NewList(d.sel.all[on]), true
+		d.sel.all[on] = nil
+	}
 	if d.discard {
 		return starlark.None
 	}
@@ -395,7 +401,7 @@ func (d *jsonDecoder) object() starlark.Value {
 			if d.space() && d.s[d.i] == '"' {
 				start := d.i
 				k = d.key()
-				if on >= 0 && d.err == nil {
+				if on >= 0 && d.err == nil && !d.sel.each[on] {
 					match = keyText(d.s[start:d.i]) == d.sel.keys[on]
 				}
 			} else {

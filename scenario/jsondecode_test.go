@@ -85,7 +85,7 @@ func typedRepr(v starlark.Value) string {
 var jsonSeeds = []string{
 	`{"id": "u1", "n": [1, 2.5, -3e2, true, false, null]}`,
 	`[]`, `{}`, `""`, `0`, `-0`, `-0.0`, `1.`, `01`, `-01`, `-`, `1e400`, `1e-400`, `[1,]`, `{"a" 1}`, `{"a":1,}`, `{1:2}`,
-	`{"a":{"b":1},"a":{"c":2}}`, `{"a":{"b":{"c":1}},"a":{"b":{"c":2}}}`, `{"a\u002eb":1,"a":[0,{"b":[]}]}`, `{"\u0061":1,"a":2}`,
+	`{"a":{"b":1},"a":{"c":2}}`, `{"a":{"b":{"c":1}},"a":{"b":{"c":2}}}`, `{"a\u002eb":1,"a":[0,{"b":[]}]}`, `{"\u0061":1,"a":2}`, `[{"id":1},{"x":2},{"id":3,"id":4},5,{"id":[{"k":1}]}]`, `{"a":[{"b":1}],"a":[{"b":2},{"b":3}]}`, `[[{"a":1}],[{"a":2},{"a":3}]]`,
 	`"\ud800"`, `"\u00e9\n\"x\\"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`, `"\ude00\ud83d"`,
 	`"\/\b\f\r\t"`, `"\u00E9\u00e9é"`, `"\u12"`, `"\q"`, `"é\n` + "\xff" + `"`, `{"post":"{\"id\":\"p1\",\"message\":\"hi \u00e9\"}"}`, `"é"`, `"a` + "\n" + `b"`, `"é` + "\t" + `"`, "\"\xff\"", "\xff\xfe", `"\x"`, `"abc`,
 	`[` + strings.Repeat(`"]`, 3), `{"a":{"b":{"c":[[[]]]}}}`, `{"a":1,"a":2,"b":3}`, ` [ 1 , 2 ] `, `[1 2]`, `tru`, `nul`,
@@ -134,27 +134,24 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 // samePicks fails t unless decodeJSONAt agrees with decodeJSON on s for every
-// path to a value in it (up to 200, four steps deep), and for a path beside
-// each that leads nowhere: the same value, or not found, or the same error.
+// path to a value in it (up to 200, four steps deep), "#" paths over its lists,
+// and a path beside each that leads nowhere: the same value as resolvePath finds
+// in the whole decoding, or not found, or the same error.
 func samePicks(t *testing.T, s string) {
 	t.Helper()
 	whole, err := decodeJSON(s)
 	if err != nil {
-		for _, path := range []string{"a", "0", "order", "a.b.0"} {
+		for _, path := range []string{"a", "0", "order", "a.b.0", "#.id"} {
 			if _, _, perr := decodeJSONAt(s, path); perr == nil || perr.Error() != err.Error() {
 				t.Fatalf("%.200q at %q: error %v, decodeJSON's is %v", s, path, perr, err)
 			}
 		}
 		return
 	}
-	type pick struct {
-		path string
-		v    starlark.Value // nil: not there
-	}
-	var picks []pick
+	var paths []string
 	var walk func(prefix string, v starlark.Value, depth int)
 	walk = func(prefix string, v starlark.Value, depth int) {
-		if depth == 4 || len(picks) > 200 {
+		if depth == 4 || len(paths) > 200 {
 			return
 		}
 		join := func(k string) string {
@@ -167,35 +164,76 @@ func samePicks(t *testing.T, s string) {
 		case *starlark.Dict:
 			for _, kv := range x.Items() {
 				k := string(kv[0].(starlark.String))
-				if strings.Contains(k, ".") || k == "" {
+				if strings.Contains(k, ".") || k == "" || k == "#" {
 					continue // not a path's step
 				}
-				picks = append(picks, pick{join(k), kv[1]})
+				paths = append(paths, join(k))
 				walk(join(k), kv[1], depth+1)
 			}
-			picks = append(picks, pick{join("no such key"), nil})
+			paths = append(paths, join("no such key"), join("#.a"))
 		case *starlark.List:
 			for i := range x.Len() {
-				picks = append(picks, pick{join(strconv.Itoa(i)), x.Index(i)})
+				paths = append(paths, join(strconv.Itoa(i)))
 				walk(join(strconv.Itoa(i)), x.Index(i), depth+1)
+				walk(join("#"), x.Index(i), depth+1) // the paths of an element, over every element
 			}
-			picks = append(picks, pick{join(strconv.Itoa(x.Len())), nil}, pick{join("01"), nil})
+			paths = append(paths, join(strconv.Itoa(x.Len())), join("01"))
 		default:
-			picks = append(picks, pick{join("0"), nil})
+			paths = append(paths, join("0"), join("#.0"))
 		}
 	}
 	walk("", whole, 0)
-	for _, p := range picks {
-		got, found, err := decodeJSONAt(s, p.path)
+	for _, path := range paths {
+		if strings.HasSuffix(path, "#") {
+			continue
+		}
+		want, wfound := resolvePath(whole, strings.Split(path, "."))
+		got, found, err := decodeJSONAt(s, path)
 		switch {
 		case err != nil:
-			t.Fatalf("%.200q at %q: %v, though decodeJSON decodes it", s, p.path, err)
-		case found != (p.v != nil):
-			t.Fatalf("%.200q at %q: found %v, want %v", s, p.path, found, p.v != nil)
-		case found && typedRepr(got) != typedRepr(p.v):
-			t.Fatalf("%.200q at %q: %.300s, want %.300s", s, p.path, typedRepr(got), typedRepr(p.v))
+			t.Fatalf("%.200q at %q: %v, though decodeJSON decodes it", s, path, err)
+		case found != wfound:
+			t.Fatalf("%.200q at %q: found %v, want %v", s, path, found, wfound)
+		case found && typedRepr(got) != typedRepr(want):
+			t.Fatalf("%.200q at %q: %.300s, want %.300s", s, path, typedRepr(got), typedRepr(want))
 		}
 	}
+}
+
+// resolvePath is what a path means, on decoded values: a key of a dict, an index of
+// a list, or with "#" the list of what the rest finds in each element that has it.
+func resolvePath(v starlark.Value, steps []string) (starlark.Value, bool) {
+	if len(steps) == 0 {
+		return v, true
+	}
+	k := steps[0]
+	switch x := v.(type) {
+	case *starlark.Dict:
+		if k == "#" {
+			return nil, false
+		}
+		next, found, _ := x.Get(starlark.String(k))
+		if !found {
+			return nil, false
+		}
+		return resolvePath(next, steps[1:])
+	case *starlark.List:
+		if k == "#" {
+			var all []starlark.Value
+			for i := range x.Len() {
+				if e, ok := resolvePath(x.Index(i), steps[1:]); ok {
+					all = append(all, e)
+				}
+			}
+			return starlark.NewList(all), true
+		}
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 0 || k != strconv.Itoa(n) || n >= x.Len() {
+			return nil, false
+		}
+		return resolvePath(x.Index(n), steps[1:])
+	}
+	return nil, false
 }
 
 // postsPage is a body of GET /api/v4/channels/{id}/posts as the testbed

@@ -9,26 +9,33 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// jsonPath is a path into a JSON text, as r.json("posts.0.id") gives it: object keys and
-// list indexes, dot-separated, as k6's res.json(selector) reads the simplest of its selectors.
+// jsonPath is a path into a JSON text, as r.json("posts.0.id") gives it: object keys, list
+// indexes and "#" (every element of a list), dot-separated, as k6's res.json(selector) reads
+// the simplest of its selectors (GJSON's).
 type jsonPath struct {
 	keys  []string
-	index []int // keys[i] as a list index, or -1
+	index []int              // keys[i] as a list index, or -1
+	each  []bool             // keys[i] is "#"
+	all   [][]starlark.Value // for a "#" step, what the rest of the path found in each element so far
 
 	v     starlark.Value // the value found, once found
 	found bool
 }
 
-func parsePath(path string) *jsonPath {
+func parsePath(path string) (*jsonPath, error) {
 	p := &jsonPath{keys: strings.Split(path, ".")}
-	p.index = make([]int, len(p.keys))
+	p.index, p.each, p.all = make([]int, len(p.keys)), make([]bool, len(p.keys)), make([][]starlark.Value, len(p.keys))
 	for i, k := range p.keys {
 		p.index[i] = -1
 		if n, err := strconv.Atoi(k); err == nil && n >= 0 && k == strconv.Itoa(n) {
 			p.index[i] = n
 		}
+		p.each[i] = k == "#"
 	}
-	return p
+	if p.each[len(p.keys)-1] {
+		return nil, fmt.Errorf("a path cannot end in #: # is every element of a list, and needs a step after it (%q); for the list itself leave it out", path+".id")
+	}
+	return p, nil
 }
 
 // decodeJSONAt decodes only the value at path in s: the rest of s is checked as decodeJSON
@@ -36,7 +43,14 @@ func parsePath(path string) *jsonPath {
 // little more than passing over its bytes. Where s has a key twice, the last one counts, as
 // in decodeJSON's dict. found is false when s has no value at path.
 func decodeJSONAt(s, path string) (v starlark.Value, found bool, err error) {
-	sel := parsePath(path)
+	sel, err := parsePath(path)
+	if err != nil {
+		return nil, false, err
+	}
+	return decodeAt(s, sel)
+}
+
+func decodeAt(s string, sel *jsonPath) (v starlark.Value, found bool, err error) {
 	if _, err := decodeWith(s, sel); err != nil {
 		return nil, false, err
 	}
@@ -67,6 +81,17 @@ func (d *jsonDecoder) step(on int, match bool) starlark.Value {
 	return starlark.None
 }
 
+// every reads an element of a list that a "#" step (the on-th) applies to: what the rest of
+// the path finds in it, if anything, joins the list of what it found in the others.
+func (d *jsonDecoder) every(on int) starlark.Value {
+	sel := d.sel
+	d.step(on, true)
+	if sel.found {
+		sel.all[on] = append(sel.all[on], sel.v)
+	}
+	return starlark.None
+}
+
 // keyText is the text of a quoted object key, unescaped as decodeJSON unescapes it.
 func keyText(quoted string) string {
 	raw := quoted[1 : len(quoted)-1]
@@ -87,6 +112,9 @@ func keyText(quoted string) string {
 func whyMissing(v starlark.Value, path string) string {
 	at := "the top level"
 	for _, k := range strings.Split(path, ".") {
+		if _, ok := v.(*starlark.List); !ok && k == "#" {
+			return fmt.Sprintf("#: the value at %s is a %s, not a list", at, v.Type())
+		}
 		switch x := v.(type) {
 		case *starlark.Dict:
 			next, found, _ := x.Get(starlark.String(k))
@@ -147,7 +175,11 @@ func jsonMethod(name string, text func() (string, error), describe func(error) e
 			}
 			return v, nil
 		}
-		v, found, err := decodeJSONAt(s, path)
+		sel, err := parsePath(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		v, found, err := decodeAt(s, sel)
 		if err != nil {
 			return nil, describe(err)
 		}

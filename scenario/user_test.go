@@ -96,7 +96,19 @@ def act(user):
         fail("a dict or a null")
     if r.json("order.2", default=7) != 7 or r.json("posts.p9.id", default=None) != None:
         fail("default")
+    if r.json("posts.p1.n.#.x", default=0) != []:
+        fail("# over numbers: %s" % r.json("posts.p1.n.#.x", default=0))
 `, d)
+	if out != metrics.OK {
+		t.Fatalf("outcome %v: %+v", out, *rec)
+	}
+	users := &fakeDoer{status: 200, body: `[{"id": "u1", "name": "a"}, {"name": "b"}, {"id": "u3"}]`}
+	rec, out = runAction(t, `
+def act(user):
+    ids = user.http.get("/users").json("#.id")
+    if ids != ["u1", "u3"]:
+        fail("#.id: %s" % ids)
+`, users)
 	if out != metrics.OK {
 		t.Fatalf("outcome %v: %+v", out, *rec)
 	}
@@ -107,6 +119,8 @@ def act(user):
 		`"order.first"`: `"first" is not an index of the list at "order"`,
 		`"next.a"`:      `"a": the value at "next" is a NoneType, not an object or a list`,
 		`default=1`:     `response.json: default= is for a path`,
+		`"order.#"`:     `response.json: a path cannot end in #`,
+		`"posts.#.id"`:  `#: the value at "posts" is a dict, not a list`,
 	} {
 		rec, out := runAction(t, "def act(user):\n    user.http.get('/page').json("+path+")\n", d)
 		last := (*rec)[len(*rec)-1]
