@@ -91,6 +91,7 @@ type Engine struct {
 	// conns is the open model's shared connections (OpenModel.Connections),
 	// set by StartOpen before its users; nil: each user its own.
 	conns *transport.Pool
+	warm  *warm // where users' actions and handlers run
 }
 
 // New returns an engine with no users.
@@ -104,7 +105,7 @@ func New(cfg Config) *Engine {
 	if cfg.Spread == 0 {
 		cfg.Spread = 100 * time.Millisecond
 	}
-	return &Engine{cfg: cfg, abort: make(chan struct{})}
+	return &Engine{cfg: cfg, abort: make(chan struct{}), warm: newWarm(256)}
 }
 
 // id is the id of the nth user added (Config.IDs).
@@ -148,7 +149,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 }
 
 func (e *Engine) newUser(id int) *vu {
-	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began,
+	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread,
 		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id) }}
 	v.user, v.client = v.fresh()
@@ -202,6 +203,9 @@ func (e *Engine) recover(v *vu) {
 		return
 	}
 	pe := &PanicError{Where: fmt.Sprintf("user %d", v.id), Value: p, Stack: debug.Stack()}
+	if wp, ok := p.(*workerPanic); ok { // in an action or handler: where it happened
+		pe.Value, pe.Stack = wp.value, wp.stack
+	}
 	e.panic.CompareAndSwap(nil, pe)
 	if e.cfg.OnPanic != nil {
 		e.cfg.OnPanic(pe)
@@ -309,6 +313,7 @@ func (e *Engine) Stop() {
 	}
 	e.SetUsers(0)
 	e.gone.Wait()
+	e.warm.close()
 	if conns != nil {
 		conns.Close()
 	}

@@ -446,7 +446,7 @@ func (v *vu) serve(o *openModel, spread time.Duration, onDemand bool, onAction f
 			onAction(v.id, act.Name)
 		}
 		v.doing.Store(&act.Name)
-		v.user.RunLate(act, late)
+		v.warm.do(func() { v.user.RunLate(act, late) })
 		v.doing.Store(nil)
 	}
 }

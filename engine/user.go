@@ -67,6 +67,7 @@ type vu struct {
 	spread   time.Duration          // Config.Spread, after its default
 	timer    *time.Timer            // pause's; the user's goroutine's alone
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
+	warm     *warm                  // the engine's: where its actions and handlers run
 }
 
 var setupName = scenario.SetupAction
@@ -107,7 +108,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 			onAction(v.id, a.Name)
 		}
 		v.doing.Store(&a.Name)
-		v.user.Run(a)
+		v.warm.do(func() { v.user.Run(a) })
 		v.doing.Store(nil)
 		v.set(Thinking)
 		if !v.pause(v.user.Think()) {
@@ -169,7 +170,7 @@ func (v *vu) handle() bool {
 			return false
 		default:
 		}
-		v.user.Handle(m)
+		v.warm.do(func() { v.user.Handle(m) })
 	}
 	return true
 }
