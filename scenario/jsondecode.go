@@ -512,12 +512,12 @@ func (d *jsonDecoder) number() starlark.Value {
 		}
 		return starlark.Float(x)
 	}
+	if d.discard {
+		return starlark.None // digits after an optional minus, not a leading zero: an integer
+	}
 	if len(digits) <= 18 {
 		x, err := strconv.ParseInt(num, 10, 64)
 		if err == nil {
-			if d.discard {
-				return starlark.None
-			}
 			return starlark.MakeInt64(x)
 		}
 	}
