@@ -489,8 +489,7 @@ func (p *respParser) result() (head, body []byte) {
 		p.buf = nil
 		return b[p.start:p.head:p.head], b[p.head:bodyEnd:bodyEnd]
 	}
-	out := make([]byte, bodyEnd-p.start)
-	copy(out, b[p.start:bodyEnd])
+	out := bytes.Clone(b[p.start:bodyEnd]) // not make and copy: the new bytes are not zeroed first
 	h := p.head - p.start
 	return out[:h:h], out[h:]
 }
