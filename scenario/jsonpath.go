@@ -9,6 +9,9 @@ import (
 	"go.starlark.net/starlark"
 )
 
+// This file reads parts of a JSON text without decoding the rest: the value at a path (r.json(path)),
+// and a top-level field of a WebSocket message (topField).
+
 // jsonPath is a path into a JSON text, as r.json("posts.0.id") gives it: object keys, list
 // indexes and "#" (every element of a list), dot-separated, as k6's res.json(selector) reads
 // the simplest of its selectors (GJSON's).
@@ -192,4 +195,87 @@ func jsonMethod(name string, text func() (string, error), describe func(error) e
 		whole, _ := decodeJSON(s) // it decoded above
 		return nil, fmt.Errorf("%s(%q): %s (default= gives a value for this case)", name, path, whyMissing(whole, path))
 	})
+}
+
+// topField finds key among the keys of the JSON object s and returns its
+// value's text, without decoding anything else: how a WebSocket message's
+// type and sequence number are read for every message, handler or not. A
+// key with escapes is not matched; a malformed object ends the search.
+func topField(s, key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	d := jsonDecoder{s: s}
+	if !d.space() || s[d.i] != '{' {
+		return "", false
+	}
+	d.i++
+	for d.space() && s[d.i] == '"' {
+		start := d.i
+		if !d.skip() {
+			return "", false
+		}
+		k := s[start+1 : d.i-1]
+		if !d.space() || s[d.i] != ':' {
+			return "", false
+		}
+		d.i++
+		if !d.space() {
+			return "", false
+		}
+		start = d.i
+		if !d.skip() {
+			return "", false
+		}
+		if k == key {
+			return s[start:d.i], true
+		}
+		if !d.space() || s[d.i] != ',' {
+			return "", false
+		}
+		d.i++
+	}
+	return "", false
+}
+
+// skip passes over one value (strings and brackets matched, nothing
+// checked inside) and reports whether it ended before the input did.
+func (d *jsonDecoder) skip() bool {
+	s := d.s
+	depth := 0
+	for d.i < len(s) {
+		c := s[d.i]
+		switch c {
+		case '"':
+			for d.i++; d.i < len(s) && s[d.i] != '"'; d.i++ {
+				if s[d.i] == '\\' {
+					d.i++
+				}
+			}
+			if d.i >= len(s) {
+				return false
+			}
+			d.i++
+		case '[', '{':
+			depth++
+			d.i++
+		case ']', '}':
+			if depth == 0 {
+				return true // the end of the enclosing container
+			}
+			depth--
+			d.i++
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return true
+			}
+			d.i++
+		default:
+			d.i++
+		}
+		if depth == 0 && (c == '"' || c == ']' || c == '}') {
+			return true
+		}
+	}
+	return depth == 0
 }
