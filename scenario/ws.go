@@ -45,7 +45,10 @@ type wsConn struct {
 	name      string
 	header    http.Header
 	protocols []string
-	onMessage starlark.Callable // nil: messages are dropped unread
+	onMessage starlark.Callable // nil: messages are dropped unread (unless onType has their type)
+	// onType is on_message given as a dict: the handler of each message type. A message of a type it
+	// does not name is counted and dropped, without waking the user.
+	onType map[string]starlark.Callable
 	// typeField and seqField name top-level JSON fields of the messages
 	// received: the first is the type they are counted under, the second
 	// a sequence number whose jumps are gaps, passed to onGap.
@@ -98,12 +101,16 @@ func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlar
 	var raw, name, typeField, seqField string
 	var headers *starlark.Dict
 	var protocols *starlark.List
-	var onMessage, onGap starlark.Callable
-	var reconnect starlark.Value = starlark.None
+	var onGap starlark.Callable
+	var reconnect, onMessage starlark.Value = starlark.None, starlark.None
 	if err := starlark.UnpackArgs(b.Name(), args, kw, "url", &raw, "name?", &name, "headers?", &headers,
 		"subprotocols?", &protocols, "on_message?", &onMessage, "reconnect?", &reconnect,
 		"type_field?", &typeField, "seq_field?", &seqField, "on_gap?", &onGap); err != nil {
 		return nil, err
+	}
+	handler, byType, err := handlersOf(onMessage, typeField)
+	if err != nil {
+		return nil, fmt.Errorf("%s: on_message=%s: %v", b.Name(), clip(onMessage.String(), 60), err)
 	}
 	if onGap != nil && seqField == "" {
 		return nil, fmt.Errorf("%s: on_gap needs seq_field=, the JSON field that numbers the messages (\"seq\")", b.Name())
@@ -117,8 +124,8 @@ func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlar
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", b.Name(), err)
 	}
-	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: onMessage, backoff: backoff,
-		typeField: typeField, seqField: seqField, onGap: onGap}
+	c := &wsConn{u: u, url: full, name: name, header: http.Header{}, onMessage: handler, onType: byType,
+		backoff: backoff, typeField: typeField, seqField: seqField, onGap: onGap}
 	if c.name == "" {
 		c.name = "WS " + pathOf(full)
 	}
@@ -152,6 +159,36 @@ func (w *wsValue) connect(th *starlark.Thread, b *starlark.Builtin, args starlar
 	w.mu.Unlock()
 	c.dial()
 	return c, nil
+}
+
+// handlersOf reads on_message=: None, a function for every message, or a dict from message type to
+// function. Types other than "text" and "binary" come from typeField, so a dict naming one needs it.
+func handlersOf(v starlark.Value, typeField string) (starlark.Callable, map[string]starlark.Callable, error) {
+	switch v := v.(type) {
+	case starlark.NoneType:
+		return nil, nil, nil
+	case starlark.Callable:
+		return v, nil, nil
+	case *starlark.Dict:
+		byType := make(map[string]starlark.Callable, v.Len())
+		for _, kv := range v.Items() {
+			t, ok := kv[0].(starlark.String)
+			if !ok {
+				return nil, nil, fmt.Errorf("a key is %s %s: want message types (strings) as keys", kv[0].Type(), kv[0])
+			}
+			f, ok := kv[1].(starlark.Callable)
+			if !ok {
+				return nil, nil, fmt.Errorf("%s's handler is %s %s: want a function(user, msg)", t, kv[1].Type(), kv[1])
+			}
+			if typeField == "" && t != "text" && t != "binary" {
+				return nil, nil, fmt.Errorf("the type %s needs type_field=, the JSON field that names a message's type "+
+					"(\"event\", \"type\"); without it every message is \"text\" or \"binary\"", t)
+			}
+			byType[string(t)] = f
+		}
+		return nil, byType, nil
+	}
+	return nil, nil, fmt.Errorf("want a function(user, msg), or a dict from message type to function (got %s)", v.Type())
 }
 
 // wsURL resolves a path against the target as ws(s)://, or checks a ws(s):// URL; sameOrigin tells

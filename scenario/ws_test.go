@@ -161,9 +161,13 @@ def act(user):
 func TestWebSocketMistakes(t *testing.T) {
 	target, _ := echoServer(t)
 	for src, want := range map[string]string{
-		`user.ws.send("x")`:                      "the user has no WebSocket: call user.ws.connect(...) first",
-		`user.ws.connect("http://example.com/")`: "want a path (/api/v4/websocket) or a ws:// or wss:// URL",
-		`user.ws.connect("/echo").send(1)`:       "got a int, want a string (a text message) or bytes (binary)",
+		`user.ws.send("x")`:                                    "the user has no WebSocket: call user.ws.connect(...) first",
+		`user.ws.connect("http://example.com/")`:               "want a path (/api/v4/websocket) or a ws:// or wss:// URL",
+		`user.ws.connect("/echo").send(1)`:                     "got a int, want a string (a text message) or bytes (binary)",
+		`user.ws.connect("/echo", on_message=1)`:               "want a function(user, msg), or a dict from message type to function (got int)",
+		`user.ws.connect("/echo", on_message={1: act})`:        "a key is int 1: want message types (strings) as keys",
+		`user.ws.connect("/echo", on_message={"posted": 1})`:   `"posted"'s handler is int 1: want a function(user, msg)`,
+		`user.ws.connect("/echo", on_message={"posted": act})`: `the type "posted" needs type_field=`,
 	} {
 		u, rec := wsUser(t, "def act(user):\n    "+src+"\n", target)
 		u.Run(u.Type().Actions[0])

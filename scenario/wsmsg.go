@@ -121,10 +121,14 @@ func (u *User) deliver(m *Message) {
 	}
 }
 
-// handler is the function m goes to: on_gap for a gap, else on_message.
+// handler is the function m goes to: on_gap for a gap, else on_message (its type's, given a dict); nil
+// when none wants it.
 func (m *Message) handler() starlark.Callable {
 	if m.gap != [2]int64{} {
 		return m.conn.onGap
+	}
+	if m.conn.onType != nil {
+		return m.conn.onType[m.typ]
 	}
 	return m.conn.onMessage
 }
@@ -166,7 +170,7 @@ func (u *User) Handle(m *Message) metrics.Outcome {
 	if m.gap != [2]int64{} {
 		_, s = u.invokeWith(GapAction, m.conn.onGap, starlark.Tuple{u.value, m.conn, starlark.MakeInt64(m.gap[0]), starlark.MakeInt64(m.gap[1])})
 	} else {
-		_, s = u.invokeWith(MessageAction, m.conn.onMessage, starlark.Tuple{u.value, &messageValue{m}})
+		_, s = u.invokeWith(MessageAction, m.handler(), starlark.Tuple{u.value, &messageValue{m}})
 	}
 	u.env.Record.Record(s)
 	return s.Outcome

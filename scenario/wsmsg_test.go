@@ -121,6 +121,52 @@ def act(user):
 	}
 }
 
+func TestWebSocketHandlersByType(t *testing.T) {
+	u, rec := wsUserEnv(t, `
+def on_posted(user, msg):
+    user.state["seen"] = user.state.get("seen", []) + ["posted " + msg.json("text")]
+def on_text(user, msg):
+    user.state["seen"] = user.state.get("seen", []) + ["text " + msg.text]
+def act(user):
+    c = user.ws.connect("/", name="events", type_field="event", on_message={"posted": on_posted, "text": on_text})
+    c.send("\n".join([
+        '{"event": "hello"}',
+        '{"event": "typing"}',
+        '{"event": "posted", "text": "hi"}',
+        'not json',
+        '{"event": "typing"}',
+        '{"event": "posted", "text": "bye"}',
+    ]))
+`, Env{Target: eventServer(t), Timeout: 5 * time.Second})
+	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
+		t.Fatalf("action: %v %s", out, rec.last(metrics.Action).Message)
+	}
+	rec.await(t, "the six messages read", func() bool { return rec.count("events", metrics.MessageIn) == 6 })
+	for range 3 {
+		next(t, u)
+	}
+	if m := u.NextMessage(); m != nil {
+		t.Errorf("a %q message waits for a handler; only posted and text have one", m.typ)
+	}
+	if seen, _, _ := u.value.state.Get(starlark.String("seen")); seen == nil || seen.String() != `["posted hi", "text not json", "posted bye"]` {
+		t.Errorf("the handlers saw %v, want the posted and text messages in order, each by its own handler", seen)
+	}
+	if n := rec.count(MessageAction, metrics.Action); n != 3 {
+		t.Errorf("%d handler runs recorded, want 3 (hello and typing are counted, not handled)", n)
+	}
+	in := map[string]int64{}
+	snap := metrics.NewSnapshot()
+	for _, x := range rec.all() {
+		snap.Add(&x)
+	}
+	for typ, f := range snap.Sockets["events"].In {
+		in[typ] = f.Messages
+	}
+	if in["hello"] != 1 || in["typing"] != 2 || in["posted"] != 2 || in["text"] != 1 {
+		t.Errorf("messages in by type %v, want every type counted whether handled or not", in)
+	}
+}
+
 func TestDeliveryStampsAreFoundInText(t *testing.T) {
 	at := time.Unix(1700000000, 123456789)
 	for text, ok := range map[string]bool{
