@@ -1,11 +1,18 @@
 package engine
 
 import (
+	"context"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
 )
 
 // deep recurses n frames of ~1 KB each, as a Starlark action's calls do.
@@ -103,4 +110,58 @@ func TestPanicInAnActionNamesWhereItHappened(t *testing.T) {
 		t.Errorf("reported %q %v, stack:\n%s", p.Where, p.Value, p.Stack)
 	}
 	e.warm.close()
+}
+
+// BenchmarkWarm is the cost of handing a call to a worker and waiting for it (go test -bench Warm -cpu 1):
+// what each action pays after a pause for its stack to stay grown (see warm).
+func BenchmarkWarm(b *testing.B) {
+	w := newWarm(4)
+	defer w.close()
+	n := 0
+	f := func() { n++ }
+	for b.Loop() {
+		w.do(f)
+	}
+	if n == 0 {
+		b.Fatal("the call never ran")
+	}
+}
+
+// TestActionsWithoutAPauseRunOnTheUsersGoroutine: after a think time, an action goes to a worker
+// (the user's stack may have been shrunk meanwhile); with a think time of 0 it runs on the user's own
+// goroutine, whose stack the last action grew, without the hand-over's cost.
+func TestActionsWithoutAPauseRunOnTheUsersGoroutine(t *testing.T) {
+	for _, c := range []struct {
+		think  string
+		inline bool
+	}{{`"0s"`, true}, {`"10ms"`, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			sc, err := scenario.Load(context.Background(), "e.star", []byte(`
+def act(user):
+    pass
+actions = [action("A", act)]
+think_time = think.constant(`+c.think+`)
+`), scenario.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var acts atomic.Int64
+			hundred := make(chan struct{})
+			target, _ := url.Parse("http://127.0.0.1:9") // never asked: the action sends nothing
+			e := New(Config{Scenario: sc, Target: target, Seed: 1, Spread: -1, Recorder: metrics.NewRecorder(1, nil, time.Now),
+				OnAction: func(int, string) {
+					if acts.Add(1) == 100 {
+						close(hundred)
+					}
+				}})
+			e.SetUsers(1)
+			<-hundred // (a user that never pauses never lets the bubble's clock move: no polling)
+			e.Stop()
+			n, handed := acts.Load(), e.warm.handed.Load()
+			if c.inline && handed > 1 || !c.inline && handed < n-1 {
+				t.Errorf("think %s: %d of %d actions handed to a worker; want only the first with no pause, all after one",
+					c.think, handed, n)
+			}
+		})
+	}
 }
