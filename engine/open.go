@@ -432,7 +432,7 @@ func (v *vu) serve(o *openModel, spread time.Duration, onDemand bool, onAction f
 		return
 	}
 	for {
-		a, ok := v.await(o)
+		a, waited, ok := v.await(o)
 		if !ok {
 			o.forget(v) // before its teardown: no arrival is handed to it during it
 			v.finish()
@@ -446,37 +446,41 @@ func (v *vu) serve(o *openModel, spread time.Duration, onDemand bool, onAction f
 			onAction(v.id, act.Name)
 		}
 		v.doing.Store(&act.Name)
-		v.warm.do(func() { v.user.RunLate(act, late) })
+		if waited { // idle meanwhile: on a worker, as vu.run after a pause
+			v.warm.do(func() { v.user.RunLate(act, late) })
+		} else { // the arrival was waiting for it: its stack is still the last action's
+			v.user.RunLate(act, late)
+		}
 		v.doing.Store(nil)
 	}
 }
 
 // await returns v's next arrival: one waiting for a user, or else the
-// one the dispatcher hands it while it is idle, handling its WebSocket
-// messages meanwhile; false when v is stopped.
-func (v *vu) await(o *openModel) (arrival, bool) {
+// one the dispatcher hands it while it is idle (waited), handling its
+// WebSocket messages meanwhile; ok is false when v is stopped.
+func (v *vu) await(o *openModel) (a arrival, waited, ok bool) {
 	select {
 	case <-v.stop:
-		return arrival{}, false
+		return arrival{}, false, false
 	default:
 	}
 	if !v.handle() { // what arrived during the action first
-		return arrival{}, false
+		return arrival{}, false, false
 	}
 	if a, ok := o.take(v); ok {
-		return a, true
+		return a, false, true
 	}
 	v.set(Idle)
 	waiting := v.user.Waiting()
 	for {
 		select {
 		case a := <-v.arrive:
-			return a, true
+			return a, true, true
 		case <-v.stop:
-			return arrival{}, false
+			return arrival{}, true, false
 		case <-waiting:
 			if !v.handle() {
-				return arrival{}, false
+				return arrival{}, true, false
 			}
 		}
 	}

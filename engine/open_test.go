@@ -142,6 +142,9 @@ func TestOpenConstantRate(t *testing.T) {
 			if e.Users() != 0 || e.Late() != 0 {
 				t.Errorf("after Stop: %d users; %d late wake-ups in virtual time", e.Users(), e.Late())
 			}
+			if h := e.warm.handed.Load(); h != a.Count { // a user idles before each arrival
+				t.Errorf("%v: %d of %d actions handed to a worker; want all (each came after a pause)", sp, h, a.Count)
+			}
 		})
 	}
 	if p := counts[Poisson]; p[0] != p[1] || math.Abs(float64(p[0])-1000) > 4*math.Sqrt(1000) {
@@ -196,6 +199,11 @@ func TestOpenArrivalsWaitUpToMaxWait(t *testing.T) {
 		}
 		if max := a.Hist.Max(); max < 200_000 || max > 300_000 {
 			t.Errorf("the latest start was %d µs late; want waits up to MaxWait (300 ms)", max)
+		}
+		// Each user finds an arrival waiting as it comes free: it runs it on its own goroutine, its
+		// stack still grown, not on a worker (the first of each user's came while it was idle).
+		if h := e.warm.handed.Load(); h > 5 {
+			t.Errorf("%d of %d actions handed to a worker; want only each user's first", h, a.Count)
 		}
 	})
 }
