@@ -1,12 +1,10 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -396,74 +394,6 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-
-// read hands ws's messages to the user's inbox until ws ends (see got).
-// It is most of a connection's life, parked in ReadMessage: its own frame
-// is kept small so the goroutine's stack stays at the minimum (2 KB, not 4).
-func (c *wsConn) read(ws *websocket.Conn) {
-	next := int64(-1) // the sequence number expected; -1 until the first
-	for {
-		typ, data, err := readMessage(ws)
-		if err != nil {
-			c.ended(ws, err)
-			return
-		}
-		c.got(typ, data, &next)
-	}
-}
-
-// got counts a message read and hands it to the inbox, watching the
-// sequence field: a number above the one expected (*next) is a gap
-// (counted, and passed to on_gap); one below starts the count again (a
-// server that numbers each connection from 0).
-//
-//go:noinline
-func (c *wsConn) got(typ int, data []byte, next *int64) {
-	u := c.u
-	mt, seq, hasSeq := c.fields(typ, data)
-	u.env.Record.Record(metrics.Sample{Kind: metrics.MessageIn, Name: c.name, Type: mt, BytesIn: int64(len(data))})
-	if hasSeq {
-		if *next >= 0 && seq > *next {
-			u.env.Record.Record(metrics.Sample{Kind: metrics.Gap, Name: c.name, N: seq - *next})
-			if c.onGap != nil {
-				u.deliver(&Message{conn: c, gap: [2]int64{*next, seq}, at: u.env.Now()})
-			}
-		}
-		*next = seq + 1
-	}
-	u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: u.env.Now()})
-}
-
-// readMessage is ws.ReadMessage, but the message is read into a pooled buffer and copied out at its
-// size: ReadMessage's io.ReadAll grows its slice from 512 bytes, so a message of 1 KB cost 2.5 KB
-// of garbage. Its frame is on the stack of every idle connection, parked in NextReader, so it is as
-// small as ReadMessage's; the copying is in copyMessage, on the stack only while a message is read
-// (with it here the stack of an idle connection's reader passed 2 KB: +2.2 KB a user).
-func readMessage(ws *websocket.Conn) (int, []byte, error) {
-	typ, r, err := ws.NextReader()
-	if err != nil {
-		return typ, nil, err
-	}
-	data, err := copyMessage(r)
-	return typ, data, err
-}
-
-//go:noinline
-func copyMessage(r io.Reader) ([]byte, error) {
-	b := messageBuffers.Get().(*bytes.Buffer)
-	b.Reset()
-	_, err := b.ReadFrom(r)
-	data := bytes.Clone(b.Bytes())
-	if b.Cap() <= 64<<10 { // a large message's buffer is not kept
-		messageBuffers.Put(b)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
-}
-
-var messageBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ended is read's end: unless the user closed ws first, the connection is
 // counted closed (normally for a close frame 1000 or 1001, abnormally
