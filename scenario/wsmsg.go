@@ -124,16 +124,21 @@ func (u *User) deliver(m *Message) {
 	}
 }
 
-// handler is the function m goes to: on_gap for a gap, else on_message (its type's, given a dict); nil
-// when none wants it.
+// handler is the function m goes to: on_gap for a gap, else its type's (handlerOf); nil when none wants it.
 func (m *Message) handler() starlark.Callable {
 	if m.gap != [2]int64{} {
 		return m.conn.onGap
 	}
-	if m.conn.onType != nil {
-		return m.conn.onType[m.typ]
+	return m.conn.handlerOf(m.typ)
+}
+
+// handlerOf is the function a message of type mt goes to: on_message, or given a dict, mt's; nil when
+// none wants it.
+func (c *wsConn) handlerOf(mt string) starlark.Callable {
+	if c.onType != nil {
+		return c.onType[mt]
 	}
-	return m.conn.onMessage
+	return c.onMessage
 }
 
 // Waiting holds a token while WebSocket messages wait for their handlers: the engine then takes each
@@ -229,6 +234,9 @@ func (c *wsConn) got(typ int, data []byte, next *int64) {
 			}
 		}
 		*next = seq + 1
+	}
+	if c.handlerOf(mt) == nil { // counted above, and no handler wants it: nothing to build
+		return
 	}
 	u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: u.env.Now()})
 }
