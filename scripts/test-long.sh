@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long end-to-end tests, left out of ./scripts/test.sh to keep it within CI's 15 minutes: each is a real
-# search against the testbed of 2.5 minutes or more. They skip themselves unless HEADROOM_LONG_TESTS is set.
+# search against the testbed of 2.5 minutes or more, in files built only with the tag long (go test -tags long).
 # Takes about 3 minutes on 2 cores (the searches run side by side).
 #
 #   ./scripts/test-long.sh
@@ -11,5 +11,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "test-long: Go 1.26 is needed" >&2; exit 1; }
 go mod download
-HEADROOM_LONG_TESTS=1 go test -count=1 -parallel 3 -timeout 14m -v -run '^TestSearchFindsTheTestbedCeiling$' ./runner |
+go test -tags long -count=1 -parallel 3 -timeout 14m -v -run '^TestSearchFindsTheTestbedCeiling$' ./runner |
 	grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|\.go:[0-9]+:'
