@@ -90,6 +90,11 @@ func (s *session) watchMemory() (restore func()) {
 	if limit == 0 {
 		return func() {}
 	}
+	// What init left for the collector (a data file read and parsed, the
+	// scenario compiled) goes back to the system first: the soft limit
+	// would reclaim it only eventually, and the watch's first samples
+	// would count it against the users.
+	debug.FreeOSMemory()
 	prev := debug.SetMemoryLimit(-1)
 	debug.SetMemoryLimit(min(prev, int64(min(limit, 1<<62))))
 	w := memWatch{limit: limit, every: s.c.memEvery, sample: s.c.memSample}
