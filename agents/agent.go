@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
@@ -35,6 +36,13 @@ type AgentOptions struct {
 	// coordinator gave it (Welcome.Lease). Nil: it stops its users, and
 	// Serve returns (Retry says to join again).
 	Redial func(context.Context) (Stream, error)
+	// MaxMemory, in bytes, is how much memory this agent may use (its
+	// --max-memory): past it, its users are cancelled and its status
+	// says so (Status.Memory), for the coordinator to stop the run. 0: no
+	// limit.
+	MaxMemory uint64
+	memEvery  time.Duration // between memory samples; 0: memlimit's default
+	memSample func() uint64 // bytes in use; nil: memlimit.Used
 }
 
 // Serve is an agent's side of one stream: the handshake, then the run its
@@ -66,11 +74,42 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		return err
 	}
 	a := &agent{e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics,
-		opt: opt, hello: h, session: w.Session, lease: w.Lease, in: make(chan delivery), quit: make(chan struct{})}
+		opt: opt, hello: h, session: w.Session, lease: w.Lease, in: make(chan delivery), quit: make(chan struct{}), memory: make(chan *memlimit.Error)}
 	defer e.Stop()
 	defer a.close()
+	if opt.MaxMemory > 0 {
+		defer a.watchMemory(ctx)()
+	}
 	a.attach(s, nil)
 	return a.run(ctx)
+}
+
+// watchMemory starts the agent's --max-memory watch: past the limit, its
+// users are cancelled and the run's loop is told (a.memory), to say so in
+// every status from then on. The returned function ends the watch and
+// restores the runtime's soft limit.
+func (a *agent) watchMemory(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	restore := memlimit.Apply(a.opt.MaxMemory)
+	start := time.Now()
+	w := memlimit.Watch{Limit: a.opt.MaxMemory, Every: a.opt.memEvery, Sample: a.opt.memSample}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, func(used uint64) {
+			e := &memlimit.Error{Used: used, Limit: w.Limit, At: time.Since(start), Users: a.e.Users(), Doing: a.e.Doing()}
+			a.e.Abort("headroom's memory passed --max-memory")
+			select {
+			case a.memory <- e:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+		restore()
+	}
 }
 
 // errBroken is a run's stream ending before the coordinator stopped it:
@@ -166,6 +205,10 @@ type agent struct {
 	beat     *time.Ticker // a status when nothing else was sent for a second
 	acked    *time.Timer  // once stopping: the wait for the last acknowledgements
 	done     *Frame       // its Done, once numbered
+	// The --max-memory watch's report, once (memory), and from then on
+	// in every status (over): its users were cancelled.
+	memory chan *memlimit.Error
+	over   *memlimit.Error
 
 	// The stream, and how to get another.
 	opt     AgentOptions
@@ -254,6 +297,9 @@ func (a *agent) run(ctx context.Context) error {
 			default:
 				err = a.handle(d.f)
 			}
+		case m := <-a.memory: // its users were cancelled: they go (below), and none comes back
+			a.over, a.want = m, 0
+			err = a.status()
 		case <-a.beat.C: // a heartbeat: the seconds' figures go when asked (KindFlush)
 			if !a.stopping {
 				err = a.status()
@@ -412,7 +458,8 @@ func (a *agent) status() error { return a.sendMsg(KindStatus, a.state()) }
 func (a *agent) state() Status {
 	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
 		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Flushed: a.flushed, Requests: a.total.Count, Errors: a.total.Errors,
-		Arrivals: a.arrivals, Dropped: a.dropped, CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB()}
+		Arrivals: a.arrivals, Dropped: a.dropped, CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB(),
+		Memory: a.over}
 	if a.total.Count > 0 {
 		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
 		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000

@@ -115,3 +115,20 @@ func (f *Fleet) recovered(ft *fault) bool {
 	}
 	return true
 }
+
+// Stopped is why the run must stop, or nil: an agent's memory passed its
+// --max-memory, and it cancelled its users (Status.Memory). The runners
+// call it once a tick, and stop the run with it as one process's run
+// stops with its own.
+func (f *Fleet) Stopped() error {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	for _, r := range f.c.remotes {
+		if m := r.status.Memory; m != nil {
+			e := *m
+			e.Agent = r.String()
+			return &e
+		}
+	}
+	return nil
+}

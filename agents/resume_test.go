@@ -27,9 +27,10 @@ type testNet struct {
 	joins sync.WaitGroup
 
 	mu     sync.Mutex
-	down   bool               // dials fail: the coordinator cannot be reached
-	links  map[string][]*link // by agent name, in the order dialed
-	served []error            // what the coordinator's side of each stream returned
+	down   bool                           // dials fail: the coordinator cannot be reached
+	links  map[string][]*link             // by agent name, in the order dialed
+	tune   map[string]func(*AgentOptions) // agent name's options beyond the test's own
+	served []error                        // what the coordinator's side of each stream returned
 }
 
 // serve is the coordinator's side of l, as gRPC would run it: the stream
@@ -108,6 +109,9 @@ func (n *testNet) agent(ctx context.Context, name string, prom *metrics.Prom) (d
 	var all []error
 	dial := n.dialer(name)
 	opt := AgentOptions{Token: []byte(testToken), Name: name, Version: "test", Prom: prom, Redial: dial}
+	if tune := n.tune[name]; tune != nil {
+		tune(&opt)
+	}
 	go func() {
 		for {
 			sctx, hang := context.WithCancel(ctx)
@@ -229,12 +233,17 @@ type testRun struct {
 // startRun starts a coordinator (with its lease watch, if watch), the
 // agents named, and users among them.
 func startRun(t *testing.T, watch bool, users int, names ...string) *testRun {
+	return startTuned(t, watch, nil, users, names...)
+}
+
+// startTuned is startRun with agents' options changed by tune, by name.
+func startTuned(t *testing.T, watch bool, tune map[string]func(*AgentOptions), users int, names ...string) *testRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := newCoordinator([]byte(testToken))
 	if watch {
 		go c.watch()
 	}
-	r := &testRun{t: t, ctx: ctx, cancel: cancel, c: c, n: &testNet{t: t, c: c, links: map[string][]*link{}},
+	r := &testRun{t: t, ctx: ctx, cancel: cancel, c: c, n: &testNet{t: t, c: c, links: map[string][]*link{}, tune: tune},
 		done: map[string]<-chan error{}, errs: map[string]func() []error{}, prom: map[string]*metrics.Prom{},
 		kill: map[string]context.CancelFunc{}, killed: map[string]bool{}, total: metrics.NewSnapshot()}
 	for _, name := range names {

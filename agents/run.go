@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/scenario"
 )
 
@@ -209,6 +210,9 @@ type Status struct {
 
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	// Memory, once set, is why the agent cancelled its users: its memory
+	// passed its --max-memory. The coordinator stops the run with it.
+	Memory *memlimit.Error `json:"memory,omitempty"`
 	// Error, when set, is why the agent cannot run (its scenario did not
 	// load, or loaded to another hash); it ends the stream after it.
 	Error string `json:"error,omitempty"`

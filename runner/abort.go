@@ -47,7 +47,7 @@ func (s *session) noteStop(cause error) {
 	case errors.As(cause, &pe):
 		s.res.Notes = append(s.res.Notes, fmt.Sprintf("headroom stopped the run after an internal error, a bug in headroom (please report it with this note): %v", pe))
 	case errors.As(cause, &me):
-		s.res.Notes = append(s.res.Notes, me.note())
+		s.res.Notes = append(s.res.Notes, me.Note())
 	}
 }
 

@@ -44,6 +44,10 @@ type Fleet interface {
 	// elsewhere), or "": the runners keep such seconds out of their
 	// figures. Called once after each Drain.
 	Degraded() string
+	// Stopped is why part of the fleet stopped its users on its own, for
+	// the run to stop with (an agent's memory passed its --max-memory: a
+	// *MemoryError), or nil. Called once a tick.
+	Stopped() error
 }
 
 // agentsFleet is a Fleet of agents: it reports each, for the result.
@@ -60,3 +64,4 @@ type localFleet struct {
 func (f localFleet) Drain(into *metrics.Snapshot) { f.rec.Drain(into) }
 func (f localFleet) Overflowed() bool             { return f.rec.Overflowed() }
 func (f localFleet) Degraded() string             { return "" }
+func (f localFleet) Stopped() error               { return nil } // this process's watch aborts the run itself

@@ -6,38 +6,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/result"
 )
-
-func TestMemWatchReportsTheFirstSamplePastTheLimit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		samples := []uint64{100, 900, 1000, 1001, 5000}
-		calls := 0
-		w := memWatch{limit: 1000, every: 20 * time.Millisecond, sample: func() uint64 {
-			calls++
-			return samples[calls-1]
-		}}
-		start := time.Now()
-		var got uint64
-		var at time.Duration
-		w.run(context.Background(), func(used uint64) { got, at = used, time.Since(start) })
-		if got != 1001 || at != 80*time.Millisecond || calls != 4 {
-			t.Errorf("over(%d) at %v after %d samples; want 1001 at 80ms, the 4th", got, at, calls)
-		}
-
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		w.sample = func() uint64 { return 10 }
-		start = time.Now()
-		w.run(ctx, func(uint64) { t.Error("over called under the limit") })
-		if el := time.Since(start); el != time.Second {
-			t.Errorf("returned after %v, want when ctx ended (1s)", el)
-		}
-	})
-}
 
 // An action that doubles a string in a loop would take all the machine's
 // memory and kill headroom; with --max-memory the run stops cleanly, its
@@ -68,7 +41,7 @@ actions = [action("Grow", grow)]
 	}
 	garbage = nil
 	debug.SetGCPercent(gc)
-	t.Logf("the process holds %d MiB before the run", goMemory()>>20)
+	t.Logf("the process holds %d MiB before the run", memlimit.Used()>>20)
 	start := time.Now()
 	res, err := (&Bounded{Common: Common{Scenario: sc, Target: target, Out: out, Grace: time.Second, MaxMemory: 512 << 20, memEvery: time.Millisecond},
 		Users: 1, Duration: time.Minute}).Run(context.Background())

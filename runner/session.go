@@ -75,7 +75,7 @@ type Common struct {
 
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
-	memSample func() uint64 // bytes in use; default goMemory
+	memSample func() uint64 // bytes in use; default memlimit.Used
 }
 
 // WriteError is Run's error when a run went its course but its result
@@ -275,6 +275,9 @@ func (s *session) collect() metrics.Point {
 	s.all.Merge(s.interval)
 	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
 	p.Connections = s.all.OpenSockets()
+	if err := s.eng.Stopped(); err != nil {
+		s.abort(err) // the run's loop ends at its next turn
+	}
 	if why := s.eng.Degraded(); why != "" {
 		p.Degraded = true
 		s.degraded.Merge(s.interval)

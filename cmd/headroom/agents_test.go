@@ -299,3 +299,48 @@ func TestOpenModelOnLocalAgents(t *testing.T) {
 	}
 	t.Logf("arrivals %+v; agents' requests %d, %d", *a, r.Agents.Agents[0].Requests, r.Agents.Agents[1].Requests)
 }
+
+// TestMaxMemoryOnLocalAgents: --max-memory holds where the users run.
+// Each of two local agents gets half of it; a scenario that doubles a
+// string passes an agent's share, that agent cancels its users, and the
+// coordinator stops the run as one process stops its own: status stopped,
+// exit 1, a note naming the agent and the action.
+func TestMaxMemoryOnLocalAgents(t *testing.T) {
+	star := filepath.Join(t.TempDir(), "grow.star")
+	grow := `
+def grow(user):
+    user.http.get("/healthz", name="GET /healthz")
+    s = "x"
+    for i in range(40):
+        s = s + s
+actions = [action("Grow", grow)]
+`
+	if err := os.WriteFile(star, []byte(grow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	start := time.Now()
+	code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", testbedURL(t), "--users", "2", "--duration", "1m",
+		"--max-memory", "1GiB", "--local-agents", "2", "--out", out, "--quiet", "--no-report"))
+	took := time.Since(start)
+	if code != 1 || took > 40*time.Second {
+		t.Fatalf("exit %d after %v: want 1 (stopped), well before the minute\n%s\n%s", code, took, stdout, stderr)
+	}
+	r, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(r.Notes, "\n")
+	for _, want := range []string{"headroom stopped the run: headroom's memory on agent ", "past its limit of 512 MiB (--max-memory)", "Grow (1)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	// The requests before the strings grew: in the window, or in the
+	// ramp's figures if the run stopped before agents reported their users
+	// ready (they report once a second).
+	if n := r.Totals.Count + r.RampTotals.Count; r.Status != result.Stopped || n == 0 || !strings.Contains(stderr, "the run stopped early: headroom's memory on agent") {
+		t.Errorf("status %q, %d requests, stderr:\n%s\nwant stopped, the requests before the strings grew, and why on stderr", r.Status, n, stderr)
+	}
+	t.Logf("stopped after %v: %s", took.Round(time.Millisecond), notes)
+}

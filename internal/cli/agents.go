@@ -48,7 +48,9 @@ broke off, 2 bad flags, 5 an internal error (a bug in headroom).
 func agentCmd(ctx context.Context, env Env, args []string) int {
 	var coordinator, tokenFile, name, tlsCA, metricsAddr string
 	var wait time.Duration
+	mem := memory{text: "50%"}
 	fs := newFlags(env, "agent", "--coordinator HOST:PORT --token-file FILE [flags]", agentHelp)
+	fs.Var(&mem, "max-memory", "memory this agent may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it the agent cancels its users and its coordinator stops the run (status stopped), as a run of one process does; 0: no limit")
 	fs.StringVar(&coordinator, "coordinator", "", "the coordinator's address, host:port (required)")
 	fs.StringVar(&tokenFile, "token-file", "", "a file holding the shared token, or - for standard input (required)")
 	host, _ := os.Hostname()
@@ -83,7 +85,7 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--coordinator %s: %v", coordinator, err)
 	}
 	defer conn.Close()
-	opt := agents.AgentOptions{Token: token, Name: name, Version: Version,
+	opt := agents.AgentOptions{Token: token, Name: name, Version: Version, MaxMemory: mem.resolve(env),
 		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }}
 	// A stream that breaks is dialed again and resumed within the
 	// coordinator's lease: the users run on, nothing is counted twice.
@@ -160,8 +162,9 @@ type localAgents struct {
 }
 
 // startLocalAgents starts n agents, each with an equal share of the cores
-// (GOMAXPROCS), and waits until all have joined.
-func startLocalAgents(ctx context.Context, env Env, n int) (*localAgents, error) {
+// (GOMAXPROCS) and of memory (bytes, the run's --max-memory; 0: no
+// limit), and waits until all have joined.
+func startLocalAgents(ctx context.Context, env Env, n int, memory uint64) (*localAgents, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	token := hex.EncodeToString(raw)
@@ -177,7 +180,8 @@ func startLocalAgents(ctx context.Context, env Env, n int) (*localAgents, error)
 	}
 	procs := max(1, runtime.NumCPU()/n)
 	for i := range n {
-		cmd := exec.Command(exe, "agent", "--coordinator", coord.Addr(), "--token-file", "-", "--name", fmt.Sprintf("local-%d", i), "--wait", "10s")
+		cmd := exec.Command(exe, "agent", "--coordinator", coord.Addr(), "--token-file", "-", "--name", fmt.Sprintf("local-%d", i), "--wait", "10s",
+			"--max-memory", share(memory, n))
 		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
 		cmd.Stdin = strings.NewReader(token)
 		stderr, err := cmd.StderrPipe()

@@ -68,7 +68,7 @@ func (f *loadFlags) attachFleet(ctx context.Context, env Env, sc *scenario.Scena
 	}
 	var coord *agents.Coordinator
 	if ff.local > 0 {
-		la, err := startLocalAgents(ctx, env, ff.local)
+		la, err := startLocalAgents(ctx, env, ff.local, f.maxMemory(env))
 		if err != nil {
 			return nil, fail(env, ExitError, "--local-agents: %v", err), false
 		}

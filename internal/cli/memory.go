@@ -99,12 +99,24 @@ func (s *size) Set(v string) error {
 	return nil
 }
 
-// maxMemory resolves --max-memory against what the process may use: a
-// share of an unknown amount is no limit.
-func (f *loadFlags) maxMemory(env Env) uint64 {
-	bytes, share, _ := parseMemory(f.memory.text)
+// maxMemory resolves --max-memory against what the process may use.
+func (f *loadFlags) maxMemory(env Env) uint64 { return f.memory.resolve(env) }
+
+// resolve is m in bytes: a share of what the process may use (a share of
+// an unknown amount is no limit), or 0 for none.
+func (m memory) resolve(env Env) uint64 {
+	bytes, share, _ := parseMemory(m.text)
 	if share > 0 {
 		bytes = uint64(share * float64(env.limits().Memory))
 	}
 	return bytes
+}
+
+// share is the --max-memory of each of n local agents: an equal part of
+// limit (bytes; 0, none), at least what headroom needs itself.
+func share(limit uint64, n int) string {
+	if limit == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%dB", max(limit/uint64(max(n, 1)), minMemory))
 }

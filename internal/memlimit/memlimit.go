@@ -1,0 +1,110 @@
+// Package memlimit is --max-memory: the watch that samples headroom's
+// memory and reports the first sample past the limit, and the error that
+// says so. The runner watches the process that runs users; so does each
+// agent, and its coordinator stops the run with the agent's error.
+package memlimit
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"runtime/metrics"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Error is why headroom stopped a run whose memory passed its limit:
+// what it used, and what the users were doing then.
+type Error struct {
+	Used, Limit uint64        // bytes
+	At          time.Duration // since the run (or the agent's part of it) started
+	Users       int
+	Doing       map[string]int // users by the action (or setup) they were running
+	Agent       string         // the agent whose memory it was, e.g. "agent 1 (local-1)"; "": this process
+}
+
+func (e *Error) Error() string {
+	on := ""
+	if e.Agent != "" {
+		on = " on " + e.Agent
+	}
+	return fmt.Sprintf("headroom's memory%s reached %s, past its limit of %s (--max-memory), %v into the run",
+		on, mib(e.Used), mib(e.Limit), e.At.Round(100*time.Millisecond))
+}
+
+// Note is the result's note: what happened and what likely used the memory.
+func (e *Error) Note() string {
+	var doing []string
+	for name, n := range e.Doing {
+		doing = append(doing, fmt.Sprintf("%s (%d)", name, n))
+	}
+	sort.Strings(doing)
+	what := "no user was running an action then"
+	if len(doing) > 0 {
+		what = "the users running an action then: " + strings.Join(doing, ", ")
+	}
+	users := fmt.Sprintf("%d users", e.Users)
+	if e.Users == 1 {
+		users = "1 user"
+	}
+	return fmt.Sprintf("headroom stopped the run: %v, with %s; %s. "+
+		"Likely a scenario that builds large values (a string or list grown in a loop, response bodies kept in user.state); "+
+		"raise --max-memory only if the users need that much", e, users, what)
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+// Watch samples headroom's memory every so often and reports the first
+// sample past the limit.
+type Watch struct {
+	Limit  uint64        // bytes
+	Every  time.Duration // between samples; 0: 20 ms
+	Sample func() uint64 // bytes in use; nil: Used
+}
+
+// Run samples until ctx ends or a sample passes the limit; it then calls
+// over with the sample and returns.
+func (w Watch) Run(ctx context.Context, over func(used uint64)) {
+	if w.Every <= 0 {
+		w.Every = 20 * time.Millisecond
+	}
+	if w.Sample == nil {
+		w.Sample = Used
+	}
+	t := time.NewTicker(w.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if used := w.Sample(); used > w.Limit {
+				over(used)
+				return
+			}
+		}
+	}
+}
+
+// Used is the memory the Go runtime holds from the system, as its own
+// memory limit counts it (debug.SetMemoryLimit): everything mapped but
+// what was returned. runtime/metrics reads it without stopping the world.
+func Used() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// Apply readies the process for a watch of limit: what it no longer uses
+// goes back to the system first (init's garbage, a data file read and
+// parsed: the soft limit would reclaim it only eventually, and the
+// watch's first samples would count it against the users), then the Go
+// runtime's soft limit is set to limit, so the collector works harder
+// near it. The returned function restores the soft limit.
+func Apply(limit uint64) (restore func()) {
+	debug.FreeOSMemory()
+	prev := debug.SetMemoryLimit(-1)
+	debug.SetMemoryLimit(min(prev, int64(min(limit, 1<<62))))
+	return func() { debug.SetMemoryLimit(prev) }
+}
