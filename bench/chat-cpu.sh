@@ -14,6 +14,9 @@
 #                        so headroom's CPU is what is measured
 #       TESTBED_CPU=0    core the testbed is pinned to
 #       HEADROOM_CPU=1   core(s) headroom is pinned to (e.g. 0,1 with AGENTS=2)
+#       RAMP=20s         the ramp to USERS (set longer for tens of thousands of users)
+#       SOURCE_ADDRS=    --source-addrs for headroom, e.g. 127.0.0.1-127.0.0.4: one address holds ~14,000
+#                        connections to the testbed, and each user holds two (past ~7,000 users)
 #       PROFILE=file     write a CPU profile of the first round's measured seconds (HEADROOM_PPROF=1;
 #                        one process only, not with AGENTS)
 #       HEADROOM=path    use this binary instead of building ./cmd/headroom
@@ -37,6 +40,8 @@ TESTBED_ARGS=${TESTBED_ARGS:---channels 1000 --workers 64 --scale 0.2}
 TESTBED_CPU=${TESTBED_CPU:-0}
 HEADROOM_CPU=${HEADROOM_CPU:-1}
 QUIET_WAIT=${QUIET_WAIT:-120}
+RAMP=${RAMP:-20s}
+SOURCE_ADDRS=${SOURCE_ADDRS:-}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -75,9 +80,10 @@ round() {
 	mport=$(free_port)
 	local agents=()
 	if [ "$AGENTS" -gt 0 ]; then agents=(--local-agents "$AGENTS"); else env+=(GOMAXPROCS=1); fi
+	if [ -n "$SOURCE_ADDRS" ]; then agents+=(--source-addrs "$SOURCE_ADDRS"); fi
 	if [ -n "${PROFILE:-}" ] && [ "$n" = 1 ]; then env+=(HEADROOM_PPROF=1); fi
 	env "${env[@]}" taskset -c "$HEADROOM_CPU" "$HEADROOM" run "$BENCH_ROOT/examples/chat.star" \
-		--target "http://127.0.0.1:$tport" --users "$USERS" --ramp 20s --duration "$((DURATION + 30))s" \
+		--target "http://127.0.0.1:$tport" --users "$USERS" --ramp "$RAMP" --duration "$((DURATION + 30))s" \
 		--metrics-listen "127.0.0.1:$mport" "${agents[@]}" --out "$dir/run" --quiet >"$dir/run.txt" 2>"$dir/run.err" &
 	hpid=$!
 	BENCH_PIDS+=("$hpid")
