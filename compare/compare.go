@@ -46,7 +46,10 @@ type Comparison struct {
 	ServiceMean *Metric `json:"service_mean_ms,omitempty"`
 	ServiceP99  *Metric `json:"service_p99_ms,omitempty"`
 	// Levels are the step levels both sides held.
-	Levels []LevelSpan        `json:"levels,omitempty"`
+	Levels []LevelSpan `json:"levels,omitempty"`
+	// Setup is the users' setups over the whole runs (compareSetup): left
+	// out of every span above, compared here. nil when no run has setups.
+	Setup  *Span              `json:"setup,omitempty"`
 	Server []ServerComparison `json:"server,omitempty"`
 }
 
@@ -102,6 +105,10 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	}
 	c.notes(base, new)
 	c.Window = compareSpan(windows(base), windows(new), o)
+	var note string
+	if c.Setup, note = compareSetup(base, new, o); note != "" {
+		c.Notes = append(c.Notes, note)
+	}
 	c.Unit = unitOf(base)
 	if modelOf(base.Runs[0].Result) == result.ModelOpen {
 		c.open(base, new, o)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/headroom-dev/headroom/scenario"
 )
 
 // Gate is one --fail-on limit, such as users:-5% or p99:+10%: a change of
@@ -24,6 +26,7 @@ var gateKeys = map[string]string{
 	"p99":    "p99 latency: the common mix and each request",
 	"errors": "error share in percentage points: the common mix and each request",
 	"server": "server-side mean time over the common mix of each family (API, store)",
+	"setup":  "users' setups: mean latency over the common mix of setup requests, and the mean time to set up",
 }
 
 // ParseFailOn parses a comma-separated list of gates: users:-5%,p99:+10%,errors:+1pp.
@@ -56,7 +59,7 @@ func ParseFailOn(s string) ([]Gate, error) {
 }
 
 func keys() string {
-	return "users, rps, mean, p50, p95, p99, errors, server"
+	return "users, rps, mean, p50, p95, p99, errors, server, setup"
 }
 
 // Breaches lists every figure whose change passes a gate. A change counts
@@ -90,6 +93,15 @@ func (c *Comparison) Breaches(gates []Gate) []string {
 			for _, s := range c.Server {
 				for i := range s.Timings {
 					check(g, s.Timings[i].Title, &s.Timings[i].Mix)
+				}
+			}
+		case "setup":
+			if c.Setup != nil {
+				check(g, "setup", &c.Setup.MixMean)
+				for i := range c.Setup.Actions {
+					if a := &c.Setup.Actions[i]; a.Name == scenario.ReadyAction {
+						check(g, "setup", &a.Mean)
+					}
 				}
 			}
 		}

@@ -120,6 +120,9 @@ func (r *Run) mismatch() string {
 		}
 	}
 	check("", r.Result.Requests, r.Result.Actions, r.Hists)
+	if st := r.Result.Setup; st != nil && r.Hists.Setup != nil {
+		check("setup: ", st.Requests, []metrics.Summary{st.Attempts, st.TimeToSetUp}, r.Hists.Setup)
+	}
 	if st := r.Result.Step; st != nil {
 		for _, l := range st.Levels {
 			h := r.Levels[l.Users]

@@ -57,6 +57,21 @@ func ForComparison(c *compare.Comparison) *Doc {
 		add(apart("actions", b, n, c.Window.OnlyBaseActions, c.Window.OnlyNewActions)...)
 	}
 
+	if s := c.Setup; s != nil {
+		add(&Heading{Level: 2, Text: "Users' setups"}, &Para{Text: "Every user's setup over the whole run (a login, a sign-up, its first page), " +
+			"which every figure above leaves out: a release that made logins slower shows here. " +
+			"(setup) is each attempt, (time to set up) a user's first attempt to ready, retries included."})
+		t := metricTable(b, n)
+		for _, m := range []*compare.Metric{&s.MixMean, &s.MixP99, &s.MixErrors} {
+			metricRow(t, m.Name, m)
+		}
+		add(t, rowsTable("setup request", b, n, s.Requests))
+		add(apart("setup requests", b, n, s.OnlyBase, s.OnlyNew)...)
+		if len(s.Actions) > 0 {
+			add(rowsTable("setup", b, n, s.Actions))
+		}
+	}
+
 	if len(c.Levels) > 0 {
 		add(&Heading{Level: 2, Text: "Levels"}, &Para{Text: fmt.Sprintf("Each level's held window, over the requests both sides made, with one mix. Each cell: %s → %s (change); compare.json has the intervals.", b, n)},
 			LevelsTable(c))
@@ -168,6 +183,9 @@ func headlines(c *compare.Comparison) []*compare.Metric {
 	out = append(out, &w.Throughput, &w.MixMean, &w.MixP99, &w.MixErrors)
 	if c.ServiceMean != nil {
 		out = append(out, c.ServiceMean, c.ServiceP99)
+	}
+	if c.Setup != nil { // a login that got slower is a release note's too
+		out = append(out, &c.Setup.MixMean, &c.Setup.MixP99)
 	}
 	for _, s := range c.Server {
 		for i := range s.Timings {

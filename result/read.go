@@ -94,6 +94,15 @@ func ReadHistograms(dir string) (*metrics.Snapshot, error) {
 	if err := d.decodeTable(h.Actions, snap.Actions); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, err))
 	}
+	if h.Setup != nil {
+		snap.Setup = metrics.NewSnapshot()
+		if err := d.decodeTable(h.Setup.Requests, snap.Setup.Requests); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("setup: %w", err)))
+		}
+		if err := d.decodeTable(h.Setup.Actions, snap.Setup.Actions); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("setup: %w", err)))
+		}
+	}
 	return snap, nil
 }
 

@@ -188,6 +188,11 @@ type Histograms struct {
 	// Levels, step runs only: each level's held window, by user count
 	// ("48"). Written by WriteStep, read by ReadLevelHistograms.
 	Levels map[string]LevelHistograms `json:"levels,omitempty"`
+	// Setup: the histograms of users' setups over the whole run (the
+	// figures of result.json's setup): requests by name, and the actions
+	// "(setup)" (each attempt) and "(time to set up)". Absent in results
+	// of before, and of runs whose users have no setup.
+	Setup *LevelHistograms `json:"setup,omitempty"`
 }
 
 // Names of the files in a result directory.
@@ -200,6 +205,22 @@ const (
 // creating it, on the real file system (see Writer.Write).
 func Write(dir string, r *Result, snap *metrics.Snapshot) error {
 	return Writer{}.Write(dir, r, snap)
+}
+
+// encodeSetup is the setup section of histograms.json: snap.Setup's
+// histograms, or nil when it has none.
+func encodeSetup(snap *metrics.Snapshot) (*LevelHistograms, error) {
+	if snap == nil || snap.Setup == nil {
+		return nil, nil
+	}
+	lh := &LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
+	if err := encodeSnapshot(snap.Setup, lh.Requests, lh.Actions); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if len(lh.Requests) == 0 && len(lh.Actions) == 0 {
+		return nil, nil
+	}
+	return lh, nil
 }
 
 // encodeSnapshot encodes snap's request and action histograms into the

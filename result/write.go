@@ -68,6 +68,10 @@ func (w Writer) Write(dir string, r *Result, snap *metrics.Snapshot) error {
 	if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
 		return err
 	}
+	var err error
+	if h.Setup, err = encodeSetup(snap); err != nil {
+		return err
+	}
 	return w.writeJSON(filepath.Join(dir, HistogramsFile), &h)
 }
 
@@ -85,6 +89,10 @@ func (w Writer) WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels 
 	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
 	if snap != nil {
 		if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
+			return err
+		}
+		var err error
+		if h.Setup, err = encodeSetup(snap); err != nil {
 			return err
 		}
 	}

@@ -247,7 +247,9 @@ func (r *boundedRun) begin(now time.Time) {
 	r.window, r.total = now, now.Sub(r.s.start)+r.Duration
 }
 
-func (r *boundedRun) write(w result.Writer, dir string) error { return w.Write(dir, r.s.res, r.steady) }
+func (r *boundedRun) write(w result.Writer, dir string) error {
+	return w.Write(dir, r.s.res, withSetup(r.steady, r.s.all))
+}
 
 // finish fills the figures of the result from the snapshots.
 func (r *boundedRun) finish(status string) {

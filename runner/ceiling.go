@@ -268,7 +268,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		}
 	}
 	s.server(from, s.mark(time.Now()))
-	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, snap) }))
+	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, withSetup(snap, s.all)) }))
 }
 
 // evaluate evaluates the active checks; a check whose required metric no

@@ -31,6 +31,18 @@ func setupOf(snap *metrics.Snapshot, started int64, window time.Duration) *resul
 	return out
 }
 
+// withSetup is window with the setups of the whole run (all.Setup), the
+// samples of result.Setup, for histograms.json: compare reads a login
+// that got slower there. window itself is left as it is; nil stays nil.
+func withSetup(window, all *metrics.Snapshot) *metrics.Snapshot {
+	if window == nil {
+		return nil
+	}
+	c := *window
+	c.Setup = all.Setup
+	return &c
+}
+
 // meanThink is the mean think time of sc's users: of its one user type,
 // or of its types weighted as users are drawn from them.
 func meanThink(sc *scenario.Scenario) time.Duration {

@@ -414,5 +414,5 @@ func (r *stepRun) write(w result.Writer, dir string) error {
 			levels[l.users] = l.snap
 		}
 	}
-	return w.WriteStep(dir, r.s.res, r.held, levels)
+	return w.WriteStep(dir, r.s.res, withSetup(r.held, r.s.all), levels)
 }

@@ -23,7 +23,9 @@ change from run-to-run noise (3 per side is a good start).
 
 For each figure — supported users, requests/s, latency per request (mean,
 p50, p95, p99 from the exact histograms), error rates, and the server's
-CPU, memory and API/store times when the runs scraped them — it prints
+CPU, memory and API/store times when the runs scraped them, and users'
+setups (a login, a sign-up) over the whole runs, which every other figure
+leaves out — it prints
 both sides, the change with its 95% interval, and a verdict: regression,
 improvement, or no significant change. With one run per side it says no
 verdict is possible rather than guess. Requests made on one side only are
@@ -46,7 +48,7 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	minEffect := percent(0.03)
 	fs := newFlags(env, "compare", "BASE_DIR... --vs NEW_DIR... [--out DIR] [--fail-on GATES]", compareHelp)
 	fs.StringVar(&out, "out", "", "directory for report.md, report.html and compare.json (default: print only)")
-	fs.StringVar(&failOn, "fail-on", "", "exit 3 when a change is real and beyond a limit: users:-5%,rps:-5%,mean:+10%,p50:+10%,p95:+10%,p99:+10%,errors:+1pp,server:+10%")
+	fs.StringVar(&failOn, "fail-on", "", "exit 3 when a change is real and beyond a limit: users:-5%,rps:-5%,mean:+10%,p50:+10%,p95:+10%,p99:+10%,errors:+1pp,server:+10%,setup:+20%")
 	numberVar(fs, &o.Confidence, "confidence", 0.95, 0.5, 0.9999, true, "a probability in (0.5, 1), e.g. 0.95", "confidence of the intervals")
 	fs.Var(&minEffect, "min-effect", "smallest relative change given a verdict, however certain")
 	fs.StringVar(&labels, "labels", "base,new", "names of the two sides in the report")
@@ -159,10 +161,18 @@ func writeJSONFile(path string, v any) error {
 // regression or improvement, regressions first.
 func movers(c *compare.Comparison) []string {
 	var reg, imp []string
-	for _, rows := range [][]compare.Row{c.Window.Requests, c.Window.Actions} {
-		for _, r := range rows {
+	type rows struct {
+		prefix string // "setup " for the users' setups
+		rows   []compare.Row
+	}
+	sets := []rows{{"", c.Window.Requests}, {"", c.Window.Actions}}
+	if c.Setup != nil {
+		sets = append(sets, rows{"setup ", c.Setup.Requests}, rows{"setup ", c.Setup.Actions})
+	}
+	for _, set := range sets {
+		for _, r := range set.rows {
 			for _, m := range []*compare.Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors} {
-				line := fmt.Sprintf("%s %s: %s %s", m.Verdict, r.Name, m.Name, m.DeltaText())
+				line := fmt.Sprintf("%s %s%s: %s %s", m.Verdict, set.prefix, r.Name, m.Name, m.DeltaText())
 				switch m.Verdict {
 				case compare.Regression:
 					reg = append(reg, line)

@@ -1,0 +1,138 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/runner"
+	"github.com/headroom-dev/headroom/scenario"
+)
+
+// loginRuns makes n bounded runs of 40 users, each against a server of
+// its own whose login takes login and whose one other endpoint 2 ms.
+func loginRuns(t *testing.T, n int, login time.Duration) []string {
+	t.Helper()
+	sc, err := scenario.Load(context.Background(), "login.star", []byte(`
+def setup(user):
+    user.http.post("/login", json={"user": user.id}, name="POST /login")
+
+def act(user):
+    user.http.get("/channels", name="GET /channels")
+
+actions = [action("Act", act)]
+think_time = think.constant("50ms")
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		dirs[i] = filepath.Join(t.TempDir(), fmt.Sprintf("run-%d", i))
+		wg.Go(func() {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/login" {
+					time.Sleep(login)
+				} else {
+					time.Sleep(2 * time.Millisecond)
+				}
+			}))
+			defer ts.Close()
+			target, _ := url.Parse(ts.URL)
+			_, errs[i] = (&runner.Bounded{Common: runner.Common{Scenario: sc, Target: target, Seed: uint64(i + 1), Timeout: 5 * time.Second, Grace: time.Second,
+				Out: dirs[i]}, Users: 40, Ramp: time.Second, Duration: 2 * time.Second}).Run(context.Background())
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dirs
+}
+
+// TestSetupRegressionIsFound: the new build's login takes 30 ms where the
+// base's took 10, and nothing else changed. Every window figure leaves
+// setups out, so only the setup comparison can see it (the reference's
+// v11.0 finding: its password hashing made logins slower): it must call
+// the login a regression, and --fail-on setup must fail on it. A result
+// without the setup histograms (of a headroom before them) is not
+// compared, and the note says which.
+func TestSetupRegressionIsFound(t *testing.T) {
+	base, err := Load("base", loginRuns(t, 2, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDirs := loginRuns(t, 2, 30*time.Millisecond)
+	nw, err := Load("new", newDirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(base, nw, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Setup == nil {
+		t.Fatalf("no setup comparison; notes %q", c.Notes)
+	}
+	var login *Row
+	for i := range c.Setup.Requests {
+		if c.Setup.Requests[i].Name == "POST /login" {
+			login = &c.Setup.Requests[i]
+		}
+	}
+	if login == nil || login.BaseCount != 80 || login.NewCount != 80 || login.Mean.Verdict != Regression || login.Mean.Delta < 1 {
+		t.Fatalf("login row %+v: want 80 logins a side, mean a regression of ~+200%%", login)
+	}
+	if m := c.Setup.MixMean; m.Verdict != Regression {
+		t.Errorf("setup mix mean %+v: want a regression", m)
+	}
+	for _, r := range c.Window.Requests {
+		if r.Name == "POST /login" {
+			t.Errorf("a login in the window: %+v", r)
+		}
+		if r.Name == "GET /channels" && r.Mean.Delta > login.Mean.Delta/4 {
+			t.Errorf("GET /channels moved %+.0f%%: nothing but the login changed", 100*r.Mean.Delta)
+		}
+	}
+	gates, _ := ParseFailOn("setup:+50%")
+	if b := c.Breaches(gates); len(b) == 0 || !strings.Contains(strings.Join(b, "\n"), "setup: setup: mean latency, common mix") {
+		t.Errorf("--fail-on setup:+50%% breaches %q: want the setup mix's mean", b)
+	}
+	t.Logf("login %.1f → %.1f ms (%s): %s", login.Mean.Base, login.Mean.New, login.Mean.DeltaText(), login.Mean.Verdict)
+
+	// A new run written by a headroom before setup histograms were kept.
+	h := filepath.Join(newDirs[1], "histograms.json")
+	b, err := os.ReadFile(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := regexp.MustCompile(`(?s),\s*"setup": \{.*?\n  \}`).ReplaceAll(b, nil)
+	if len(old) == len(b) {
+		t.Fatal("no setup section in histograms.json")
+	}
+	if err := os.WriteFile(h, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if nw, err = Load("new", newDirs); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Compare(base, nw, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Setup != nil || !strings.Contains(strings.Join(c.Notes, "\n"), "setups not compared: no setup histograms in "+newDirs[1]) {
+		t.Errorf("setup %v, notes %q: want no setup comparison, and a note naming the run", c.Setup, c.Notes)
+	}
+}
