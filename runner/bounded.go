@@ -177,11 +177,14 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 	} else if r.s.c.Prom != nil { // the pool adds its own users
 		r.s.c.Prom.SetUsers(r.s.eng.Users())
 	}
-	if r.window.IsZero() && phase != "ramp" && (r.s.eng.Ready() >= r.users || now.Sub(r.s.start) >= r.Ramp+r.SetupTimeout) {
+	// Read once: users may leave before the window begins (an agent
+	// past its --max-memory removes its own), and the note must say why
+	// the window began as it was judged.
+	if ready := r.s.eng.Ready(); r.window.IsZero() && phase != "ramp" && (ready >= r.users || now.Sub(r.s.start) >= r.Ramp+r.SetupTimeout) {
 		// The window begins now, on a tick of its own: what came before
 		// is the ramp's.
 		r.tick(ctx, now, want, phase)
-		r.begin(now)
+		r.begin(now, ready)
 		r.nextTick = now.Add(r.Tick)
 		if r.Open != nil {
 			if err := r.beginOpen(now); err != nil {
@@ -237,10 +240,11 @@ func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase st
 	}
 }
 
-// begin begins the measured window at now: every user is set up, or
-// SetupTimeout has passed since the ramp without them (said in a note).
-func (r *boundedRun) begin(now time.Time) {
-	if ready := r.s.eng.Ready(); ready < r.users {
+// begin begins the measured window at now, with ready users set up:
+// every user, or SetupTimeout has passed since the ramp without them
+// (said in a note).
+func (r *boundedRun) begin(now time.Time, ready int) {
+	if ready < r.users {
 		r.setupShort = fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (--setup-timeout): the window began without the rest",
 			ready, r.users, r.SetupTimeout)
 	}
