@@ -2,8 +2,10 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -373,4 +375,35 @@ func TestDecodedStringsDoNotHoldTheText(t *testing.T) {
 			t.Errorf("key %s is a slice of the page", k)
 		}
 	}
+}
+
+// TestParsedPathsAreShared: a path is parsed once and its steps shared by
+// every read of it, at once from many goroutines (users); what a read
+// finds ("#"'s lists included) is its own.
+func TestParsedPathsAreShared(t *testing.T) {
+	const path = "posts.#.id"
+	a, _ := parsePath(path)
+	b, _ := parsePath(path)
+	if a.pathSteps != b.pathSteps || a == b || &a.all[0] == &b.all[0] {
+		t.Fatalf("two reads of %q: steps %p and %p (want one), reads %p and %p (want two)", path, a.pathSteps, b.pathSteps, a, b)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := (g+i)%5 + 1
+				ids := make([]string, n)
+				for k := range ids {
+					ids[k] = fmt.Sprintf(`{"id": "%d-%d"}`, g, k)
+				}
+				v, found, err := decodeJSONAt(`{"posts": [`+strings.Join(ids, ",")+`]}`, path)
+				l, ok := v.(*starlark.List)
+				if err != nil || !found || !ok || l.Len() != n || l.Index(n-1) != starlark.String(fmt.Sprintf("%d-%d", g, n-1)) {
+					t.Errorf("goroutine %d: %v %v %v, want %d ids of its own", g, v, found, err, n)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

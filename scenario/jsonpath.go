@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.starlark.net/starlark"
 )
@@ -16,29 +18,58 @@ import (
 // indexes and "#" (every element of a list), dot-separated, as k6's res.json(selector) reads
 // the simplest of its selectors (GJSON's).
 type jsonPath struct {
-	keys  []string
-	index []int              // keys[i] as a list index, or -1
-	each  []bool             // keys[i] is "#"
-	all   [][]starlark.Value // for a "#" step, what the rest of the path found in each element so far
+	*pathSteps
+	all [][]starlark.Value // for a "#" step, what the rest of the path found in each element so far; nil without one
 
 	v     starlark.Value // the value found, once found
 	found bool
 }
 
+// pathSteps is a path parsed: shared by every read of it, never changed.
+type pathSteps struct {
+	keys    []string
+	index   []int  // keys[i] as a list index, or -1
+	each    []bool // keys[i] is "#"
+	hasEach bool
+}
+
+// parsedPaths keeps the paths parsed so far, up to maxParsedPaths: a
+// scenario names a few, and reads each on every request (r.json("order")).
+var (
+	parsedPaths    sync.Map // path -> *pathSteps
+	parsedCount    atomic.Int64
+	maxParsedPaths = int64(4096)
+)
+
 func parsePath(path string) (*jsonPath, error) {
-	p := &jsonPath{keys: strings.Split(path, ".")}
-	p.index, p.each, p.all = make([]int, len(p.keys)), make([]bool, len(p.keys)), make([][]starlark.Value, len(p.keys))
+	if p, ok := parsedPaths.Load(path); ok {
+		return newJSONPath(p.(*pathSteps)), nil
+	}
+	p := &pathSteps{keys: strings.Split(path, ".")}
+	p.index, p.each = make([]int, len(p.keys)), make([]bool, len(p.keys))
 	for i, k := range p.keys {
 		p.index[i] = -1
 		if n, err := strconv.Atoi(k); err == nil && n >= 0 && k == strconv.Itoa(n) {
 			p.index[i] = n
 		}
 		p.each[i] = k == "#"
+		p.hasEach = p.hasEach || p.each[i]
 	}
 	if p.each[len(p.keys)-1] {
 		return nil, fmt.Errorf("a path cannot end in #: # is every element of a list, and needs a step after it (%q); for the list itself leave it out", path+".id")
 	}
-	return p, nil
+	if parsedCount.Add(1) <= maxParsedPaths { // past it (paths built from data), parsed each time
+		parsedPaths.Store(path, p)
+	}
+	return newJSONPath(p), nil
+}
+
+func newJSONPath(p *pathSteps) *jsonPath {
+	sel := &jsonPath{pathSteps: p}
+	if p.hasEach {
+		sel.all = make([][]starlark.Value, len(p.keys))
+	}
+	return sel
 }
 
 // decodeJSONAt decodes only the value at path in s: the rest of s is checked as decodeJSON
