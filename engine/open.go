@@ -190,9 +190,24 @@ func (e *Engine) SetPacer(p Pacer) error {
 	if o == nil {
 		return ErrNotOpen
 	}
+	// What the old schedule made due and the dispatcher has not handed
+	// out yet (it wakes a moment after each arrival's time) goes first:
+	// started, kept waiting or dropped, counted either way, not lost.
+	now := time.Now()
 	o.mu.Lock()
-	o.pacer, o.origin, o.base = p, time.Now(), o.count
+	grow := 0
+	for o.pacer != nil {
+		_, g, more := o.due(now)
+		grow += g
+		if !more {
+			break
+		}
+	}
+	o.pacer, o.origin, o.base = p, now, o.count
 	o.mu.Unlock()
+	for range grow {
+		e.grow(o)
+	}
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -283,21 +298,9 @@ func (o *openModel) step(now time.Time) (next time.Time, grow int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.expire(now)
-	for n := 0; o.pacer != nil; n++ {
-		if n == maxBatch {
-			return now, grow
-		}
-		wait, stop := o.pacer.Pace(now.Sub(o.origin), o.count-o.base)
-		if stop {
-			o.pacer = nil
-			break
-		}
-		if wait > 0 {
-			next = now.Add(wait)
-			break
-		}
-		o.count++
-		grow += o.arrive(arrival{due: now.Add(wait)}, now)
+	next, grow, more := o.due(now)
+	if more {
+		return now, grow
 	}
 	if len(o.waiting) > 0 {
 		if t := o.waiting[0].due.Add(o.cfg.MaxWait); next.IsZero() || t.Before(next) {
@@ -305,6 +308,28 @@ func (o *openModel) step(now time.Time) (next time.Time, grow int) {
 		}
 	}
 	return next, grow
+}
+
+// due hands out the pacer's arrivals due by now, up to maxBatch (more:
+// there are others), and returns when the next one is due (zero: none)
+// and how many users to add to the pool. Under o.mu.
+func (o *openModel) due(now time.Time) (next time.Time, grow int, more bool) {
+	for n := 0; o.pacer != nil; n++ {
+		if n == maxBatch {
+			return now, grow, true
+		}
+		wait, stop := o.pacer.Pace(now.Sub(o.origin), o.count-o.base)
+		if stop {
+			o.pacer = nil
+			break
+		}
+		if wait > 0 {
+			return now.Add(wait), grow, false
+		}
+		o.count++
+		grow += o.arrive(arrival{due: now.Add(wait)}, now)
+	}
+	return time.Time{}, grow, false
 }
 
 // arrive hands a to the user free longest, or else keeps it waiting for

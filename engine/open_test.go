@@ -441,3 +441,48 @@ func TestGrowOpen(t *testing.T) {
 		t.Errorf("GrowOpen on a closed engine: %v", err)
 	}
 }
+
+// dueUnseen is a pacer whose first arrival is due at 1 s, though it told
+// the dispatcher, at 0 s, that none was due for 10 s: an arrival due and
+// not yet handed out, as one is between its time and the dispatcher's
+// wake-up a moment later.
+type dueUnseen struct{}
+
+func (dueUnseen) Pace(elapsed time.Duration, n int64) (time.Duration, bool) {
+	switch {
+	case n > 0:
+		return 0, true
+	case elapsed < time.Second:
+		return 10*time.Second - elapsed, false
+	}
+	return time.Second - elapsed, false
+}
+
+// TestSetPacerHandsOutWhatWasDue: a new schedule (a step's next rate)
+// takes over only after the old one's due arrivals are handed out: the
+// one due at 1 s starts, 1 s late, when the rate changes at 2 s, rather
+// than vanishing uncounted.
+func TestSetPacerHandsOutWhatWasDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, rec := openEngine(t, oneRequest, &fakeServer{service: 5 * time.Millisecond}, OpenModel{PreAllocated: 1, MaxUsers: 1}, time.Second)
+		if err := e.SetPacer(dueUnseen{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if a := arrivals(drain(rec)); a.Count+a.Dropped != 0 {
+			t.Fatalf("the dispatcher handed out %d arrivals before the rate changed; the test needs it not to", a.Count+a.Dropped)
+		}
+		if err := e.SetPacer(nil); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		a := arrivals(drain(rec))
+		if a.Count != 1 || a.Dropped != 0 {
+			t.Fatalf("%d started, %d dropped: want the arrival due at 1 s started", a.Count, a.Dropped)
+		}
+		if late := a.Hist.Max(); late < 990_000 || late > 1_010_000 {
+			t.Errorf("it started %d µs after its time, want ~1 s (due at 1 s, handed out at 2 s)", late)
+		}
+		e.Stop()
+	})
+}
