@@ -41,6 +41,9 @@ type AgentOptions struct {
 	// says so (Status.Memory), for the coordinator to stop the run. 0: no
 	// limit.
 	MaxMemory uint64
+	// Log, if set, takes what the agent's operator should read in its own
+	// log (a pod's): why it cancelled its users.
+	Log       func(msg string)
 	memEvery  time.Duration // between memory samples; 0: memlimit's default
 	memSample func() uint64 // bytes in use; nil: memlimit.Used
 }
@@ -299,6 +302,9 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		case m := <-a.memory: // its users were cancelled: they go (below), and none comes back
 			a.over, a.want = m, 0
+			if a.opt.Log != nil {
+				a.opt.Log(fmt.Sprintf("%v: its users cancelled (%d); the coordinator stops the run", m, m.Users))
+			}
 			err = a.status()
 		case <-a.beat.C: // a heartbeat: the seconds' figures go when asked (KindFlush)
 			if !a.stopping {

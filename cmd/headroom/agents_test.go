@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -329,6 +330,9 @@ actions = [action("Grow", grow)]
 	r, err := result.Read(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`\[agent \d\] headroom agent: headroom's memory reached \d+ MiB, past its limit of 512 MiB \(--max-memory\), .*: its users cancelled \(1\); the coordinator stops the run`).MatchString(stderr) {
+		t.Errorf("the agent's own log does not say why it cancelled its users:\n%s", stderr)
 	}
 	notes := strings.Join(r.Notes, "\n")
 	if strings.Contains(notes, "finished setup") {

@@ -86,7 +86,8 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	}
 	defer conn.Close()
 	opt := agents.AgentOptions{Token: token, Name: name, Version: Version, MaxMemory: mem.resolve(env),
-		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) }}
+		Print: func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		Log:   func(msg string) { fmt.Fprintf(env.Stderr, "headroom agent: %s\n", msg) }}
 	// A stream that breaks is dialed again and resumed within the
 	// coordinator's lease: the users run on, nothing is counted twice.
 	opt.Redial = func(ctx context.Context) (agents.Stream, error) { return agents.Join(ctx, conn) }
