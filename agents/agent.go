@@ -330,6 +330,12 @@ func (a *agent) handle(f *Frame) error {
 	if a.stopping {
 		return nil // stopped: only the acknowledgements matter now
 	}
+	if a.over != nil && (f.Kind == KindUsers || f.Kind == KindOpen || f.Kind == KindPacer) {
+		// Its users were cancelled (--max-memory) and the run is stopping:
+		// a share of users or of the pool dealt meanwhile (an agent lost
+		// elsewhere) gets none back, and is no fault of this agent's.
+		return nil
+	}
 	switch f.Kind {
 	case KindUsers:
 		var u Users

@@ -1,13 +1,20 @@
 package agents
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/internal/memlimit"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
 )
 
 // TestAgentPastItsMaxMemoryStopsTheRun: an agent whose memory passes its
@@ -67,5 +74,40 @@ func TestAgentPastItsMaxMemoryStopsTheRun(t *testing.T) {
 			t.Errorf("users by agent a second later: %v; want b's cancelled, a's 10 running on", users)
 		}
 		r.stop()
+	})
+}
+
+// TestAgentPastItsMaxMemoryTakesNoNewShare: an agent that cancelled its
+// users for its --max-memory keeps none, whatever share is dealt to it
+// before the run stops (another agent lost meanwhile): a larger pool of
+// the open model, which its aborted engine cannot grow, must not end it
+// as a fault of its own.
+func TestAgentPastItsMaxMemoryTakesNoNewShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, err := scenario.Load(context.Background(), "a.star", []byte(resumeScenario), scenario.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := metrics.NewRecorder(0, nil, time.Now)
+		e := engine.New(engine.Config{Scenario: sc, Target: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}, Seed: 1, Recorder: rec, Grace: time.Second})
+		if err := e.StartOpen(engine.OpenModel{PreAllocated: 2, MaxUsers: 2}); err != nil {
+			t.Fatal(err)
+		}
+		e.Abort("headroom's memory passed --max-memory")
+		s := &sink{}
+		a := &agent{e: e, rec: rec, total: metrics.NewStat(), open: true, s: s, over: &memlimit.Error{Used: 2, Limit: 1}}
+		for _, f := range []struct {
+			k Kind
+			v any
+		}{{KindOpen, Open{PreAllocated: 4, MaxUsers: 4}}, {KindUsers, Users{N: 10}}} {
+			body, _ := json.Marshal(f.v)
+			if err := a.handle(&Frame{Kind: f.k, Body: body}); err != nil {
+				t.Errorf("a %s frame after its memory stop: %v", f.k, err)
+			}
+		}
+		if a.want != 0 || len(s.frames) != 0 {
+			t.Errorf("wants %d users, sent %d frames; want none, and nothing said", a.want, len(s.frames))
+		}
+		e.Stop()
 	})
 }
