@@ -95,13 +95,22 @@ func ReadHistograms(dir string) (*metrics.Snapshot, error) {
 		return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, err))
 	}
 	if h.Setup != nil {
-		snap.Setup = metrics.NewSnapshot()
-		if err := d.decodeTable(h.Setup.Requests, snap.Setup.Requests); err != nil {
+		if snap.Setup, err = d.decodeSection(*h.Setup); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("setup: %w", err)))
 		}
-		if err := d.decodeTable(h.Setup.Actions, snap.Setup.Actions); err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("setup: %w", err)))
-		}
+	}
+	return snap, nil
+}
+
+// decodeSection decodes a section of histograms.json (a step level, the
+// setups) into a Snapshot of its own.
+func (d *histDecoder) decodeSection(lh LevelHistograms) (*metrics.Snapshot, error) {
+	snap := metrics.NewSnapshot()
+	if err := d.decodeTable(lh.Requests, snap.Requests); err != nil {
+		return nil, err
+	}
+	if err := d.decodeTable(lh.Actions, snap.Actions); err != nil {
+		return nil, err
 	}
 	return snap, nil
 }
@@ -124,11 +133,8 @@ func ReadLevelHistograms(dir string) (map[int]*metrics.Snapshot, error) {
 		if err != nil || users <= 0 {
 			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("level %q is not a user count", key)))
 		}
-		snap := metrics.NewSnapshot()
-		if err := d.decodeTable(lh.Requests, snap.Requests); err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("level %d: %w", users, err)))
-		}
-		if err := d.decodeTable(lh.Actions, snap.Actions); err != nil {
+		snap, err := d.decodeSection(lh)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, corrupt(HistogramsFile, fmt.Errorf("level %d: %w", users, err)))
 		}
 		out[users] = snap

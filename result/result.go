@@ -213,14 +213,21 @@ func encodeSetup(snap *metrics.Snapshot) (*LevelHistograms, error) {
 	if snap == nil || snap.Setup == nil {
 		return nil, nil
 	}
-	lh := &LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
-	if err := encodeSnapshot(snap.Setup, lh.Requests, lh.Actions); err != nil {
+	lh, err := encodeSection(snap.Setup)
+	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	if len(lh.Requests) == 0 && len(lh.Actions) == 0 {
 		return nil, nil
 	}
-	return lh, nil
+	return &lh, nil
+}
+
+// encodeSection encodes snap as a section of histograms.json (a step
+// level, the setups).
+func encodeSection(snap *metrics.Snapshot) (LevelHistograms, error) {
+	lh := LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
+	return lh, encodeSnapshot(snap, lh.Requests, lh.Actions)
 }
 
 // encodeSnapshot encodes snap's request and action histograms into the

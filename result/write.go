@@ -98,8 +98,8 @@ func (w Writer) WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels 
 	}
 	h.Levels = map[string]LevelHistograms{}
 	for users, ls := range levels {
-		lh := LevelHistograms{Requests: map[string]string{}, Actions: map[string]string{}}
-		if err := encodeSnapshot(ls, lh.Requests, lh.Actions); err != nil {
+		lh, err := encodeSection(ls)
+		if err != nil {
 			return fmt.Errorf("level %d: %w", users, err)
 		}
 		h.Levels[strconv.Itoa(users)] = lh

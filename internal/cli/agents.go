@@ -182,7 +182,7 @@ func startLocalAgents(ctx context.Context, env Env, n int, memory uint64) (*loca
 	procs := max(1, runtime.NumCPU()/n)
 	for i := range n {
 		cmd := exec.Command(exe, "agent", "--coordinator", coord.Addr(), "--token-file", "-", "--name", fmt.Sprintf("local-%d", i), "--wait", "10s",
-			"--max-memory", share(memory, n))
+			"--max-memory", agentMemory(memory, n))
 		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", procs))
 		cmd.Stdin = strings.NewReader(token)
 		stderr, err := cmd.StderrPipe()

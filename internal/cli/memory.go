@@ -112,9 +112,9 @@ func (m memory) resolve(env Env) uint64 {
 	return bytes
 }
 
-// share is the --max-memory of each of n local agents: an equal part of
+// agentMemory is the --max-memory of each of n local agents: an equal part of
 // limit (bytes; 0, none), at least what headroom needs itself.
-func share(limit uint64, n int) string {
+func agentMemory(limit uint64, n int) string {
 	if limit == 0 {
 		return "0"
 	}
