@@ -26,7 +26,7 @@ var gateKeys = map[string]string{
 	"p99":    "p99 latency: the common mix and each request",
 	"errors": "error share in percentage points: the common mix and each request",
 	"server": "server-side mean time over the common mix of each family (API, store)",
-	"setup":  "users' setups: mean latency over the common mix of setup requests, and the mean time to set up",
+	"setup":  "users' setups: mean latency of each setup request and over their common mix, and the mean time to set up",
 }
 
 // ParseFailOn parses a comma-separated list of gates: users:-5%,p99:+10%,errors:+1pp.
@@ -96,11 +96,16 @@ func (c *Comparison) Breaches(gates []Gate) []string {
 				}
 			}
 		case "setup":
+			// Each request too: a run that signs users up and the next that
+			// logs them in mix differently, so the mix alone is noisy.
 			if c.Setup != nil {
 				check(g, "setup", &c.Setup.MixMean)
+				for i := range c.Setup.Requests {
+					check(g, "setup "+c.Setup.Requests[i].Name, &c.Setup.Requests[i].Mean)
+				}
 				for i := range c.Setup.Actions {
 					if a := &c.Setup.Actions[i]; a.Name == scenario.ReadyAction {
-						check(g, "setup", &a.Mean)
+						check(g, "setup "+a.Name, &a.Mean)
 					}
 				}
 			}

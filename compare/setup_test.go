@@ -108,8 +108,8 @@ func TestSetupRegressionIsFound(t *testing.T) {
 		}
 	}
 	gates, _ := ParseFailOn("setup:+50%")
-	if b := c.Breaches(gates); len(b) == 0 || !strings.Contains(strings.Join(b, "\n"), "setup: setup: mean latency, common mix") {
-		t.Errorf("--fail-on setup:+50%% breaches %q: want the setup mix's mean", b)
+	if b := strings.Join(c.Breaches(gates), "\n"); !strings.Contains(b, "setup: setup: mean latency, common mix") || !strings.Contains(b, "setup POST /login: mean +") || !strings.Contains(b, "setup (time to set up): mean +") {
+		t.Errorf("--fail-on setup:+50%% breaches %q: want the setup mix's mean, the login's and the time to set up's", b)
 	}
 	t.Logf("login %.1f → %.1f ms (%s): %s", login.Mean.Base, login.Mean.New, login.Mean.DeltaText(), login.Mean.Verdict)
 
