@@ -473,8 +473,8 @@ func (a *agent) state() Status {
 		Arrivals: a.arrivals, Dropped: a.dropped, CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB(),
 		Memory: a.over}
 	if a.total.Count > 0 {
-		st.P50Ms = float64(a.total.Hist.ValueAtQuantile(50)) / 1000
-		st.P99Ms = float64(a.total.Hist.ValueAtQuantile(99)) / 1000
+		st.P50Ms = float64(a.total.Hist().ValueAtQuantile(50)) / 1000
+		st.P99Ms = float64(a.total.Hist().ValueAtQuantile(99)) / 1000
 	}
 	return st
 }

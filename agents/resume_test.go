@@ -350,9 +350,9 @@ func sameFigures(t *testing.T, got, want *metrics.Snapshot) {
 		if g == nil || w == nil || w.Count == 0 {
 			t.Fatalf("%v: merged %+v, recorded %+v", k.kind, g, w)
 		}
-		if g.Count != w.Count || g.Errors != w.Errors || g.Canceled != w.Canceled || !g.Hist.Equals(w.Hist) {
+		if g.Count != w.Count || g.Errors != w.Errors || g.Canceled != w.Canceled || !g.Hist().Equals(w.Hist()) {
 			t.Errorf("%v: merged %d (%d errors, %d canceled), the agents recorded %d (%d, %d); histograms equal: %v",
-				k.kind, g.Count, g.Errors, g.Canceled, w.Count, w.Errors, w.Canceled, g.Hist.Equals(w.Hist))
+				k.kind, g.Count, g.Errors, g.Canceled, w.Count, w.Errors, w.Canceled, g.Hist().Equals(w.Hist()))
 		}
 		if a, b := got.Summaries(k.kind, time.Second), want.Summaries(k.kind, time.Second); !reflect.DeepEqual(a, b) {
 			t.Errorf("%v summaries: merged %+v, recorded %+v", k.kind, a, b)
@@ -435,7 +435,7 @@ func TestAgentResumesWithinItsLease(t *testing.T) {
 		}
 		d := r.total.Deliveries["Slept"]
 		t.Logf("%d actions and %d deliveries (%d µs to %d µs) merged over %d s, exactly as recorded",
-			r.total.Actions["Act"].Count, d.Count, d.Hist.Min(), d.Hist.Max(), r.ticks)
+			r.total.Actions["Act"].Count, d.Count, d.Hist().Min(), d.Hist().Max(), r.ticks)
 	})
 }
 

@@ -54,7 +54,7 @@ func fakeRun(kind string, reqs map[string][2]float64) *Run {
 	for name, cl := range reqs {
 		st := metrics.NewStat()
 		for range int(cl[0]) {
-			st.Hist.RecordValue(int64(cl[1] * 1000))
+			st.Hist().RecordValue(int64(cl[1] * 1000))
 		}
 		st.Count = int64(cl[0])
 		r.Hists.Requests[name] = st
@@ -106,7 +106,7 @@ func TestMixQuantile(t *testing.T) {
 	for name, ms := range map[string]int64{"a": 10, "b": 100} {
 		st := metrics.NewStat()
 		for range 1000 {
-			st.Hist.RecordValue(ms * 1000)
+			st.Hist().RecordValue(ms * 1000)
 		}
 		ws[0].hists.Requests[name] = st
 	}

@@ -63,7 +63,7 @@ func (l *latencies) of(k metrics.Kind, name string) *latency {
 	l.scratch.Reset()
 	for _, w := range l.ws {
 		if st := hists(w, k)[name]; st != nil {
-			l.scratch.Merge(st.Hist)
+			l.scratch.Merge(st.Hist())
 		}
 	}
 	lat := l.reduce(l.scratch)
@@ -80,7 +80,7 @@ func (l *latencies) run(i int) latencyOf {
 		}
 		var lat *latency
 		if st := hists(l.ws[i], k)[name]; st != nil {
-			lat = l.reduce(st.Hist)
+			lat = l.reduce(st.Hist())
 		} else {
 			lat = l.reduce(nil)
 		}

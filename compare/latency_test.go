@@ -19,10 +19,10 @@ func TestLatencyAgreesWithHdrhistogram(t *testing.T) {
 	for range 3 {
 		st := metrics.NewStat()
 		for range 2000 {
-			st.Hist.RecordValue(1 + r.Int64N(metrics.HighestMicros>>r.IntN(32)))
+			st.Hist().RecordValue(1 + r.Int64N(metrics.HighestMicros>>r.IntN(32)))
 		}
-		st.Hist.RecordValue(metrics.HighestMicros)
-		pooled.Merge(st.Hist)
+		st.Hist().RecordValue(metrics.HighestMicros)
+		pooled.Merge(st.Hist())
 		w := newWindow(nil, nil, metrics.NewSnapshot())
 		w.hists.Requests["x"] = st
 		ws = append(ws, w)
@@ -33,9 +33,9 @@ func TestLatencyAgreesWithHdrhistogram(t *testing.T) {
 		hist func() *metrics.Stat
 	}{
 		{l.run(1), func() *metrics.Stat { return ws[1].hists.Requests["x"] }},
-		{l.of, func() *metrics.Stat { return &metrics.Stat{Hist: pooled} }},
+		{l.of, func() *metrics.Stat { st := metrics.NewStat(); st.Hist().Merge(pooled); return st }},
 	} {
-		lat, want := h.lat(metrics.Request, "x"), h.hist().Hist
+		lat, want := h.lat(metrics.Request, "x"), h.hist().Hist()
 		if lat.n != want.TotalCount() || lat.mean != want.Mean()/1000 || lat.p99 != float64(want.ValueAtPercentile(99))/1000 {
 			t.Errorf("%d: figures %+v differ from the histogram's", i, lat)
 		}

@@ -28,7 +28,7 @@ func writeManyNames(t *testing.T, dir string, n int, slow time.Duration) {
 		for j := range 5 {
 			st.Add(&metrics.Sample{Kind: metrics.Request, Status: 200, Latency: slow + time.Duration(1+i+j)*time.Millisecond})
 		}
-		b, err := st.Hist.Encode(hdr.V2CompressedEncodingCookieBase)
+		b, err := st.Hist().Encode(hdr.V2CompressedEncodingCookieBase)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,10 +132,10 @@ func TestOpenConstantRate(t *testing.T) {
 				if math.Abs(float64(a.Count)-1000) > 1 {
 					t.Errorf("even: %d iterations in 10 s at 100/s, want 1000 ± 1", a.Count)
 				}
-				if late := a.Hist.Max(); late > metrics.LowestMicros {
+				if late := a.Hist().Max(); late > metrics.LowestMicros {
 					t.Errorf("even: an arrival started %d µs late with users to spare", late)
 				}
-				if p := req.Hist.ValueAtPercentile(99); p < 4900 || p > 5100 {
+				if p := req.Hist().ValueAtPercentile(99); p < 4900 || p > 5100 {
 					t.Errorf("p99 %d µs from the intended start, want the 5 ms service time", p)
 				}
 			}
@@ -167,8 +167,8 @@ func TestOpenPoolTooSmall(t *testing.T) {
 			if a.Count+a.Dropped != 100 || a.Dropped < 49 || a.Dropped > 51 {
 				t.Errorf("second %d: %d started, %d dropped; want 100 arrivals, about half dropped", sec+1, a.Count, a.Dropped)
 			}
-			if a.Count > 0 && a.Hist.Max() > metrics.LowestMicros {
-				t.Errorf("second %d: an arrival started %d µs late: it waited, with MaxWait 0", sec+1, a.Hist.Max())
+			if a.Count > 0 && a.Hist().Max() > metrics.LowestMicros {
+				t.Errorf("second %d: an arrival started %d µs late: it waited, with MaxWait 0", sec+1, a.Hist().Max())
 			}
 			started, dropped = started+a.Count, dropped+a.Dropped
 		}
@@ -197,7 +197,7 @@ func TestOpenArrivalsWaitUpToMaxWait(t *testing.T) {
 		if a.Count < 515 || a.Count > 530 || a.Dropped < 400 {
 			t.Errorf("%d started, %d dropped; want about 526 started", a.Count, a.Dropped)
 		}
-		if max := a.Hist.Max(); max < 200_000 || max > 300_000 {
+		if max := a.Hist().Max(); max < 200_000 || max > 300_000 {
 			t.Errorf("the latest start was %d µs late; want waits up to MaxWait (300 ms)", max)
 		}
 		// Each user finds an arrival waiting as it comes free: it runs it on its own goroutine, its
@@ -229,7 +229,7 @@ func TestOpenFreezeShowsFromTheIntendedStart(t *testing.T) {
 		if a := arrivals(s); a.Count != 2000 || a.Dropped != 0 || req.Count != 2000 || svc.Count != 2000 {
 			t.Fatalf("%d started, %d dropped, %d requests, %d service times; want 2000, 0, 2000, 2000", a.Count, a.Dropped, req.Count, svc.Count)
 		}
-		p90, sp90 := req.Hist.ValueAtPercentile(90), svc.Hist.ValueAtPercentile(90)
+		p90, sp90 := req.Hist().ValueAtPercentile(90), svc.Hist().ValueAtPercentile(90)
 		if p90 < 300_000 {
 			t.Errorf("p90 from the intended start %d µs: the freeze does not show", p90)
 		}
@@ -248,7 +248,7 @@ func TestOpenFreezeShowsFromTheIntendedStart(t *testing.T) {
 // countBelow counts the values of st's histogram below us.
 func countBelow(st *metrics.Stat, us int64) int64 {
 	var n int64
-	for _, b := range st.Hist.Distribution() {
+	for _, b := range st.Hist().Distribution() {
 		if b.To <= us {
 			n += b.Count
 		}
@@ -480,7 +480,7 @@ func TestSetPacerHandsOutWhatWasDue(t *testing.T) {
 		if a.Count != 1 || a.Dropped != 0 {
 			t.Fatalf("%d started, %d dropped: want the arrival due at 1 s started", a.Count, a.Dropped)
 		}
-		if late := a.Hist.Max(); late < 990_000 || late > 1_010_000 {
+		if late := a.Hist().Max(); late < 990_000 || late > 1_010_000 {
 			t.Errorf("it started %d µs after its time, want ~1 s (due at 1 s, handed out at 2 s)", late)
 		}
 		e.Stop()

@@ -17,12 +17,22 @@ const LateArrival = 10 * time.Millisecond
 // count either way).
 func (s *Stat) Above(d time.Duration) int64 {
 	us := d.Microseconds()
-	total := s.Hist.TotalCount()
-	if total == 0 || s.Hist.Max() <= us {
+	if b := s.sparse(); b != nil {
+		var above int64
+		for v, n := range b.ForEachBucket {
+			if bucketValue(bucketIndex(v)+1)-1 > us { // the bucket's highest value
+				above += n
+			}
+		}
+		return above
+	}
+	h := s.Hist()
+	total := h.TotalCount()
+	if total == 0 || h.Max() <= us {
 		return 0
 	}
 	var below int64
-	for _, b := range s.Hist.Distribution() {
+	for _, b := range h.Distribution() {
 		if b.To > us {
 			break
 		}

@@ -24,13 +24,13 @@ func TestIntendedSamplesKeepTheirServiceTime(t *testing.T) {
 	s.Add(&Sample{Kind: Poll, Name: "GET /sync", Latency: 30 * time.Second, Service: 30 * time.Second, Intended: true})
 
 	req, svc := s.Requests["GET /"], s.Service.Requests["GET /"]
-	if req.Count != 2 || req.Canceled != 1 || req.Hist.Max() < 899_000 {
-		t.Errorf("requests from the intended start: %d counted, %d canceled, max %d µs", req.Count, req.Canceled, req.Hist.Max())
+	if req.Count != 2 || req.Canceled != 1 || req.Hist().Max() < 899_000 {
+		t.Errorf("requests from the intended start: %d counted, %d canceled, max %d µs", req.Count, req.Canceled, req.Hist().Max())
 	}
-	if svc == nil || svc.Count != 1 || svc.Canceled != 1 || svc.Status[200] != 1 || svc.Hist.Max() > 2_100 {
+	if svc == nil || svc.Count != 1 || svc.Canceled != 1 || svc.Status[200] != 1 || svc.Hist().Max() > 2_100 {
 		t.Fatalf("service times: %+v", svc)
 	}
-	if a := s.Service.Actions["A"]; a == nil || a.Count != 1 || a.Hist.Max() > 7_100 {
+	if a := s.Service.Actions["A"]; a == nil || a.Count != 1 || a.Hist().Max() > 7_100 {
 		t.Errorf("the action's service time: %+v", a)
 	}
 	if len(s.Service.Polls) != 0 || s.Setup.Service != nil {
@@ -68,9 +68,9 @@ func TestArrivalsCountStartsDropsAndLateness(t *testing.T) {
 	s := NewSnapshot()
 	rec.Drain(s)
 	st := s.Arrivals["(arrivals)"]
-	if st.Count != 10 || st.Dropped != 4 || st.Canceled != 1 || st.Hist.TotalCount() != 10 || st.Hist.Max() < 899_000 {
+	if st.Count != 10 || st.Dropped != 4 || st.Canceled != 1 || st.Hist().TotalCount() != 10 || st.Hist().Max() < 899_000 {
 		t.Fatalf("arrivals: %d started, %d dropped, %d canceled, %d in the histogram (max %d µs)",
-			st.Count, st.Dropped, st.Canceled, st.Hist.TotalCount(), st.Hist.Max())
+			st.Count, st.Dropped, st.Canceled, st.Hist().TotalCount(), st.Hist().Max())
 	}
 	if len(s.Requests) != 0 || len(s.Actions) != 0 {
 		t.Errorf("arrivals filed under requests or actions")

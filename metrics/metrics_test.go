@@ -3,6 +3,7 @@ package metrics
 import (
 	"math/rand/v2"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,11 +61,11 @@ func TestShardsMergeExactly(t *testing.T) {
 		if x.Count != y.Count || x.Errors != y.Errors || x.BytesIn != y.BytesIn || x.Status[503] != y.Status[503] {
 			t.Errorf("%s: counts differ: %+v vs %+v", name, x.Summarize(name, 0), y.Summarize(name, 0))
 		}
-		if !x.Hist.Equals(y.Hist) {
+		if !x.Hist().Equals(y.Hist()) {
 			t.Errorf("%s: merged histogram differs from the single one", name)
 		}
 		for _, q := range []float64{50, 90, 99, 99.9, 100} {
-			if a, b := x.Hist.ValueAtPercentile(q), y.Hist.ValueAtPercentile(q); a != b {
+			if a, b := x.Hist().ValueAtPercentile(q), y.Hist().ValueAtPercentile(q); a != b {
 				t.Errorf("%s: p%v %d vs %d", name, q, a, b)
 			}
 		}
@@ -167,7 +168,7 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 			ref.RecordValue(v)
 		}
 	}
-	followed := 0
+	followed, sparseFigures := 0, 0
 	for range 30 {
 		st, ref := NewStat(), NewHistogram()
 		for range 12 {
@@ -182,15 +183,15 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 				o := NewStat()
 				for range r.IntN(50) {
 					v := value()
-					o.Hist.RecordValue(v)
+					o.Hist().RecordValue(v)
 					ref.RecordValue(v)
 				}
-				o.Count = o.Hist.TotalCount()
+				o.Count = o.Hist().TotalCount()
 				o.Status[200] = o.Count
 				if r.IntN(2) == 0 {
 					st.Merge(o)
 				} else {
-					st.Hist.Merge(o.Hist)
+					st.Hist().Merge(o.Hist())
 					st.Count += o.Count
 					st.Status[200] += o.Count
 				}
@@ -198,8 +199,20 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 				st.Reset()
 				ref.Reset()
 			}
-			if !st.Hist.Equals(ref) {
-				t.Fatal("Hist differs from a plain histogram of the same values")
+			if !st.dense && st.Count > 0 {
+				sparseFigures++
+			}
+			sameFigures(t, st, ref, r)
+			if r.IntN(3) == 0 { // asking for Hist makes st dense until Reset
+				if !st.Hist().Equals(ref) {
+					t.Fatal("Hist differs from a plain histogram of the same values")
+				}
+			} else {
+				cp := NewStat()
+				cp.Merge(st)
+				if !cp.Hist().Equals(ref) {
+					t.Fatal("Hist of a copy differs from a plain histogram of the same values")
+				}
 			}
 			want := hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
 			want.MergeFrom(ref)
@@ -218,13 +231,13 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			if st.Count > 0 && !got.Requests["x"].Hist.Equals(ref) {
+			if st.Count > 0 && !got.Requests["x"].Hist().Equals(ref) {
 				t.Fatal("encoded buckets differ from Hist's")
 			}
 		}
 	}
-	if followed == 0 {
-		t.Error("no Stat followed its buckets")
+	if followed == 0 || sparseFigures == 0 {
+		t.Errorf("%d Stats followed their buckets, %d gave figures from them alone", followed, sparseFigures)
 	}
 	st := NewStat()
 	for i := range 30 {
@@ -241,6 +254,30 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 	}
 	if st.Reset(); st.sparse() == nil {
 		t.Error("a Stat reset does not follow its buckets again")
+	}
+}
+
+// sameFigures fails t unless st's figures (Summarize, Percentile, Above)
+// are those of ref, a plain histogram of the same values.
+func sameFigures(t *testing.T, st *Stat, ref *hdr.Histogram, r *rand.Rand) {
+	t.Helper()
+	d := NewStat() // its buckets empty, its Hist ref's: dense
+	d.Hist().Merge(ref)
+	d.Count, d.Status = st.Count, st.Status
+	if got, want := st.Summarize("x", time.Second), d.Summarize("x", time.Second); !reflect.DeepEqual(got, want) {
+		t.Fatalf("summary %+v, want %+v", got, want)
+	}
+	for range 4 {
+		q, us := 100*r.Float64(), r.Int64N(HighestMicros)
+		if ref.TotalCount() > 0 && r.IntN(2) == 0 {
+			us = ref.ValueAtPercentile(100 * r.Float64()) // near a recorded value
+		}
+		if got, want := st.Percentile(q), ref.ValueAtPercentile(q); got != want {
+			t.Fatalf("percentile %v: %d, want %d", q, got, want)
+		}
+		if got, want := st.Above(time.Duration(us)*time.Microsecond), d.Above(time.Duration(us)*time.Microsecond); got != want {
+			t.Fatalf("above %d µs: %d, want %d", us, got, want)
+		}
 	}
 }
 

@@ -142,15 +142,14 @@ const maxMessages = 20
 // Stat accumulates samples of one name. It is not safe for concurrent use;
 // shards guard theirs with a lock.
 type Stat struct {
-	Hist     *hdr.Histogram // latency in microseconds, all outcomes but Canceled
-	Count    int64          // samples, all outcomes but Canceled
-	Errors   int64          // Failed samples (Timeout is counted apart)
-	Timeouts int64          // Timeout samples
-	Canceled int64          // Canceled samples, kept out of everything else
-	Dropped  int64          // DroppedArrival samples (Kind Arrival), kept out of everything else
-	Status   map[int]int64  // responses by HTTP status; 0 = no response
-	BytesIn  int64          //
-	BytesOut int64          //
+	Count    int64         // samples, all outcomes but Canceled
+	Errors   int64         // Failed samples (Timeout is counted apart)
+	Timeouts int64         // Timeout samples
+	Canceled int64         // Canceled samples, kept out of everything else
+	Dropped  int64         // DroppedArrival samples (Kind Arrival), kept out of everything else
+	Status   map[int]int64 // responses by HTTP status; 0 = no response
+	BytesIn  int64         //
+	BytesOut int64         //
 	// NoRequest, of actions: how many of Count sent no request, so that
 	// their latency is the scenario's code alone, no server's.
 	NoRequest int64
@@ -159,11 +158,18 @@ type Stat struct {
 	// shows them.
 	Messages map[string]MessageKind
 
-	// buckets holds Hist's non-empty buckets while they are at most
-	// maxSparse and Hist is written through Stat's methods (sparse tells):
-	// hdrhistogram-go has no way to find them in Hist but to go through
-	// all 23,552 counts, which Merge (Drain) and AppendSnapshot would do
-	// for every name every second.
+	// The latency histogram (Hist) is kept in one of two forms. While a
+	// Stat has few distinct latencies (fewer than maxSparse buckets: a
+	// name's second, as the shards and the run's interval hold it), every
+	// value is in buckets alone, and hist is nil or empty: hdrhistogram-go
+	// has no way to find the non-empty buckets of a dense histogram but to
+	// go through all 23,552 counts, which Merge, Reset and every percentile
+	// would do for every name every second (Reset alone was 3% of a chat
+	// run's CPU at 2,000 users). Past maxSparse buckets, or once Hist is
+	// asked for, s is dense: hist holds every value, and buckets too while
+	// they fit (sparse tells), until Reset.
+	hist    *hdr.Histogram
+	dense   bool
 	buckets *hdr.PackedHistogram
 }
 
@@ -174,18 +180,43 @@ const maxSparse = 256
 
 // NewStat returns an empty Stat.
 func NewStat() *Stat {
-	return &Stat{Hist: NewHistogram(), Status: map[int]int64{}, Messages: map[string]MessageKind{},
+	return &Stat{Status: map[int]int64{}, Messages: map[string]MessageKind{},
 		buckets: hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)}
 }
 
-// sparse returns s.buckets if it holds every value of s.Hist, or nil: a
-// Stat made otherwise than by NewStat, past maxSparse buckets, or whose
-// Hist was written to directly, holds more values in Hist.
+// Hist returns s's latency histogram in microseconds, all outcomes but
+// Canceled (NewHistogram's range). It may be written to: s then keeps its
+// values there until Reset.
+func (s *Stat) Hist() *hdr.Histogram {
+	if !s.dense {
+		if s.hist == nil {
+			s.hist = NewHistogram()
+		}
+		if s.buckets != nil {
+			s.buckets.MergeInto(s.hist)
+		}
+		s.dense = true
+	}
+	return s.hist
+}
+
+// sparse returns s.buckets if it holds every value of s's histogram, or
+// nil: a Stat past maxSparse buckets, or whose Hist was written to
+// directly, holds more values in Hist.
 func (s *Stat) sparse() *hdr.PackedHistogram {
-	if s.buckets == nil || s.buckets.TotalCount() != s.Hist.TotalCount() {
+	if s.buckets == nil || s.dense && s.buckets.TotalCount() != s.hist.TotalCount() {
 		return nil
 	}
 	return s.buckets
+}
+
+// Percentile returns the latency at percentile q (0 to 100) in
+// microseconds, as Hist().ValueAtPercentile does, without making s dense.
+func (s *Stat) Percentile(q float64) int64 {
+	if b := s.sparse(); b != nil {
+		return b.ValueAtPercentile(q)
+	}
+	return s.Hist().ValueAtPercentile(q)
 }
 
 // Add records one sample.
@@ -205,10 +236,17 @@ func (s *Stat) Add(x *Sample) {
 	if us > HighestMicros {
 		us = HighestMicros
 	}
-	b := s.sparse()
-	_ = s.Hist.RecordValue(us) // in range by construction
-	if b != nil && b.Populated() < maxSparse {
-		_ = b.RecordValue(us)
+	if !s.dense && (s.buckets == nil || s.buckets.Populated() >= maxSparse) {
+		s.Hist()
+	}
+	if s.dense {
+		b := s.sparse()
+		_ = s.hist.RecordValue(us) // in range by construction
+		if b != nil && b.Populated() < maxSparse {
+			_ = b.RecordValue(us)
+		}
+	} else {
+		_ = s.buckets.RecordValue(us)
 	}
 	s.Count++
 	switch x.Outcome {
@@ -262,10 +300,13 @@ func (s *Stat) MessageCounts() map[string]int64 {
 // Merge adds o into s exactly.
 func (s *Stat) Merge(o *Stat) {
 	sb, ob := s.sparse(), o.sparse()
-	if ob == nil {
-		s.Hist.Merge(o.Hist) // leaves sb behind
-	} else {
-		ob.MergeInto(s.Hist) // bucket to bucket, as many as there are
+	switch {
+	case ob == nil:
+		s.Hist().Merge(o.Hist()) // leaves sb behind
+	case !s.dense && sb != nil && sb.Populated()+ob.Populated() <= maxSparse:
+		sb.Merge(ob) // s stays sparse
+	default:
+		ob.MergeInto(s.Hist()) // bucket to bucket, as many as there are
 		if sb != nil && sb.Populated()+ob.Populated() <= maxSparse {
 			sb.Merge(ob)
 		}
@@ -302,7 +343,10 @@ func (s *Stat) counted() bool { return s.Count > 0 || s.Canceled > 0 || s.Droppe
 
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {
-	s.Hist.Reset()
+	if s.dense {
+		s.hist.Reset()
+		s.dense = false
+	}
 	if s.buckets != nil {
 		s.buckets.Reset()
 	}
@@ -338,13 +382,22 @@ type Summary struct {
 
 // Summarize reduces s over a window of the given length.
 func (s *Stat) Summarize(name string, window time.Duration) Summary {
-	h := s.Hist
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
 		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled, Dropped: s.Dropped,
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
+		var h interface {
+			Mean() float64
+			ValueAtPercentile(float64) int64
+			Max() int64
+		}
+		if b := s.sparse(); b != nil {
+			h = b // the same figures, from the buckets there are
+		} else {
+			h = s.Hist()
+		}
 		out.MeanMs = h.Mean() / 1000
 		out.P50Ms = ms(h.ValueAtPercentile(50))
 		out.P90Ms = ms(h.ValueAtPercentile(90))

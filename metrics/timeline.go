@@ -84,7 +84,7 @@ func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Poin
 		d := s.Total(Delivery, scratch)
 		p.Deliveries = d.Count
 		if d.Count > 0 {
-			p.DeliveryP99Ms = float64(d.Hist.ValueAtPercentile(99)) / 1000
+			p.DeliveryP99Ms = float64(d.Percentile(99)) / 1000
 		}
 	}
 	return p

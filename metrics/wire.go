@@ -273,7 +273,7 @@ func (e *encoder) hist(st *Stat) {
 		}
 		p = e.buckets
 		p.Reset()
-		p.MergeFrom(st.Hist)
+		p.MergeFrom(st.Hist())
 	}
 	e.uvarint(uint64(p.Populated()))
 	last := -1

@@ -116,7 +116,7 @@ func TestMergeEncodedReadsHandMade(t *testing.T) {
 	}
 	st := into.Requests["a"]
 	if st == nil || st.Count != 2 || st.BytesIn != 10 || st.BytesOut != 20 || st.Status[200] != 2 ||
-		st.Hist.TotalCount() != 2 || st.Hist.Max() != 100 {
+		st.Hist().TotalCount() != 2 || st.Hist().Max() != 100 {
 		t.Fatalf("hand-made stat read as %+v", st)
 	}
 	if _, err := MergeEncoded(socket("w", 1, 1, 1, 0, 0, 0, 0, 1, "t", 3, 9, 0, 1, "why", 1, 0), into); err != nil {
@@ -276,7 +276,7 @@ func overflowed(s *Snapshot) bool {
 				continue
 			}
 			for _, st := range s.table(k) {
-				if st.Hist.TotalCount() != st.Count {
+				if st.Hist().TotalCount() != st.Count {
 					return true
 				}
 			}

@@ -145,7 +145,7 @@ func (m *merger) body(s *Snapshot, ds []*decoder) {
 				d.stat(st, name, m.sum)
 			}
 			if st != nil && m.sum != nil {
-				m.sum.recordInto(st.Hist)
+				m.sum.recordInto(st.Hist())
 			}
 		})
 	}
@@ -310,13 +310,13 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		default:
 			batch[k] = [2]int64{bucketValue(last), int64(c)}
 			if k++; k == len(batch) {
-				record(st.Hist, batch[:k])
+				record(st.Hist(), batch[:k])
 				k = 0
 			}
 		}
 	}
 	if st != nil {
-		record(st.Hist, batch[:k])
+		record(st.Hist(), batch[:k])
 	}
 	if d.err == nil && total != count {
 		d.fail("histogram of %d values, not %d", total, count)

@@ -212,9 +212,9 @@ func statDiff(x, y *Stat) string {
 		return fmt.Sprintf("statuses %v vs %v", x.Status, y.Status)
 	case !maps.Equal(x.Messages, y.Messages):
 		return fmt.Sprintf("error kinds %v vs %v", x.Messages, y.Messages)
-	case !x.Hist.Equals(y.Hist):
-		return fmt.Sprintf("histograms differ: %d values, p50 %d, max %d vs %d, %d, %d", x.Hist.TotalCount(),
-			x.Hist.ValueAtPercentile(50), x.Hist.Max(), y.Hist.TotalCount(), y.Hist.ValueAtPercentile(50), y.Hist.Max())
+	case !x.Hist().Equals(y.Hist()):
+		return fmt.Sprintf("histograms differ: %d values, p50 %d, max %d vs %d, %d, %d", x.Hist().TotalCount(),
+			x.Hist().ValueAtPercentile(50), x.Hist().Max(), y.Hist().TotalCount(), y.Hist().ValueAtPercentile(50), y.Hist().Max())
 	}
 	return ""
 }
@@ -421,7 +421,7 @@ func TestAppendSnapshotCutsLongNames(t *testing.T) {
 	}
 	cutName := long[:maxWireString]
 	st := got.Requests[cutName]
-	if len(got.Requests) != 2 || st == nil || st.Count != 2 || st.Hist.TotalCount() != 2 || st.Messages[cutName].Count != 2 {
+	if len(got.Requests) != 2 || st == nil || st.Count != 2 || st.Hist().TotalCount() != 2 || st.Messages[cutName].Count != 2 {
 		t.Errorf("names alike in their first %d bytes were not merged: %d names, %+v", maxWireString, len(got.Requests), st)
 	}
 	if f := got.Sockets[cutName]; f == nil || f.In[cutName] == nil || f.In[cutName].Messages != 2 {

@@ -169,10 +169,10 @@ func (d *histDecoder) decodeTable(from map[string]string, to map[string]*metrics
 			st = metrics.NewStat()
 			to[name] = st
 		}
-		if err := addTo(st.Hist, buckets[start:ends[i]]); err != nil {
+		if err := addTo(st.Hist(), buckets[start:ends[i]]); err != nil {
 			return fmt.Errorf("histogram %q: %w", names[i], err)
 		}
-		st.Count = st.Hist.TotalCount()
+		st.Count = st.Hist().TotalCount()
 		start = ends[i]
 	}
 	return nil

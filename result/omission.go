@@ -63,10 +63,10 @@ func OmissionOf(snap *metrics.Snapshot, think time.Duration) *Omission {
 	if acting <= 0 {
 		return nil
 	}
-	interval := think + time.Duration(st.Hist.ValueAtPercentile(50))*time.Microsecond
+	interval := think + time.Duration(st.Hist().ValueAtPercentile(50))*time.Microsecond
 	iv := interval.Microseconds()
-	o := &Omission{ThinkMs: ms(think), IntervalMs: ms(interval), Actions: acting, MaxMs: float64(st.Hist.Max()) / 1000}
-	for _, b := range st.Hist.Distribution() {
+	o := &Omission{ThinkMs: ms(think), IntervalMs: ms(interval), Actions: acting, MaxMs: float64(st.Hist().Max()) / 1000}
+	for _, b := range st.Hist().Distribution() {
 		if b.Count == 0 || b.To < 2*iv {
 			continue
 		}

@@ -241,7 +241,7 @@ func encodeSnapshot(snap *metrics.Snapshot, requests, actions map[string]string)
 			if st.Count == 0 {
 				continue
 			}
-			b, err := encodeHist(st.Hist)
+			b, err := encodeHist(st.Hist())
 			if err != nil {
 				return fmt.Errorf("encode histogram %q: %w", name, err)
 			}

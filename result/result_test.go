@@ -37,7 +37,7 @@ func TestRoundTripIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !back.Requests["GET /x"].Hist.Equals(snap.Requests["GET /x"].Hist) {
+	if !back.Requests["GET /x"].Hist().Equals(snap.Requests["GET /x"].Hist()) {
 		t.Error("histogram read back differs from the one written")
 	}
 	if back.Actions["Browse"].Count != 1 {

@@ -39,7 +39,7 @@ func TestStepHistogramsRoundTripPerLevel(t *testing.T) {
 		t.Fatalf("levels read back: %v", got)
 	}
 	for users, snap := range levels {
-		if !back[users].Requests["GET /x"].Hist.Equals(snap.Requests["GET /x"].Hist) || back[users].Actions["Browse"].Count != 1 {
+		if !back[users].Requests["GET /x"].Hist().Equals(snap.Requests["GET /x"].Hist()) || back[users].Actions["Browse"].Count != 1 {
 			t.Errorf("level %d: histograms read back differ from those written", users)
 		}
 	}
@@ -52,7 +52,7 @@ func TestStepHistogramsRoundTripPerLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !merged.Requests["GET /x"].Hist.Equals(top.Requests["GET /x"].Hist) || top.Requests["GET /x"].Count != 3000 {
+	if !merged.Requests["GET /x"].Hist().Equals(top.Requests["GET /x"].Hist()) || top.Requests["GET /x"].Count != 3000 {
 		t.Errorf("levels merged (%d) != top level (%d)", merged.Requests["GET /x"].Count, top.Requests["GET /x"].Count)
 	}
 	r, err := Read(dir)

@@ -145,7 +145,7 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 		h := hist[l.Users]
 		if h == nil || h.Requests["GetChannelPosts"] == nil || h.Requests["GetChannelPosts"].Count != l.Totals.Count {
 			t.Errorf("%d users: histograms.json does not hold the level's %d requests", l.Users, l.Totals.Count)
-		} else if p95 := float64(h.Requests["GetChannelPosts"].Hist.ValueAtPercentile(95)) / 1000; p95 != l.Requests[0].P95Ms {
+		} else if p95 := float64(h.Requests["GetChannelPosts"].Hist().ValueAtPercentile(95)) / 1000; p95 != l.Requests[0].P95Ms {
 			t.Errorf("%d users: p95 from histograms.json %.3f != result.json %.3f", l.Users, p95, l.Requests[0].P95Ms)
 		}
 	}

@@ -108,7 +108,7 @@ def act(user):
 		t.Errorf("opened %d, gaps %d missing %d; want 1, 1, 2", s.Opened, s.Gaps, s.Missed)
 	}
 	d := snap.Deliveries["posted"]
-	if d == nil || d.Count != 1 || d.Hist.Max() > 1 { // 1 µs: the histogram's lowest value stands for 0
+	if d == nil || d.Count != 1 || d.Hist().Max() > 1 { // 1 µs: the histogram's lowest value stands for 0
 		t.Errorf("deliveries %+v, want one, timed to its arrival (well under the %v it waited for its handler)", d, wait)
 	}
 	u.Close()

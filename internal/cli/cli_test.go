@@ -166,7 +166,7 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 	for _, s := range res.Requests {
 		if h := snap.Requests[s.Name]; h == nil || h.Count != s.Count {
 			t.Errorf("histogram of %q does not match its count %d", s.Name, s.Count)
-		} else if p99 := float64(h.Hist.ValueAtPercentile(99)) / 1000; p99 != s.P99Ms {
+		} else if p99 := float64(h.Hist().ValueAtPercentile(99)) / 1000; p99 != s.P99Ms {
 			t.Errorf("%q: p99 from histograms.json %.3f != result.json %.3f", s.Name, p99, s.P99Ms)
 		}
 	}
