@@ -2,6 +2,9 @@ package memlimit
 
 import (
 	"context"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,4 +35,68 @@ func TestMemWatchReportsTheFirstSamplePastTheLimit(t *testing.T) {
 			t.Errorf("returned after %v, want when ctx ended (1s)", el)
 		}
 	})
+}
+
+// TestGCFloorCollectsLessOften: a small live heap and 256 MiB of garbage
+// take dozens of cycles under GOGC=100 and a few under a 64 MiB floor;
+// stop gives GOGC back, and a GOGC from the environment is left alone.
+func TestGCFloorCollectsLessOften(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Fatal("the test sets GOGC itself: run it without one")
+	}
+	live := make([][]byte, 0, 256)
+	for range 256 {
+		live = append(live, make([]byte, 4<<10)) // ~1 MiB kept
+	}
+	var sink []byte
+	churn := func() uint32 { // cycles while 256 MiB of garbage is made
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 1 << 16 {
+			sink = make([]byte, 4<<10)
+		}
+		runtime.ReadMemStats(&after)
+		return after.NumGC - before.NumGC
+	}
+	plain := churn()
+	stop := GCFloor(64 << 20)
+	runtime.GC() // the first cycle sets the floor
+	floored := churn()
+	stop()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC after stop: %d, want 100", got)
+	}
+	t.Logf("cycles for 256 MiB of garbage: %d under GOGC=100, %d with a 64 MiB floor", plain, floored)
+	if plain < 20 || floored > 6 {
+		t.Errorf("%d cycles under GOGC=100 (want 20 or more), %d with the floor (want at most 6)", plain, floored)
+	}
+	runtime.KeepAlive(live)
+	runtime.KeepAlive(sink)
+
+	t.Setenv("GOGC", "100")
+	stop = GCFloor(64 << 20)
+	runtime.GC()
+	runtime.GC() // its finalizer, were there one, has run
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC with GOGC=100 in the environment: %d, want it left at 100", got)
+	}
+	stop()
+}
+
+func TestFloorPercent(t *testing.T) {
+	for _, c := range []struct {
+		live, floor uint64
+		base, want  int
+	}{
+		{40 << 20, 128 << 20, 100, 320},  // 40 MB live: goal 168 MB
+		{256 << 20, 128 << 20, 100, 100}, // GOGC's own goal is more
+		{0, 128 << 20, 100, 3200},        // at most 32 × the 4 MiB minimum: 128 MiB
+		{2 << 20, 128 << 20, 100, 3200},
+		{10 << 20, 5 << 20, 200, 200},
+	} {
+		if got := floorPercent(c.live, c.floor, c.base); got != c.want {
+			t.Errorf("floorPercent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
+		}
+	}
 }
