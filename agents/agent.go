@@ -93,7 +93,7 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 // restores the runtime's soft limit.
 func (a *agent) watchMemory(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	restore := memlimit.Apply(a.opt.MaxMemory)
+	restore := memlimit.Apply(a.opt.MaxMemory, a.e.Users)
 	start := time.Now()
 	w := memlimit.Watch{Limit: a.opt.MaxMemory, Every: a.opt.memEvery, Sample: a.opt.memSample}
 	done := make(chan struct{})

@@ -19,7 +19,7 @@ func (s *session) watchMemory() (restore func()) {
 	if limit == 0 {
 		return func() {}
 	}
-	restore = memlimit.Apply(limit)
+	restore = memlimit.Apply(limit, s.eng.Users)
 	w := memlimit.Watch{Limit: limit, Every: s.c.memEvery, Sample: s.c.memSample}
 	go func() {
 		defer s.recover("the memory watch")

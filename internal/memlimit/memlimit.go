@@ -105,33 +105,47 @@ func Used() uint64 {
 // parsed: the soft limit would reclaim it only eventually, and the
 // watch's first samples would count it against the users), then the Go
 // runtime's soft limit is set to limit, so the collector works harder
-// near it, and the collector is given a floor (GCFloor) of an eighth of
-// limit, at most MaxFloor. The returned function restores both.
-func Apply(limit uint64) (restore func()) {
+// near it, and the collector is given a floor (GCFloor) of Floor(limit,
+// users()), users() read after each cycle. The returned function
+// restores both.
+func Apply(limit uint64, users func() int) (restore func()) {
 	debug.FreeOSMemory()
 	prev := debug.SetMemoryLimit(-1)
 	debug.SetMemoryLimit(min(prev, int64(min(limit, 1<<62))))
-	stop := GCFloor(min(limit/8, MaxFloor))
+	stop := GCFloor(func() uint64 { return Floor(limit, users()) })
 	return func() {
 		stop()
 		debug.SetMemoryLimit(prev)
 	}
 }
 
-// MaxFloor is the largest floor Apply gives the collector.
-const MaxFloor = 128 << 20
+// Floor is the collector's floor for users under a memory limit:
+// FloorPerUser a user, at most an eighth of limit and MaxFloor. A chat
+// user allocates ~3 KB a second (its responses, events and values), so
+// its run is collected every ~20 s at most; a run of a few users keeps
+// GOGC's own goal, and its memory stays what its users hold.
+func Floor(limit uint64, users int) uint64 {
+	return min(uint64(max(users, 0))*FloorPerUser, limit/8, MaxFloor)
+}
 
-// GCFloor lets at least floor bytes be allocated between two cycles of the
-// collector, until the returned stop. Go's default (GOGC=100) lets the
-// heap grow by its live part: a small heap, a load generator's at a few
-// thousand users (~40 MB at 2,000 chat users), is then collected every few
-// seconds, and each cycle costs its whole mark (~20 ms of CPU there: 7%
-// of headroom's CPU at that load). After each cycle GCFloor raises GOGC
-// for the next so that its goal is the live heap plus floor, when that is
-// more than GOGC's own; a soft memory limit (Apply) still bounds the
-// heap. A GOGC set in the environment is the user's, and left alone.
-func GCFloor(floor uint64) (stop func()) {
-	if floor == 0 || os.Getenv("GOGC") != "" {
+// The collector's floor a user, and at most.
+const (
+	FloorPerUser = 64 << 10
+	MaxFloor     = 128 << 20
+)
+
+// GCFloor lets at least floor() bytes be allocated between two cycles of
+// the collector, until the returned stop. Go's default (GOGC=100) lets
+// the heap grow by its live part: a small heap, a load generator's at a
+// few thousand users (~40 MB at 2,000 chat users), is then collected
+// every few seconds, and each cycle costs its whole mark (~20 ms of CPU
+// there, every ~4 s: 7% of headroom's CPU at that load). After each cycle
+// GCFloor raises GOGC for the next so that its goal is the live heap plus
+// floor(), when that is more than GOGC's own; a soft memory limit (Apply)
+// still bounds the heap. A GOGC set in the environment is the user's,
+// and left alone.
+func GCFloor(floor func() uint64) (stop func()) {
+	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
 	base := debug.SetGCPercent(100)
@@ -150,7 +164,7 @@ func GCFloor(floor uint64) (stop func()) {
 			if stopped {
 				return
 			}
-			debug.SetGCPercent(floorPercent(scanned(), floor, base))
+			debug.SetGCPercent(floorPercent(scanned(), floor(), base))
 			arm()
 		})
 	}

@@ -60,7 +60,7 @@ func TestGCFloorCollectsLessOften(t *testing.T) {
 		return after.NumGC - before.NumGC
 	}
 	plain := churn()
-	stop := GCFloor(64 << 20)
+	stop := GCFloor(func() uint64 { return 64 << 20 })
 	runtime.GC() // the first cycle sets the floor
 	floored := churn()
 	stop()
@@ -75,7 +75,7 @@ func TestGCFloorCollectsLessOften(t *testing.T) {
 	runtime.KeepAlive(sink)
 
 	t.Setenv("GOGC", "100")
-	stop = GCFloor(64 << 20)
+	stop = GCFloor(func() uint64 { return 64 << 20 })
 	runtime.GC()
 	runtime.GC() // its finalizer, were there one, has run
 	if got := debug.SetGCPercent(100); got != 100 {
@@ -97,6 +97,24 @@ func TestFloorPercent(t *testing.T) {
 	} {
 		if got := floorPercent(c.live, c.floor, c.base); got != c.want {
 			t.Errorf("floorPercent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
+		}
+	}
+}
+
+func TestFloorFollowsUsers(t *testing.T) {
+	for _, c := range []struct {
+		limit uint64
+		users int
+		want  uint64
+	}{
+		{12 << 30, 2, 128 << 10},     // a hostile server's two users: GOGC's own goal
+		{12 << 30, 2000, 125 << 20},  // a chat run's 2,000
+		{12 << 30, 100000, MaxFloor}, // at most 128 MiB
+		{256 << 20, 2000, 32 << 20},  // a pod's agent: an eighth of its limit
+		{12 << 30, -1, 0},
+	} {
+		if got := Floor(c.limit, c.users); got != c.want {
+			t.Errorf("Floor(%d, %d) = %d, want %d", c.limit, c.users, got, c.want)
 		}
 	}
 }
