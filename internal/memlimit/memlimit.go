@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sort"
@@ -105,84 +104,102 @@ func Used() uint64 {
 // parsed: the soft limit would reclaim it only eventually, and the
 // watch's first samples would count it against the users), then the Go
 // runtime's soft limit is set to limit, so the collector works harder
-// near it, and the collector is given a floor (GCFloor) of Floor(limit,
-// users()), users() read after each cycle. The returned function
-// restores both.
+// near it, and the collector is paced by the allocation rate (GCFloor)
+// up to FloorPerUser for each of users(), an eighth of limit and
+// MaxFloor. The returned function restores both.
 func Apply(limit uint64, users func() int) (restore func()) {
 	debug.FreeOSMemory()
 	prev := debug.SetMemoryLimit(-1)
 	debug.SetMemoryLimit(min(prev, int64(min(limit, 1<<62))))
-	stop := GCFloor(func() uint64 { return Floor(limit, users()) })
+	stop := GCFloor(func() uint64 { return min(uint64(max(users(), 0))*FloorPerUser, limit/8, MaxFloor) })
 	return func() {
 		stop()
 		debug.SetMemoryLimit(prev)
 	}
 }
 
-// Floor is the collector's floor for users under a memory limit:
-// FloorPerUser a user, at most an eighth of limit and MaxFloor. A chat
-// user allocates ~3 KB a second (its responses, events and values), so
-// its run is collected every ~20 s at most; a run of a few users keeps
-// GOGC's own goal, and its memory stays what its users hold.
-func Floor(limit uint64, users int) uint64 {
-	return min(uint64(max(users, 0))*FloorPerUser, limit/8, MaxFloor)
-}
-
-// The collector's floor a user, and at most.
+// The most Apply lets GCFloor let be allocated between cycles beyond
+// GOGC's own goal: for each user (a few users reading large bodies keep
+// GOGC's own goal, and so the memory their bodies need), and in all;
+// FloorSpan is the allocation it aims to let through.
 const (
 	FloorPerUser = 64 << 10
 	MaxFloor     = 128 << 20
+	FloorSpan    = 15 * time.Second
 )
 
-// GCFloor lets at least floor() bytes be allocated between two cycles of
-// the collector, until the returned stop. Go's default (GOGC=100) lets
-// the heap grow by its live part: a small heap, a load generator's at a
-// few thousand users (~40 MB at 2,000 chat users), is then collected
-// every few seconds, and each cycle costs its whole mark (~20 ms of CPU
-// there, every ~4 s: 7% of headroom's CPU at that load). After each cycle
-// GCFloor raises GOGC for the next so that its goal is the live heap plus
-// floor(), when that is more than GOGC's own; a soft memory limit (Apply)
-// still bounds the heap. A GOGC set in the environment is the user's,
-// and left alone.
-func GCFloor(floor func() uint64) (stop func()) {
+// GCFloor paces the collector by the allocation rate until the returned
+// stop. Go's default (GOGC=100) lets the heap grow by its live part: a
+// small heap that allocates fast, a load generator's at a few thousand
+// users (~40 MB live at 2,000 chat users, ~9 MB allocated a second), is
+// then collected every few seconds, and each cycle costs its whole mark
+// (~20 ms of CPU there, every ~4 s: 7% of headroom's CPU at that load).
+// Every second GCFloor sets GOGC so that the next goal is the live heap
+// plus FloorSpan of the last second's allocation, at most max(), when
+// that is more than GOGC's own goal. Users who hold connections and allocate
+// nothing (once ramped up) keep GOGC's own goal, and so their memory;
+// a soft memory limit (Apply) still bounds the heap. A GOGC set in the
+// environment is the user's, and left alone.
+func GCFloor(max func() uint64) (stop func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
-	if base < 0 { // off
+	p := newPacer(max)
+	if p.base < 0 { // off
 		return func() {}
 	}
-	var mu sync.Mutex
-	stopped := false
-	var arm func()
-	arm = func() {
-		// Its finalizer runs after the first cycle that finds it unreachable.
-		runtime.SetFinalizer(&sentinel{}, func(*sentinel) {
-			mu.Lock()
-			defer mu.Unlock()
-			if stopped {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
 				return
+			case now := <-t.C:
+				p.apply(now)
 			}
-			debug.SetGCPercent(floorPercent(scanned(), floor(), base))
-			arm()
-		})
-	}
-	arm()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			stopped = true
-			debug.SetGCPercent(base)
 		}
-	}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		<-exited
+		debug.SetGCPercent(p.base)
+	})
 }
 
-// sentinel is an object no one keeps, so that the collector runs its
-// finalizer once a cycle; it has a pointer, to be allocated on its own
-// (a finalizer on a tiny allocation may never run).
-type sentinel struct{ _ *int }
+// pacer is GCFloor's state: GOGC as the environment set it, as it is now,
+// and the allocation at the last tick.
+type pacer struct {
+	max           func() uint64
+	base, percent int
+	allocs        uint64
+	at            time.Time
+}
+
+func newPacer(max func() uint64) *pacer {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	allocs, _ := heapStats()
+	return &pacer{max: max, base: base, percent: base, allocs: allocs, at: time.Now()}
+}
+
+// apply sets GOGC for the allocation since the last tick, now.
+func (p *pacer) apply(now time.Time) {
+	allocs, live := heapStats()
+	span := now.Sub(p.at)
+	if span <= 0 {
+		return
+	}
+	rate := float64(allocs-p.allocs) / span.Seconds()
+	p.allocs, p.at = allocs, now
+	floor := uint64(min(rate*FloorSpan.Seconds(), float64(p.max())))
+	if pc := floorPercent(live, floor, p.base); pc != p.percent {
+		debug.SetGCPercent(pc)
+		p.percent = pc
+	}
+}
 
 // floorPercent is the GOGC whose goal is floor bytes past the live heap,
 // for live bytes the collector scans (GOGC is a share of those), or base
@@ -201,10 +218,12 @@ func floorPercent(live, floor uint64, base int) int {
 // minHeap is the Go runtime's minimum heap goal at GOGC=100.
 const minHeap = 4 << 20
 
-// scanned is what GOGC is a share of: the heap the last cycle of the
+// heapStats reads the bytes allocated on the heap since the process
+// started, and what GOGC is a share of: the heap the last cycle of the
 // collector marked live, the goroutines' stacks and the globals.
-func scanned() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
+func heapStats() (allocs, scanned uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	metrics.Read(s)
-	return s[0].Value.Uint64() + s[1].Value.Uint64() + s[2].Value.Uint64()
+	return s[0].Value.Uint64(), s[1].Value.Uint64() + s[2].Value.Uint64() + s[3].Value.Uint64()
 }

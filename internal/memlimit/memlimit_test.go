@@ -37,9 +37,11 @@ func TestMemWatchReportsTheFirstSamplePastTheLimit(t *testing.T) {
 	})
 }
 
-// TestGCFloorCollectsLessOften: a small live heap and 256 MiB of garbage
-// take dozens of cycles under GOGC=100 and a few under a 64 MiB floor;
-// stop gives GOGC back, and a GOGC from the environment is left alone.
+// TestGCFloorCollectsLessOften: a small live heap that allocates 256 MiB
+// takes dozens of cycles under GOGC=100 and a few once the pacer has seen
+// it allocate fast (a floor of 64 MiB); once it has seen it idle, GOGC is
+// back to 100; stop gives GOGC back, and a GOGC from the environment is
+// left alone.
 func TestGCFloorCollectsLessOften(t *testing.T) {
 	if os.Getenv("GOGC") != "" {
 		t.Fatal("the test sets GOGC itself: run it without one")
@@ -49,39 +51,49 @@ func TestGCFloorCollectsLessOften(t *testing.T) {
 		live = append(live, make([]byte, 4<<10)) // ~1 MiB kept
 	}
 	var sink []byte
-	churn := func() uint32 { // cycles while 256 MiB of garbage is made
-		runtime.GC()
+	churn := func(n int) uint32 { // cycles while n × 4 KiB of garbage is made
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		for range 1 << 16 {
+		for range n {
 			sink = make([]byte, 4<<10)
 		}
 		runtime.ReadMemStats(&after)
 		return after.NumGC - before.NumGC
 	}
-	plain := churn()
-	stop := GCFloor(func() uint64 { return 64 << 20 })
-	runtime.GC() // the first cycle sets the floor
-	floored := churn()
-	stop()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GOGC after stop: %d, want 100", got)
+	runtime.GC()
+	plain := churn(1 << 16)
+
+	p := newPacer(func() uint64 { return 64 << 20 })
+	churn(1 << 12) // 16 MiB: far more than 64 MiB over 15 s at any speed this machine has
+	p.apply(time.Now())
+	if p.percent <= 100 {
+		t.Fatalf("GOGC %d after 16 MiB allocated in an instant, want it raised", p.percent)
 	}
-	t.Logf("cycles for 256 MiB of garbage: %d under GOGC=100, %d with a 64 MiB floor", plain, floored)
-	if plain < 20 || floored > 6 {
-		t.Errorf("%d cycles under GOGC=100 (want 20 or more), %d with the floor (want at most 6)", plain, floored)
+	runtime.GC()
+	paced := churn(1 << 16)
+	t.Logf("cycles for 256 MiB of garbage: %d under GOGC=100, %d paced (GOGC %d)", plain, paced, p.percent)
+	if plain < 20 || paced > 6 {
+		t.Errorf("%d cycles under GOGC=100 (want 20 or more), %d paced (want at most 6)", plain, paced)
+	}
+	p.apply(p.at.Add(time.Hour)) // nothing allocated for an hour
+	if got := debug.SetGCPercent(100); got != 100 || p.percent != 100 {
+		t.Errorf("GOGC %d (pacer's %d) after an idle hour, want 100", got, p.percent)
 	}
 	runtime.KeepAlive(live)
 	runtime.KeepAlive(sink)
 
-	t.Setenv("GOGC", "100")
-	stop = GCFloor(func() uint64 { return 64 << 20 })
-	runtime.GC()
-	runtime.GC() // its finalizer, were there one, has run
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("GOGC with GOGC=100 in the environment: %d, want it left at 100", got)
-	}
+	stop := GCFloor(func() uint64 { return 64 << 20 })
+	debug.SetGCPercent(321) // as the pacer would
 	stop()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC after stop: %d, want 100", got)
+	}
+	t.Setenv("GOGC", "50")
+	debug.SetGCPercent(50)
+	GCFloor(func() uint64 { return 64 << 20 })() // a no-op, and so is its stop
+	if got := debug.SetGCPercent(100); got != 50 {
+		t.Errorf("GOGC with GOGC=50 in the environment: %d, want it left at 50", got)
+	}
 }
 
 func TestFloorPercent(t *testing.T) {
@@ -94,27 +106,10 @@ func TestFloorPercent(t *testing.T) {
 		{0, 128 << 20, 100, 3200},        // at most 32 × the 4 MiB minimum: 128 MiB
 		{2 << 20, 128 << 20, 100, 3200},
 		{10 << 20, 5 << 20, 200, 200},
+		{40 << 20, 0, 100, 100}, // idle
 	} {
 		if got := floorPercent(c.live, c.floor, c.base); got != c.want {
 			t.Errorf("floorPercent(%d, %d, %d) = %d, want %d", c.live, c.floor, c.base, got, c.want)
-		}
-	}
-}
-
-func TestFloorFollowsUsers(t *testing.T) {
-	for _, c := range []struct {
-		limit uint64
-		users int
-		want  uint64
-	}{
-		{12 << 30, 2, 128 << 10},     // a hostile server's two users: GOGC's own goal
-		{12 << 30, 2000, 125 << 20},  // a chat run's 2,000
-		{12 << 30, 100000, MaxFloor}, // at most 128 MiB
-		{256 << 20, 2000, 32 << 20},  // a pod's agent: an eighth of its limit
-		{12 << 30, -1, 0},
-	} {
-		if got := Floor(c.limit, c.users); got != c.want {
-			t.Errorf("Floor(%d, %d) = %d, want %d", c.limit, c.users, got, c.want)
 		}
 	}
 }
