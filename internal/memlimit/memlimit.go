@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -140,12 +141,15 @@ const (
 // nothing (once ramped up) keep GOGC's own goal, and so their memory;
 // a soft memory limit (Apply) still bounds the heap. A GOGC set in the
 // environment is the user's, and left alone.
+// One process paces once: a second GCFloor (two runs in one process, as
+// in tests) leaves the first's alone.
 func GCFloor(max func() uint64) (stop func()) {
-	if os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" || !pacing.CompareAndSwap(false, true) {
 		return func() {}
 	}
 	p := newPacer(max)
 	if p.base < 0 { // off
+		pacing.Store(false)
 		return func() {}
 	}
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -166,8 +170,12 @@ func GCFloor(max func() uint64) (stop func()) {
 		close(done)
 		<-exited
 		debug.SetGCPercent(p.base)
+		pacing.Store(false)
 	})
 }
+
+// pacing is whether a GCFloor runs.
+var pacing atomic.Bool
 
 // pacer is GCFloor's state: GOGC as the environment set it, as it is now,
 // and the allocation at the last tick.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,53 +38,45 @@ func TestMemWatchReportsTheFirstSamplePastTheLimit(t *testing.T) {
 	})
 }
 
-// TestGCFloorCollectsLessOften: a small live heap that allocates 256 MiB
-// takes dozens of cycles under GOGC=100 and a few once the pacer has seen
-// it allocate fast (a floor of 64 MiB); once it has seen it idle, GOGC is
-// back to 100; stop gives GOGC back, and a GOGC from the environment is
-// left alone.
-func TestGCFloorCollectsLessOften(t *testing.T) {
+// TestGCFloorRaisesTheGoal: once the pacer has seen the process allocate
+// fast, the collector's goal is the live heap plus the floor (64 MiB);
+// once it has seen it idle, it is GOGC=100's again; stop gives GOGC back,
+// a second pacer leaves the first alone, and a GOGC from the environment
+// is left alone.
+func TestGCFloorRaisesTheGoal(t *testing.T) {
 	if os.Getenv("GOGC") != "" {
 		t.Fatal("the test sets GOGC itself: run it without one")
 	}
-	live := make([][]byte, 0, 256)
-	for range 256 {
-		live = append(live, make([]byte, 4<<10)) // ~1 MiB kept
-	}
+	defer debug.SetGCPercent(100)
 	var sink []byte
-	churn := func(n int) uint32 { // cycles while n × 4 KiB of garbage is made
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range n {
-			sink = make([]byte, 4<<10)
-		}
-		runtime.ReadMemStats(&after)
-		return after.NumGC - before.NumGC
+	goal := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
 	}
-	runtime.GC()
-	plain := churn(1 << 16)
-
 	p := newPacer(func() uint64 { return 64 << 20 })
-	churn(1 << 12) // 16 MiB: far more than 64 MiB over 15 s at any speed this machine has
-	p.apply(time.Now())
-	if p.percent <= 100 {
-		t.Fatalf("GOGC %d after 16 MiB allocated in an instant, want it raised", p.percent)
+	for range 1 << 12 { // 16 MiB: far more than 64 MiB over 15 s at any speed this machine has
+		sink = make([]byte, 4<<10)
 	}
-	runtime.GC()
-	paced := churn(1 << 16)
-	t.Logf("cycles for 256 MiB of garbage: %d under GOGC=100, %d paced (GOGC %d)", plain, paced, p.percent)
-	if plain < 20 || paced > 6 {
-		t.Errorf("%d cycles under GOGC=100 (want 20 or more), %d paced (want at most 6)", plain, paced)
+	runtime.KeepAlive(sink)
+	runtime.GC() // the live heap as it is, not as a cycle during the loop saw it
+	p.apply(time.Now())
+	_, live := heapStats()
+	if g := goal(); g < live+60<<20 {
+		t.Errorf("goal %d MiB for %d MiB live after 16 MiB allocated in an instant (GOGC %d), want the live heap + 64 MiB",
+			g>>20, live>>20, p.percent)
 	}
 	p.apply(p.at.Add(time.Hour)) // nothing allocated for an hour
-	if got := debug.SetGCPercent(100); got != 100 || p.percent != 100 {
-		t.Errorf("GOGC %d (pacer's %d) after an idle hour, want 100", got, p.percent)
+	if g := goal(); p.percent != 100 || g > max(2*live, 4<<20)+1<<20 {
+		t.Errorf("goal %d MiB for %d MiB live (GOGC %d) after an idle hour, want GOGC=100's", g>>20, live>>20, p.percent)
 	}
-	runtime.KeepAlive(live)
-	runtime.KeepAlive(sink)
 
 	stop := GCFloor(func() uint64 { return 64 << 20 })
-	debug.SetGCPercent(321) // as the pacer would
+	debug.SetGCPercent(321)                      // as the pacer would
+	GCFloor(func() uint64 { return 64 << 20 })() // a second one leaves the first's alone
+	if got := debug.SetGCPercent(321); got != 321 {
+		t.Errorf("GOGC after a second pacer's stop: %d, want the first's 321", got)
+	}
 	stop()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC after stop: %d, want 100", got)
