@@ -231,6 +231,9 @@ func TestStatFollowsItsBuckets(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
+			if g := got.Requests["x"]; g != nil && len(buckets(want)) < maxSparse && g.sparse() == nil {
+				t.Fatalf("a decoded second of %d buckets is dense", len(buckets(want)))
+			}
 			if st.Count > 0 && !got.Requests["x"].Hist().Equals(ref) {
 				t.Fatal("encoded buckets differ from Hist's")
 			}

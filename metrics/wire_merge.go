@@ -310,24 +310,36 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		default:
 			batch[k] = [2]int64{bucketValue(last), int64(c)}
 			if k++; k == len(batch) {
-				record(st.Hist(), batch[:k])
+				st.record(batch[:k])
 				k = 0
 			}
 		}
 	}
 	if st != nil {
-		record(st.Hist(), batch[:k])
+		st.record(batch[:k])
 	}
 	if d.err == nil && total != count {
 		d.fail("histogram of %d values, not %d", total, count)
 	}
 }
 
-// record adds counts of values into h. An error only if h's total would
-// pass math.MaxInt64: dropped, as Histogram.Merge drops it.
-func record(h *hdr.Histogram, buckets [][2]int64) {
-	for _, b := range buckets {
-		_ = h.RecordValues(b[0], b[1])
+// record adds counts of values into s's histogram: into its sparse
+// buckets while they hold every value and have room, as Add does (a
+// coordinator's second of a few agents and names stays sparse, and its
+// Reset cheap). An error only if the total would pass math.MaxInt64:
+// dropped, as Histogram.Merge drops it.
+func (s *Stat) record(buckets [][2]int64) {
+	for i, b := range buckets {
+		if !s.dense && (s.buckets == nil || s.buckets.Populated() >= maxSparse) {
+			s.Hist()
+		}
+		if s.dense {
+			for _, b := range buckets[i:] {
+				_ = s.hist.RecordValues(b[0], b[1]) // buckets left behind: sparse tells
+			}
+			return
+		}
+		_ = s.buckets.RecordValues(b[0], b[1])
 	}
 }
 
