@@ -212,11 +212,28 @@ func (s *Stat) sparse() *hdr.PackedHistogram {
 
 // Percentile returns the latency at percentile q (0 to 100) in
 // microseconds, as Hist().ValueAtPercentile does, without making s dense.
-func (s *Stat) Percentile(q float64) int64 {
+func (s *Stat) Percentile(q float64) int64 { return s.figures().ValueAtPercentile(q) }
+
+// figures is what s's latency figures are read from: its sparse buckets
+// while they hold every value (s stays sparse), its histogram otherwise;
+// the figures are the same either way.
+func (s *Stat) figures() interface {
+	Mean() float64
+	ValueAtPercentile(float64) int64
+	Max() int64
+} {
 	if b := s.sparse(); b != nil {
-		return b.ValueAtPercentile(q)
+		return b
 	}
-	return s.Hist().ValueAtPercentile(q)
+	return s.Hist()
+}
+
+// makeRoom makes s dense if its sparse buckets may have no room for
+// another value.
+func (s *Stat) makeRoom() {
+	if !s.dense && (s.buckets == nil || s.buckets.Populated() >= maxSparse) {
+		s.Hist()
+	}
 }
 
 // Add records one sample.
@@ -236,9 +253,7 @@ func (s *Stat) Add(x *Sample) {
 	if us > HighestMicros {
 		us = HighestMicros
 	}
-	if !s.dense && (s.buckets == nil || s.buckets.Populated() >= maxSparse) {
-		s.Hist()
-	}
+	s.makeRoom()
 	if s.dense {
 		b := s.sparse()
 		_ = s.hist.RecordValue(us) // in range by construction
@@ -388,16 +403,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
-		var h interface {
-			Mean() float64
-			ValueAtPercentile(float64) int64
-			Max() int64
-		}
-		if b := s.sparse(); b != nil {
-			h = b // the same figures, from the buckets there are
-		} else {
-			h = s.Hist()
-		}
+		h := s.figures()
 		out.MeanMs = h.Mean() / 1000
 		out.P50Ms = ms(h.ValueAtPercentile(50))
 		out.P90Ms = ms(h.ValueAtPercentile(90))

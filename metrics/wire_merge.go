@@ -330,9 +330,7 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 // dropped, as Histogram.Merge drops it.
 func (s *Stat) record(buckets [][2]int64) {
 	for i, b := range buckets {
-		if !s.dense && (s.buckets == nil || s.buckets.Populated() >= maxSparse) {
-			s.Hist()
-		}
+		s.makeRoom()
 		if s.dense {
 			for _, b := range buckets[i:] {
 				_ = s.hist.RecordValues(b[0], b[1]) // buckets left behind: sparse tells
