@@ -22,6 +22,7 @@ import (
 // a time, in order, as on its own goroutine (a worker runs one call, and the user waits for it).
 type warm struct {
 	handed atomic.Int64 // calls handed to a worker
+	live   atomic.Int64 // workers whose goroutine has not ended
 	mu     sync.Mutex
 	idle   []*worker // free workers, the most recently used last (its stack is warmest)
 	keep   int       // idle workers kept at most; the rest end when their call does
@@ -65,7 +66,8 @@ func (w *warm) take() *worker {
 	}
 	w.mu.Unlock()
 	wk := &worker{call: make(chan func()), done: make(chan *workerPanic)}
-	go wk.loop()
+	w.live.Add(1)
+	go wk.loop(&w.live)
 	return wk
 }
 
@@ -92,7 +94,8 @@ func (w *warm) close() {
 	}
 }
 
-func (wk *worker) loop() {
+func (wk *worker) loop(live *atomic.Int64) {
+	defer live.Add(-1)
 	for f := range wk.call {
 		wk.done <- run(f)
 	}

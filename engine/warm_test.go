@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +34,6 @@ func deep(n int) int {
 func TestWarmRunsCallsOnKeptWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWarm(2)
-		before := runtime.NumGoroutine()
 		// One caller after another: one worker serves them all.
 		for i := range 100 {
 			got := 0
@@ -44,7 +42,7 @@ func TestWarmRunsCallsOnKeptWorkers(t *testing.T) {
 				t.Fatalf("call %d returned %d", i, got)
 			}
 		}
-		if n := runtime.NumGoroutine() - before; n != 1 {
+		if n := w.live.Load(); n != 1 {
 			t.Fatalf("%d workers for calls one after another, want 1", n)
 		}
 		// Five callers at once, each call waiting for the others: five workers, two kept.
@@ -61,7 +59,7 @@ func TestWarmRunsCallsOnKeptWorkers(t *testing.T) {
 		}
 		wg.Wait()
 		synctest.Wait()
-		if n := runtime.NumGoroutine() - before; n != 2 {
+		if n := w.live.Load(); n != 2 {
 			t.Errorf("%d workers after five calls at once, want 2 kept", n)
 		}
 		if n := len(w.idle); n != 2 {
@@ -84,14 +82,14 @@ func TestWarmRunsCallsOnKeptWorkers(t *testing.T) {
 		}
 		w.close()
 		synctest.Wait()
-		if n := runtime.NumGoroutine() - before; n != 0 {
+		if n := w.live.Load(); n != 0 {
 			t.Errorf("%d workers left after close", n)
 		}
 		// After close, a call still runs (a user finishing), on a worker that then ends.
 		w.do(func() { ran = false })
 		synctest.Wait()
-		if ran || runtime.NumGoroutine() != before {
-			t.Errorf("a call after close: ran %v, %d goroutines left", !ran, runtime.NumGoroutine()-before)
+		if n := w.live.Load(); ran || n != 0 {
+			t.Errorf("a call after close: ran %v, %d workers left", !ran, n)
 		}
 	})
 }
