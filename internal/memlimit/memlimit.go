@@ -136,18 +136,18 @@ const (
 // then collected every few seconds, and each cycle costs its whole mark
 // (~20 ms of CPU there, every ~4 s: 7% of headroom's CPU at that load).
 // Every second GCFloor sets GOGC so that the next goal is the live heap
-// plus FloorSpan of the last second's allocation, at most max(), when
+// plus FloorSpan of the last second's allocation, at most most(), when
 // that is more than GOGC's own goal. Users who hold connections and allocate
 // nothing (once ramped up) keep GOGC's own goal, and so their memory;
 // a soft memory limit (Apply) still bounds the heap. A GOGC set in the
 // environment is the user's, and left alone.
 // One process paces once: a second GCFloor (two runs in one process, as
 // in tests) leaves the first's alone.
-func GCFloor(max func() uint64) (stop func()) {
+func GCFloor(most func() uint64) (stop func()) {
 	if os.Getenv("GOGC") != "" || !pacing.CompareAndSwap(false, true) {
 		return func() {}
 	}
-	p := newPacer(max)
+	p := newPacer(most)
 	if p.base < 0 { // off
 		pacing.Store(false)
 		return func() {}
@@ -180,17 +180,17 @@ var pacing atomic.Bool
 // pacer is GCFloor's state: GOGC as the environment set it, as it is now,
 // and the allocation at the last tick.
 type pacer struct {
-	max           func() uint64
+	most          func() uint64 // the floor's bound
 	base, percent int
 	allocs        uint64
 	at            time.Time
 }
 
-func newPacer(max func() uint64) *pacer {
+func newPacer(most func() uint64) *pacer {
 	base := debug.SetGCPercent(100)
 	debug.SetGCPercent(base)
 	allocs, _ := heapStats()
-	return &pacer{max: max, base: base, percent: base, allocs: allocs, at: time.Now()}
+	return &pacer{most: most, base: base, percent: base, allocs: allocs, at: time.Now()}
 }
 
 // apply sets GOGC for the allocation since the last tick, now.
@@ -202,7 +202,7 @@ func (p *pacer) apply(now time.Time) {
 	}
 	rate := float64(allocs-p.allocs) / span.Seconds()
 	p.allocs, p.at = allocs, now
-	floor := uint64(min(rate*FloorSpan.Seconds(), float64(p.max())))
+	floor := uint64(min(rate*FloorSpan.Seconds(), float64(p.most())))
 	if pc := floorPercent(live, floor, p.base); pc != p.percent {
 		debug.SetGCPercent(pc)
 		p.percent = pc
