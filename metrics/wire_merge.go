@@ -332,8 +332,8 @@ func (s *Stat) record(buckets [][2]int64) {
 	for i, b := range buckets {
 		s.makeRoom()
 		if s.dense {
-			for _, b := range buckets[i:] {
-				_ = s.hist.RecordValues(b[0], b[1]) // buckets left behind: sparse tells
+			for _, r := range buckets[i:] {
+				_ = s.hist.RecordValues(r[0], r[1]) // buckets left behind: sparse tells
 			}
 			return
 		}
