@@ -92,6 +92,10 @@ type Engine struct {
 	// set by StartOpen before its users; nil: each user its own.
 	conns *transport.Pool
 	warm  *warm // where users' actions and handlers run
+	// stalled, if set, is called by a user as its pause's timer fires,
+	// before it wakes: the seam where a test stalls the process (virtual
+	// time), as the collector or a busy machine does.
+	stalled func()
 }
 
 // New returns an engine with no users.
@@ -150,7 +154,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 
 func (e *Engine) newUser(id int) *vu {
 	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
-		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread,
+		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled,
 		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id) }}
 	v.user, v.client = v.fresh()
 	return v

@@ -463,8 +463,10 @@ func (v *vu) serve(o *openModel, spread time.Duration, onDemand bool, onAction f
 			v.finish()
 			return
 		}
-		late := max(time.Since(a.due), 0)
+		now := time.Now()
+		late := max(now.Sub(a.due), 0)
 		v.rec.Record(metrics.Sample{Kind: metrics.Arrival, Name: o.cfg.Name, Latency: late})
+		v.rec.Wake(a.due, now)
 		act := v.user.Next()
 		v.set(Acting)
 		if onAction != nil {

@@ -66,8 +66,10 @@ type vu struct {
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
 	timer    *time.Timer            // pause's; the user's goroutine's alone
+	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 	warm     *warm                  // the engine's: where its actions and handlers run
+	stalled  func()                 // the engine's stalled: a test's stall of the process, or nil
 }
 
 var setupName = scenario.SetupAction
@@ -90,7 +92,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 	// forever.
 	if v.spread >= 0 {
 		v.set(Thinking)
-		if !v.pause(time.Duration(v.user.Spread(1) * float64(v.user.Think()))) {
+		if !v.think(time.Duration(v.user.Spread(1) * float64(v.user.Think()))) {
 			v.finish()
 			return
 		}
@@ -121,7 +123,7 @@ func (v *vu) run(onAction func(user int, action string)) {
 		v.doing.Store(nil)
 		v.set(Thinking)
 		think = v.user.Think()
-		if !v.pause(think) {
+		if !v.think(think) {
 			v.finish()
 			return
 		}
@@ -185,44 +187,75 @@ func (v *vu) handle() bool {
 	return true
 }
 
+// think is a closed-model user's pause before an action: the think time
+// d less what the user owes its own schedule (catchUp), so a stall of the
+// generator does not leave it in step with the users it woke beside. It
+// records when the pause was meant to end and when it did
+// (metrics.Shard.Wake): the generator's lateness and burstiness. False
+// means stop.
+func (v *vu) think(d time.Duration) bool {
+	p, left := catchUp(d, v.debt)
+	want, woke, ok := v.wait(p)
+	if !ok {
+		return false
+	}
+	v.debt = 0
+	if !want.IsZero() {
+		v.debt = left + max(woke.Sub(want), 0)
+		v.rec.Wake(want, woke)
+	}
+	return true
+}
+
 // pause waits d, or less if the user is stopped; false means stop.
-// Meanwhile, and first, it runs the handlers of the WebSocket messages
-// that arrive (never while an action runs): they take from the pause, as
-// a person reads a notification while idle.
 func (v *vu) pause(d time.Duration) bool {
+	_, _, ok := v.wait(d)
+	return ok
+}
+
+// wait waits d, or less if the user is stopped (ok false), and returns
+// when its timer was meant to fire and when the user woke (both zero for
+// d <= 0: no timer). Meanwhile, and first, it runs the handlers of the
+// WebSocket messages that arrive (never while an action runs): they take
+// from the pause, as a person reads a notification while idle.
+func (v *vu) wait(d time.Duration) (want, woke time.Time, ok bool) {
 	waiting := v.user.Waiting()
 	if !v.handle() { // what arrived during the action first
-		return false
+		return want, woke, false
 	}
 	select {
 	case <-v.stop:
-		return false
+		return want, woke, false
 	default:
 	}
 	if d <= 0 {
-		return true
+		return want, woke, true
 	}
 	if v.timer == nil {
 		v.timer = time.NewTimer(d)
 	} else {
 		v.timer.Reset(d)
 	}
-	want := time.Now().Add(d)
+	want = time.Now().Add(d)
 	for {
 		select {
 		case <-v.stop:
 			v.timer.Stop()
-			return false
+			return want, woke, false
 		case <-waiting:
 			if !v.handle() {
 				v.timer.Stop()
-				return false
+				return want, woke, false
 			}
 		case <-v.timer.C:
-			if time.Since(want) > lateAfter {
+			if v.stalled != nil {
+				v.stalled()
+			}
+			woke = time.Now()
+			if woke.Sub(want) > lateAfter {
 				v.late.Add(1)
 			}
-			return true
+			return want, woke, true
 		}
 	}
 }

@@ -110,6 +110,16 @@ func (s *Shard) Record(x Sample) {
 	}
 }
 
+// Wake records one start the generator scheduled, meant for want, begun
+// at at: a closed-model user's think time ending, an open-model arrival
+// starting (Snapshot.Wakes). It is not observed: /metrics shows the
+// generator's lateness from each second drained (Prom.SetGenerator).
+func (s *Shard) Wake(want, at time.Time) {
+	s.mu.Lock()
+	s.cur.wakes().add(want, at)
+	s.mu.Unlock()
+}
+
 // Overflowed reports whether some request names were counted under
 // OtherName because the run had more than MaxNames.
 func (r *Recorder) Overflowed() bool {

@@ -39,6 +39,10 @@ type Snapshot struct {
 	// merges, encodes and summarizes as every other table does. nil
 	// until there is one; its Start, End, Setup and Service are not kept.
 	Service *Snapshot
+	// Wakes holds the generator's own schedule: how late each start it
+	// scheduled fired, and how bunched they were (Shard.Wake). nil until
+	// there is one; a setup's and service's are not kept.
+	Wakes *Wakes
 }
 
 // NewSnapshot returns an empty Snapshot.
@@ -60,6 +64,24 @@ func (s *Snapshot) setup() *Snapshot {
 		s.Setup = NewSnapshot()
 	}
 	return s.Setup
+}
+
+// wakes returns s.Wakes, made if need be.
+func (s *Snapshot) wakes() *Wakes {
+	if s.Wakes == nil {
+		s.Wakes = NewWakes()
+	}
+	return s.Wakes
+}
+
+// Seal works out the burstiness of the second s holds (Wakes.Seal): a
+// runner calls it on each second it collects, before merging it into
+// longer windows, which keep the worst second as their Peak.
+func (s *Snapshot) Seal() Burst {
+	if s.Wakes == nil {
+		return Burst{}
+	}
+	return s.Wakes.Seal(s.End.Sub(s.Start))
 }
 
 // service returns s.Service, made if need be.
@@ -153,6 +175,9 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	if o.Service != nil {
 		s.service().mergeStats(o.Service)
 	}
+	if o.Wakes != nil {
+		s.wakes().Merge(o.Wakes)
+	}
 }
 
 // widen widens s's window to cover o's.
@@ -180,6 +205,9 @@ func (s *Snapshot) Reset() {
 	}
 	if s.Service != nil {
 		s.Service.Reset()
+	}
+	if s.Wakes != nil {
+		s.Wakes.Reset()
 	}
 	s.Start, s.End = time.Time{}, time.Time{}
 }

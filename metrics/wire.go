@@ -18,9 +18,11 @@ import (
 // Snapshot of it. Numbers are varints (encoding/binary), unsigned but for
 // seconds and parts; every list is sorted and says first how long it is:
 //
-//	snapshot = version(byte) seq start end body setup service
+//	snapshot = version(byte) seq start end body setup service wakes
 //	setup    = 0 | 1 body                      (a setup's window, seq, own setup and service are not kept)
 //	service  = 0 | 1 body                      (Snapshot.Service; likewise)
+//	wakes    = 0 | 1 stats n×(slot actual meant) (Snapshot.Wakes: Late as the one name "wake", then its
+//	                                           slots in order, the first a signed number, each next its gap)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
 //	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut NoRequest
 //	                n×(status count) n×(key kind) hist)
@@ -37,8 +39,8 @@ import (
 
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
-// times.
-const wireVersion = 2
+// times. 3: the generator's wakes.
+const wireVersion = 3
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another
@@ -104,6 +106,7 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 			e.body(sub)
 		}
 	}
+	e.wakes(s.Wakes)
 	return e.b
 }
 

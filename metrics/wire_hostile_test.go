@@ -39,12 +39,21 @@ func wireOf(parts ...any) []byte {
 // request is a snapshot of one Stat in Requests made of parts; socket one
 // of one SocketStat.
 func request(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 func socket(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0)...)
 }
+
+// wakes is a snapshot of nothing but wakes made of parts: the one Stat
+// (from its count on) and the slots.
+func wakes(parts ...any) []byte {
+	return wireOf(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...)...)
+}
+
+// okWake is Wakes.Late of 2 starts, in bucket 100.
+var okWake = []any{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 1, 100, 2}
 
 // okStat is a Stat of 2 samples of status 200 in bucket 100.
 var okStat = []any{"a", 2, 0, 0, 0, 0, 10, 20, 0, 1, 200, 2, 0, 1, 100, 2}
@@ -84,6 +93,11 @@ func hostileInputs() []struct {
 		{"error kinds past the count", "more than the 2", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 3, 0, 1, 100, 2)...)},
 		{"too many parts", "5 parts", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 5, 1, 100, 2)...)},
 		{"a part going down", "down to", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 1, int64(5), int64(4), 1, 100, 2)...)},
+		{"a wakes flag of 2", "wakes flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"wakes of another name", "not \"wake\"", wireOf(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "late"}, append(okWake, 0)...)...)},
+		{"a slot gap of 0", "slot gap 0", wakes(append(okWake, 2, int64(5), 1, 1, 0, 1, 1)...)},
+		{"too many slots", "slots, at most", wakes(append(okWake, maxWireSlots+1)...)},
+		{"a slot count past int64", "largest int64", wakes(append(okWake, 1, int64(5), uint64(1)<<63, 0)...)},
 		{"names out of order", "out of order", wireOf(append(append(append([]any{wireVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0)...)},
 		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, countsLen, 2)...)},
 		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, countsLen-101, 1)...)},
@@ -106,7 +120,7 @@ func bytesOf(c byte, n int) []byte { return []byte(strings.Repeat(string([]byte{
 // untouched reports whether s is as NewSnapshot made it.
 func untouched(s *Snapshot) bool {
 	return s.Seq == 0 && s.Start.IsZero() && s.End.IsZero() && s.Setup == nil && s.Service == nil && len(s.Requests) == 0 &&
-		len(s.Actions) == 0 && len(s.Polls) == 0 && len(s.Deliveries) == 0 && len(s.Arrivals) == 0 && len(s.Sockets) == 0
+		len(s.Actions) == 0 && len(s.Polls) == 0 && len(s.Deliveries) == 0 && len(s.Arrivals) == 0 && len(s.Sockets) == 0 && s.Wakes == nil
 }
 
 func TestMergeEncodedReadsHandMade(t *testing.T) {
@@ -124,6 +138,12 @@ func TestMergeEncodedReadsHandMade(t *testing.T) {
 	}
 	if w := into.Sockets["w"]; w == nil || w.Abnormal != 1 || w.In["t"].Bytes != 9 || w.Reasons["why"].Count != 1 {
 		t.Fatalf("hand-made socket read as %+v", w)
+	}
+	if _, err := MergeEncoded(wakes(append(okWake, 2, int64(-3), 2, 0, 4, 0, 2)...), into); err != nil {
+		t.Fatal(err)
+	}
+	if w := into.Wakes; w == nil || w.Late.Count != 2 || w.Late.Hist().Max() != 100 || w.Slots[-3] != [2]int64{2, 0} || w.Slots[1] != [2]int64{0, 2} {
+		t.Fatalf("hand-made wakes read as %+v", w)
 	}
 }
 

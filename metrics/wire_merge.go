@@ -104,6 +104,7 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 			m.body(s, with)
 		}
 	}
+	m.wakes(into)
 	for _, d := range m.ds {
 		if d.err == nil && d.off != len(d.b) {
 			d.fail("%d bytes past the end of the snapshot", len(d.b)-d.off)

@@ -141,6 +141,12 @@ func randomSnapshot(r *rand.Rand, m mix, n int) *Snapshot {
 	s.Seq = r.Uint64()
 	s.Start = time.Unix(1_700_000_000+r.Int64N(1e6), r.Int64N(1e9))
 	s.End = s.Start.Add(time.Duration(r.Int64N(2e9)))
+	if r.IntN(4) > 0 { // starts over the window, some late
+		for range r.IntN(500) {
+			at := s.Start.Add(time.Duration(r.Int64N(1e9)))
+			s.wakes().add(at.Add(-time.Duration(r.ExpFloat64()*float64(5*time.Millisecond))), at)
+		}
+	}
 	return s
 }
 
@@ -157,6 +163,17 @@ func snapshotDiff(a, b *Snapshot) []string {
 		out = append(out, fmt.Sprintf("setup %v vs %v", a.Setup != nil, b.Setup != nil))
 	case a.Setup != nil:
 		out = append(out, tablesDiff("setup: ", a.Setup, b.Setup)...)
+	}
+	switch {
+	case (a.Wakes == nil || !a.Wakes.Late.counted()) != (b.Wakes == nil || !b.Wakes.Late.counted()):
+		out = append(out, fmt.Sprintf("wakes %v vs %v", a.Wakes != nil, b.Wakes != nil))
+	case a.Wakes != nil && a.Wakes.Late.counted():
+		if d := statDiff(a.Wakes.Late, b.Wakes.Late); d != "" {
+			out = append(out, "wakes: "+d)
+		}
+		if !maps.Equal(a.Wakes.Slots, b.Wakes.Slots) {
+			out = append(out, fmt.Sprintf("wakes: %d slots vs %d", len(a.Wakes.Slots), len(b.Wakes.Slots)))
+		}
 	}
 	switch {
 	case (a.Service == nil) != (b.Service == nil):

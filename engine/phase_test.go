@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/transport"
+)
+
+func TestCatchUp(t *testing.T) {
+	const s = time.Second
+	for _, c := range []struct {
+		d, debt, pause, left time.Duration
+	}{
+		{s, 0, s, 0}, // on time: the think time
+		{s, 30 * time.Millisecond, 970 * time.Millisecond, 0},      // made up at once
+		{s, 700 * time.Millisecond, s / 2, 200 * time.Millisecond}, // at most half a pause: never two actions back to back
+		{s, 2300 * time.Millisecond, 700 * time.Millisecond, 0},    // whole cycles forgiven: the phase kept, not the count
+		{0, 50 * time.Millisecond, 0, 0},                           // no think time, no phase
+		{s, -time.Millisecond, s, 0},
+	} {
+		if p, l := catchUp(c.d, c.debt); p != c.pause || l != c.left {
+			t.Errorf("catchUp(%v, %v) = %v, %v; want %v, %v", c.d, c.debt, p, l, c.pause, c.left)
+		}
+	}
+}
+
+// stalls is a process that stops for length every period from start:
+// what wakes during a stall (a user's timer, a response) wakes at its
+// end, all together. Virtual time only.
+type stalls struct {
+	start          time.Time
+	period, length time.Duration
+}
+
+func (s stalls) wait() {
+	in := time.Since(s.start) % s.period
+	if in < s.length {
+		time.Sleep(s.length - in)
+	}
+}
+
+// stalledClient answers after service, or at the end of the stall the
+// answer falls in.
+type stalledClient struct {
+	s       stalls
+	service time.Duration
+}
+
+func (c stalledClient) Do(_ *transport.Request, resp *transport.Response) {
+	start := time.Now()
+	time.Sleep(c.service)
+	c.s.wait()
+	*resp = transport.Response{Status: 200, Latency: time.Since(start)}
+}
+func (stalledClient) Cookies() map[string]string { return nil }
+func (stalledClient) Cancel()                    {}
+func (stalledClient) Close()                     {}
+
+// Users with a constant think time on a process that stalls 300 ms every
+// 10 s (the collector, a busy machine) keep their own phases: each stall
+// wakes the users it caught together, once, and a cycle later they are
+// spread again. Without catching up, each stall would add to one bunch
+// for good, and the target would get it every second (issue 28).
+func TestUsersKeepTheirPhasesThroughStalls(t *testing.T) {
+	users, minutes := 1000, 10
+	if raceEnabled {
+		users, minutes = 200, 3
+	}
+	synctest.Test(t, func(t *testing.T) {
+		sc, err := scenario.Load(context.Background(), "s.star", []byte(oneRequest+"think_time = think.constant('1s')\n"), scenario.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := stalls{start: time.Now(), period: 10 * time.Second, length: 300 * time.Millisecond}
+		var mu sync.Mutex
+		var starts []time.Duration
+		begin := time.Now()
+		rec := metrics.NewRecorder(2, nil, time.Now)
+		e := New(Config{Scenario: sc, Target: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}, Seed: 3, Recorder: rec,
+			HTTP: func(transport.Options) scenario.HTTPClient {
+				return stalledClient{s: st, service: 2 * time.Millisecond}
+			},
+			OnAction: func(int, string) {
+				mu.Lock()
+				starts = append(starts, time.Since(begin))
+				mu.Unlock()
+			}})
+		e.stalled = st.wait
+		e.SetUsers(users)
+		end := time.Duration(minutes) * time.Minute
+		time.Sleep(end - 8*time.Second)
+		last := metrics.NewSnapshot()
+		rec.Drain(last) // everything until now: the stalls' bunches among it
+		time.Sleep(8 * time.Second)
+		e.Stop()
+
+		// Between the last two stalls, once a cycle has gone by: 10 ms
+		// windows hold their fair share (users/100), give or take chance.
+		from := end - 8*time.Second // the last stall ended at end - 9.7 s, the last cycle after it at end - 8.7 s
+		bins := map[time.Duration]int{}
+		n := 0
+		for _, s := range starts {
+			if s >= from && s < from+7*time.Second {
+				bins[s.Truncate(10*time.Millisecond)]++
+				n++
+			}
+		}
+		fair := float64(users) / 100
+		most := 0
+		for _, c := range bins {
+			most = max(most, c)
+		}
+		if float64(n) < 0.97*7*float64(users) {
+			t.Errorf("%d starts in 7 s of %d users thinking 1 s: the users lost actions", n, users)
+		}
+		if float64(most) > 3*fair+3 {
+			t.Errorf("after %d min of stalls, a 10 ms window held %d starts, %.1f times its fair share (%.0f): users gathered into bunches", minutes, most, float64(most)/fair, fair)
+		}
+
+		// Every start was counted with its lateness; the stalls' are there.
+		w := last.Wakes
+		if w == nil || float64(w.Late.Count) < 0.97*float64(len(starts)-n)*float64(end-8*time.Second)/float64(end) {
+			t.Fatalf("wakes: %+v of %d starts", w, len(starts))
+		}
+		if p := w.Late.Percentile(100); p < 250_000 || p > 301_000 {
+			t.Errorf("latest start %d µs late, want up to the 300 ms stall", p)
+		}
+		if p := w.Late.Percentile(50); p > 1000 {
+			t.Errorf("median start %d µs late: most users wake on time", p)
+		}
+	})
+}
