@@ -25,9 +25,16 @@ func TestCatchUp(t *testing.T) {
 		{0, 50 * time.Millisecond, 0, 0},                           // no think time, no phase
 		{s, -time.Millisecond, s, 0},
 	} {
-		if p, l := catchUp(c.d, c.debt); p != c.pause || l != c.left {
+		if p, l := catchUp(c.d, c.debt, 0); p != c.pause || l != c.left {
 			t.Errorf("catchUp(%v, %v) = %v, %v; want %v, %v", c.d, c.debt, p, l, c.pause, c.left)
 		}
+	}
+	// The jitter moves a pause by up to 1% either way, before the debt.
+	if p, _ := catchUp(s, 0, 1); p != 1010*time.Millisecond {
+		t.Errorf("jitter +1: %v", p)
+	}
+	if p, l := catchUp(s, 30*time.Millisecond, -1); p != 960*time.Millisecond || l != 0 {
+		t.Errorf("jitter -1, 30 ms owed: %v, %v", p, l)
 	}
 }
 
@@ -67,7 +74,8 @@ func (stalledClient) Close()                     {}
 // 10 s (the collector, a busy machine) keep their own phases: each stall
 // wakes the users it caught together, once, and a cycle later they are
 // spread again. Without catching up, each stall would add to one bunch
-// for good, and the target would get it every second (issue 28).
+// for good, and the target would get it every second (issue 28); without
+// the replay, each stall's users would start in one burst at its end.
 func TestUsersKeepTheirPhasesThroughStalls(t *testing.T) {
 	users, minutes := 1000, 10
 	if raceEnabled {
@@ -117,6 +125,21 @@ func TestUsersKeepTheirPhasesThroughStalls(t *testing.T) {
 		for _, c := range bins {
 			most = max(most, c)
 		}
+		// Right after the last stall, the users it held start over as
+		// long as it lasted (replayed), beside those due then: twice the
+		// rate for 300 ms, not all in one window.
+		stall := end - 10*time.Second
+		after := map[time.Duration]int{}
+		for _, s := range starts {
+			if s >= stall && s < stall+time.Second {
+				after[s.Truncate(10*time.Millisecond)]++
+			}
+		}
+		for w, c := range after {
+			if float64(c) > 4*fair+4 {
+				t.Errorf("%v after the last stall, a 10 ms window held %d starts, %.1f times its fair share: the stall became a burst", w-stall, c, float64(c)/fair)
+			}
+		}
 		if float64(n) < 0.97*7*float64(users) {
 			t.Errorf("%d starts in 7 s of %d users thinking 1 s: the users lost actions", n, users)
 		}
@@ -129,8 +152,8 @@ func TestUsersKeepTheirPhasesThroughStalls(t *testing.T) {
 		if w == nil || float64(w.Late.Count) < 0.97*float64(len(starts)-n)*float64(end-8*time.Second)/float64(end) {
 			t.Fatalf("wakes: %+v of %d starts", w, len(starts))
 		}
-		if p := w.Late.Percentile(100); p < 250_000 || p > 301_000 {
-			t.Errorf("latest start %d µs late, want up to the 300 ms stall", p)
+		if p := w.Late.Percentile(100); p < 500_000 || p > 601_000 {
+			t.Errorf("latest start %d µs late, want up to twice the 300 ms stall (woken at its end, then replayed)", p)
 		}
 		if p := w.Late.Percentile(50); p > 1000 {
 			t.Errorf("median start %d µs late: most users wake on time", p)

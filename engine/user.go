@@ -67,6 +67,7 @@ type vu struct {
 	spread   time.Duration          // Config.Spread, after its default
 	timer    *time.Timer            // pause's; the user's goroutine's alone
 	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
+	pauses   uint64                 // think times taken: each one's jitter is its own (catchUp)
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 	warm     *warm                  // the engine's: where its actions and handlers run
 	stalled  func()                 // the engine's stalled: a test's stall of the process, or nil
@@ -188,22 +189,36 @@ func (v *vu) handle() bool {
 }
 
 // think is a closed-model user's pause before an action: the think time
-// d less what the user owes its own schedule (catchUp), so a stall of the
-// generator does not leave it in step with the users it woke beside. It
-// records when the pause was meant to end and when it did
-// (metrics.Shard.Wake): the generator's lateness and burstiness. False
-// means stop.
+// d, moved by its own jitter and less what the user owes its own schedule
+// (catchUp), so that a stall of the generator does not leave it in step
+// with the users it woke beside; woken late by a stall, it waits as long
+// again (replayAfter), so those users start over the stall's length after
+// it, not at once. It records when the pause was meant to end and when the
+// user started (metrics.Shard.Wake): the generator's lateness and
+// burstiness. False means stop.
 func (v *vu) think(d time.Duration) bool {
-	p, left := catchUp(d, v.debt)
+	v.pauses++
+	p, left := catchUp(d, v.debt, 2*v.user.Spread(1000+v.pauses)-1)
 	want, woke, ok := v.wait(p)
 	if !ok {
 		return false
 	}
 	v.debt = 0
-	if !want.IsZero() {
-		v.debt = left + max(woke.Sub(want), 0)
-		v.rec.Wake(want, woke)
+	if want.IsZero() {
+		return true
 	}
+	if late := woke.Sub(want); late > replayAfter {
+		// Woken late, most likely with every user whose pause ended
+		// during the same stall: wait as long again, so that those users
+		// start over the stall's length after it, in the order they were
+		// due, not in one burst (replay).
+		if _, _, ok := v.wait(late); !ok {
+			return false
+		}
+		woke = time.Now()
+	}
+	v.debt = left + max(woke.Sub(want), 0)
+	v.rec.Wake(want, woke)
 	return true
 }
 
