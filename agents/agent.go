@@ -14,6 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -76,7 +77,7 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		_ = send(s, KindStatus, Status{Error: err.Error()})
 		return err
 	}
-	a := &agent{e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics,
+	a := &agent{e: e, rec: rec, snap: metrics.NewSnapshot(), total: metrics.NewStat(), wakes: metrics.NewWakes(), cpu0: rusage.CPU(), prom: prom, families: st.Metrics,
 		opt: opt, hello: h, session: w.Session, lease: w.Lease, in: make(chan delivery), quit: make(chan struct{}), memory: make(chan *memlimit.Error)}
 	defer e.Stop()
 	defer a.close()
@@ -200,7 +201,8 @@ type agent struct {
 	want              int  // the users the coordinator wants here (the closed model)
 	open              bool // its engine runs the open model (KindOpen): want does not apply
 	cpu0              time.Duration
-	prom              *metrics.Prom // nil: nobody reads this agent's Prometheus metrics
+	prom              *metrics.Prom  // nil: nobody reads this agent's Prometheus metrics
+	wakes             *metrics.Wakes // the generator's starts over the run: their lateness, the worst second's burstiness
 	// families: send prom's families with each snapshot (Start.Metrics).
 	families bool
 	flushed  uint64       // the coordinator's last tick answered (KindFlush)
@@ -398,6 +400,10 @@ func (a *agent) flush() error {
 	a.snap.Reset()
 	a.rec.Drain(a.snap)
 	f := a.out.add(KindSnapshot, metrics.AppendSnapshot(nil, a.snap))
+	if a.snap.Wakes != nil {
+		a.snap.Seal()
+		a.wakes.Merge(a.snap.Wakes)
+	}
 	for _, st := range a.snap.Requests {
 		a.total.Merge(st)
 	}
@@ -408,6 +414,7 @@ func (a *agent) flush() error {
 	if a.prom != nil {
 		a.prom.SetUsers(a.e.Users())
 		a.prom.SetReady(a.e.Ready())
+		a.prom.AddWakes(a.snap.Wakes)
 	}
 	a.beat.Reset(time.Second)
 	if err := a.send(f); err != nil {
@@ -471,7 +478,7 @@ func (a *agent) state() Status {
 	st := Status{Users: a.e.Users(), Ready: a.e.Ready(), Began: a.e.Began(), SetUp: a.e.SetUp(),
 		Late: a.e.Late(), Doing: a.e.Doing(), Overflowed: a.rec.Overflowed(), Flushed: a.flushed, Requests: a.total.Count, Errors: a.total.Errors,
 		Arrivals: a.arrivals, Dropped: a.dropped, CPUSeconds: (rusage.CPU() - a.cpu0).Seconds(), PeakRSSMB: rusage.PeakRSSMB(),
-		Memory: a.over}
+		Memory: a.over, Lateness: result.LatenessOf(a.wakes), Burstiness: result.BurstinessOf(a.wakes)}
 	if a.total.Count > 0 {
 		st.P50Ms = float64(a.total.Hist().ValueAtQuantile(50)) / 1000
 		st.P99Ms = float64(a.total.Hist().ValueAtQuantile(99)) / 1000

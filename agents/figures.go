@@ -29,7 +29,7 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 			Users: r.status.Users, Peak: r.peak, Requests: r.status.Requests, Errors: r.status.Errors,
 			Arrivals: r.status.Arrivals, Dropped: r.status.Dropped,
 			P50Ms: r.status.P50Ms, P99Ms: r.status.P99Ms,
-			CPUS: r.status.CPUSeconds, RSSMB: r.status.PeakRSSMB, Late: r.status.Late}
+			CPUS: r.status.CPUSeconds, RSSMB: r.status.PeakRSSMB, Late: r.status.Late, Lateness: r.status.Lateness, Burstiness: r.status.Burstiness}
 		if r.ended && r.done == nil {
 			to = r.left
 			a.LeftS = r.left.Sub(f.began).Seconds()
@@ -47,7 +47,7 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 			a.RPS = float64(a.Requests) / alive
 			a.CPUPct = 100 * a.CPUS / alive / float64(a.Cores)
 		}
-		a.Overload = a.CPUPct > 90 || (a.Requests > 0 && float64(a.Late) > 0.05*float64(a.Requests))
+		a.Overload = a.CPUPct > 90 // its lateness and bunching are judged on the merged seconds, what the target received
 		out.Agents = append(out.Agents, a)
 	}
 	slices.SortStableFunc(out.Agents, func(a, b result.Agent) int { return a.Index - b.Index })

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"fmt"
+	"github.com/headroom-dev/headroom/result"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
@@ -207,6 +208,11 @@ type Status struct {
 	// found no user of its pool free (dropped).
 	Arrivals int64 `json:"arrivals,omitempty"`
 	Dropped  int64 `json:"dropped,omitempty"`
+	// The generator's lateness and burstiness on this agent over the run
+	// (its worst second): the merged figures say what the target
+	// received, these which agent stalled.
+	Lateness   *result.Lateness   `json:"lateness,omitempty"`
+	Burstiness *result.Burstiness `json:"burstiness,omitempty"`
 
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMB  float64 `json:"peak_rss_mb"`

@@ -45,6 +45,11 @@ type Estimate struct {
 	Method string  `json:"method"`
 	Found  bool    `json:"found"`
 	Why    string  `json:"why,omitempty"`
+	// Drift, when decided verdicts contradicted each other, is the user
+	// counts of the two levels that did: one healthy above one unhealthy.
+	// Why says so; whether the target or the generator moved is for
+	// whoever knows the generator's figures (the runner) to add.
+	Drift []int `json:"drift,omitempty"`
 }
 
 // Controller decides the user count of a ceiling run. Not safe for

@@ -515,7 +515,9 @@ func (s *Search) Estimate() Estimate {
 // drift widens e when decided verdicts contradict each other: a level
 // healthy while a lower one was unhealthy (at another time) means the
 // target's capacity moved during the search (state that grows, a cache, a
-// slower phase), and the interval must cover both. It returns why, or "".
+// slower phase) or the load the generator applied did (a stall that
+// bunched its users), and the interval must cover both. It returns why,
+// or "", and names the two levels in e.Drift.
 func (s *Search) drift(e *Estimate) string {
 	var hi, lo *Level // the highest decided healthy level, the lowest decided unhealthy one
 	for i := range s.levels {
@@ -545,7 +547,8 @@ func (s *Search) drift(e *Estimate) string {
 	if above == 0 || (e.High != 0 && float64(above) > e.High) {
 		e.High = float64(above) // 0: no decided level above bounds it
 	}
-	return fmt.Sprintf("verdicts contradicted each other, %s healthy at %s and %d unhealthy at %s: the target's capacity moved during the search (growing state, caches, a slower phase), so the interval covers both",
+	e.Drift = []int{hi.Users, lo.Users}
+	return fmt.Sprintf("verdicts contradicted each other, %s healthy at %s and %d unhealthy at %s, so the interval covers both",
 		s.n(hi.Users), clock(hi.End), lo.Users, clock(lo.End))
 }
 

@@ -32,6 +32,8 @@ import (
 //	loadtest_websocket_dropped_total{name}         counter, messages dropped at a full inbox
 //	loadtest_arrivals_total{outcome}               counter, the open model's arrivals: "started" or "dropped"
 //	loadtest_arrival_lateness_seconds              histogram, how late after its intended time each arrival started
+//	loadtest_generator_lateness_seconds            histogram, how late each start the generator scheduled fired (a
+//	                                               think time ending, an arrival starting), added a second at a time
 //
 // In the open model a request's loadtest_http_request_time is counted from
 // its arrival's intended start (Sample.Intended): the checks see what the
@@ -64,6 +66,7 @@ type Prom struct {
 	started  prometheus.Counter // loadtest_arrivals_total{outcome="started"}
 	shed     prometheus.Counter // loadtest_arrivals_total{outcome="dropped"}
 	lateness prometheus.Histogram
+	gen      *latenessCollector // loadtest_generator_lateness_seconds (AddWakes)
 	types    types
 	cache    sync.Map // request name -> prometheus.Observer
 	msgMu    sync.RWMutex
@@ -162,8 +165,9 @@ func NewProm() *Prom {
 		Help:    "How late after its intended time each arrival of the open model started, in seconds.",
 		Buckets: RequestTimeBuckets(),
 	})
+	p.gen = newLatenessCollector()
 	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup,
-		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped, arrivals, p.lateness)
+		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped, arrivals, p.lateness, p.gen)
 	return p
 }
 

@@ -44,6 +44,14 @@ type Point struct {
 	Arrivals int64 `json:"arrivals,omitempty"`
 	Dropped  int64 `json:"dropped,omitempty"`
 	Late     int64 `json:"late,omitempty"`
+	// The generator's own schedule in the window (Snapshot.Wakes, sealed):
+	// the 99th percentile of how late its starts fired, and the most that
+	// started in any 10 ms and 100 ms, as they did and as meant.
+	LateP99Ms float64 `json:"late_p99_ms,omitempty"`
+	Max10ms   int64   `json:"max_starts_10ms,omitempty"`
+	Max100ms  int64   `json:"max_starts_100ms,omitempty"`
+	Meant10ms int64   `json:"meant_starts_10ms,omitempty"`
+	Meant100  int64   `json:"meant_starts_100ms,omitempty"`
 }
 
 // PointOf reduces an interval snapshot to a timeline point. scratch is
@@ -86,6 +94,10 @@ func PointOf(s *Snapshot, since time.Time, users, ready int, scratch *Stat) Poin
 		if d.Count > 0 {
 			p.DeliveryP99Ms = float64(d.Percentile(99)) / 1000
 		}
+	}
+	if w := s.Wakes; w != nil && w.Late.Count > 0 {
+		p.LateP99Ms = float64(w.Late.Percentile(99)) / 1000
+		p.Max10ms, p.Max100ms, p.Meant10ms, p.Meant100 = w.Peak.Max10, w.Peak.Max100, w.Peak.Meant10, w.Peak.Meant100
 	}
 	return p
 }

@@ -174,6 +174,9 @@ func setupTable(r *result.Result) *Table {
 	row("took", seconds(r.EndedAt.Sub(r.StartedAt).Seconds()))
 	g := r.Generator
 	row("generator", fmt.Sprintf("%s, %d cores, CPU %s%% of a core, peak RSS %s MB, %d late wake-ups", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups))
+	if line := result.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
+		row("generator's schedule", line)
+	}
 	row("headroom", r.Headroom)
 	return t
 }
@@ -274,6 +277,9 @@ func ceilingBlocks(r *result.Result) []Block {
 			}
 			if l.Why != "" {
 				verdict += ": " + l.Why
+			}
+			if l.KeptOut > 0 {
+				verdict += fmt.Sprintf("; %d firing evaluations kept out, the generator's load untrue (%s)", l.KeptOut, l.Untrue)
 			}
 			setUp := fmt.Sprint(l.SetUp)
 			if l.SetUp == 0 && l.Evaluations > 0 { // a result from before set-up counts

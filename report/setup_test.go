@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
@@ -31,9 +30,9 @@ func TestSetupAndLevelsAreShown(t *testing.T) {
 
 	c := fixture(t, "ceil-1")
 	c.Ceiling.Levels = []result.Level{
-		result.Level(control.Level{Users: 80, SetUp: 69, Verdict: "unhealthy", Why: "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)"}),
-		result.Level(control.Level{Users: 60, SetUp: 60, Evaluations: 17, Unhealthy: 6, Verdict: "healthy", Undecided: true, Why: "6 of 17 evaluations unhealthy"}),
-		result.Level(control.Level{Users: 60, SetUp: 60, Evaluations: 10, Unhealthy: 1, Verdict: "healthy", Hold: true}),
+		{Users: 80, SetUp: 69, Verdict: "unhealthy", Why: "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)"},
+		{Users: 60, SetUp: 60, Evaluations: 17, Unhealthy: 6, Verdict: "healthy", Undecided: true, Why: "6 of 17 evaluations unhealthy"},
+		{Users: 60, SetUp: 60, Evaluations: 10, Unhealthy: 1, Verdict: "healthy", Hold: true},
 	}
 	rows := rowsByFirstCell(string(Markdown(ForResult(c))))
 	if got := strings.Join(rows["80"], "|"); got != "80|69|0|0|0|unhealthy: only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)" {

@@ -34,15 +34,19 @@ type Agent struct {
 	// user of its share of the pool free), over the run.
 	Arrivals int64   `json:"arrivals,omitempty"`
 	Dropped  int64   `json:"dropped_arrivals,omitempty"`
-	RPS      float64 `json:"rps"`                  // requests over the seconds it was there
-	P50Ms    float64 `json:"p50_ms"`               //
-	P99Ms    float64 `json:"p99_ms"`               //
-	CPUS     float64 `json:"cpu_seconds"`          // its process's user+system CPU
-	CPUPct   float64 `json:"cpu_percent"`          // of its cores, mean over the seconds it was there
-	RSSMB    float64 `json:"peak_rss_mb"`          //
-	Late     int64   `json:"late_wakeups"`         // think times that ended > 50 ms late
-	Outlier  string  `json:"outlier,omitempty"`    // why its latency departs from the other agents': the generator may be slow, not the target
-	Overload bool    `json:"overloaded,omitempty"` // its CPU near saturation or many late wake-ups
+	RPS      float64 `json:"rps"`          // requests over the seconds it was there
+	P50Ms    float64 `json:"p50_ms"`       //
+	P99Ms    float64 `json:"p99_ms"`       //
+	CPUS     float64 `json:"cpu_seconds"`  // its process's user+system CPU
+	CPUPct   float64 `json:"cpu_percent"`  // of its cores, mean over the seconds it was there
+	RSSMB    float64 `json:"peak_rss_mb"`  //
+	Late     int64   `json:"late_wakeups"` // think times that ended > 50 ms late
+	// Its generator's lateness over the run and burstiness in its worst
+	// second (Generator's); absent in results of before.
+	Lateness   *Lateness   `json:"lateness,omitempty"`
+	Burstiness *Burstiness `json:"burstiness,omitempty"`
+	Outlier    string      `json:"outlier,omitempty"`    // why its latency departs from the other agents': the generator may be slow, not the target
+	Overload   bool        `json:"overloaded,omitempty"` // its CPU near saturation or many late wake-ups
 }
 
 // Fault is an agent the coordinator lost during the run, and what it did.

@@ -45,6 +45,9 @@ type Supported struct {
 	Method string  `json:"method"`
 	Found  bool    `json:"found"`
 	Why    string  `json:"why,omitempty"`
+	// Drift names the two levels whose verdicts contradicted each other
+	// (a healthy one above an unhealthy one), when two did.
+	Drift []int `json:"drift,omitempty"`
 }
 
 // CheckDef is one health check as evaluated.
@@ -108,6 +111,16 @@ type Level struct {
 	Undecided   bool           `json:"undecided,omitempty"` // not decided at the search's confidence in its judging time
 	Hold        bool           `json:"hold,omitempty"`      // the measuring hold at the answer, judged again
 	Why         string         `json:"why,omitempty"`       // a verdict not reached by the checks alone
+	// The generator's figures over the seconds held at this user count
+	// (after settling), absent in results of before.
+	Lateness   *Lateness   `json:"lateness,omitempty"`
+	Burstiness *Burstiness `json:"burstiness,omitempty"`
+	// KeptOut counts the evaluations that fired while the checks' windows
+	// saw load the generator did not mean to send (its starts late or
+	// bunched: Untrue says how): kept out of the verdict, not blamed on
+	// the target.
+	KeptOut int    `json:"kept_out,omitempty"`
+	Untrue  string `json:"untrue,omitempty"`
 }
 
 // Decision is one change the controller made, and why.

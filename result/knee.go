@@ -69,7 +69,7 @@ func FindKnee(levels []StepLevel, rule KneeRule) Knee { return FindKneeIn(levels
 func FindKneeIn(levels []StepLevel, rule KneeRule, unit string) Knee {
 	var use []StepLevel
 	for _, l := range levels {
-		if l.Complete && l.Totals.Count > 0 && l.Users > 0 {
+		if l.Complete && l.Totals.Count > 0 && l.Users > 0 && l.Untrue == "" {
 			use = append(use, l)
 		}
 	}

@@ -73,11 +73,16 @@ type Arrivals struct {
 	Lateness Lateness `json:"lateness"`
 }
 
-// Lateness is a distribution of lateness in milliseconds.
+// Lateness is a distribution of lateness in milliseconds: of the open
+// model's arrivals (Arrivals), or of every start the generator scheduled
+// (Generator, LatenessOf), which also says how many and the 99.9th
+// percentile.
 type Lateness struct {
+	Starts int64   `json:"starts,omitempty"`
 	MeanMs float64 `json:"mean_ms"`
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms,omitempty"`
 	MaxMs  float64 `json:"max_ms"`
 }
 

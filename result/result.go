@@ -176,6 +176,14 @@ type Generator struct {
 	LateWakeups int64   `json:"late_wakeups"` // think times that ended > 50 ms late
 	PeakRSSMB   float64 `json:"peak_rss_mb"`  //
 	Overloaded  bool    `json:"overloaded"`   // CPU near saturation or many late wake-ups: figures may be the generator's, not the target's
+	// Lateness and Burstiness: how late and how bunched the starts the
+	// generator scheduled were over the run (generator.go); absent in
+	// results of before, and of runs that scheduled none.
+	Lateness   *Lateness   `json:"lateness,omitempty"`
+	Burstiness *Burstiness `json:"burstiness,omitempty"`
+	// Untrue says why the load was not what headroom meant to send
+	// (Untrue), when it was not.
+	Untrue string `json:"untrue,omitempty"`
 }
 
 // Histograms is histograms.json: exact latency histograms, microseconds.

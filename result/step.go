@@ -68,6 +68,12 @@ type StepLevel struct {
 	// Totals' latencies from the intended start.
 	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
 	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
+	// The generator's figures over the held window; Untrue says why the
+	// load it applied was not what it meant to send (Untrue), and such a
+	// level is left out of the knee.
+	Lateness   *Lateness   `json:"lateness,omitempty"`
+	Burstiness *Burstiness `json:"burstiness,omitempty"`
+	Untrue     string      `json:"untrue,omitempty"`
 }
 
 // ErrorPct returns the share of the level's requests that failed or timed

@@ -290,7 +290,7 @@ func (r *boundedRun) finish(status string) {
 	} else {
 		res.Omission = result.OmissionOf(steady, meanThink(s.c.Scenario))
 	}
-	if note := s.generator(sumCounts(res.Actions)); note != "" {
+	if note := s.generator(steady); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	if note := s.namesNote(); note != "" {

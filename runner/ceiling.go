@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,6 +92,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
+	tr := newTruth(s.think, checksWindow(c.Checks))
 	levels := map[int]*held{} // requests per steady user count, after Settle
 	heldSince, lastUsers := s.start, -1
 	nextSave := s.start.Add(c.Save)
@@ -100,7 +102,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	measuring := false      // the search is done; holding the supported users for Measure
 	var hold *control.Level // the measuring hold's judgment so far
 	traffic := false        // a request has ended
-	cpuMark, cpuAt, lateMark := rusage.CPU(), time.Now(), int64(0)
+	cpuMark, cpuAt := rusage.CPU(), time.Now()
 	// The server's figures cover the measure hold when there is one, else
 	// the whole search.
 	from, measureMarked := s.mark(s.start), false
@@ -114,6 +116,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		el := now.Sub(s.start)
 		users := ld.applied() // users past setup (or the rate): the load really applied
 		p := s.collect()
+		tr.second(now, s.interval.Wakes)
 		// A second counts towards a level's figures only when every user
 		// started is set up (no logins in flight) and the count has held
 		// for the settle time.
@@ -189,18 +192,18 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		obs := control.Observation{Elapsed: el, Users: users, Started: ld.started(), Fired: fired, Pressure: pressure(c.Checks, results)}
 		if measuring {
 			d = control.Decision{Users: target}
-			if h := levels[target]; h != nil && h.time > 0 && users == target && steady {
+			if h := levels[target]; h != nil && h.time > 0 && users == target && steady && tr.counts(now, users, len(fired) > 0) {
 				// Past settling: the hold is judged as a level is.
 				hold.Count(obs)
 				hold.End = el.Seconds()
 				d.Judged = true
 				if h.time >= c.Measure {
-					d = c.held(ci, hold, obs)
+					d = c.held(ci, hold, obs, tr.level(*hold, h))
 					measuring = false // done, or the search goes on
 				}
 			}
-		} else if p.Degraded {
-			d = control.Decision{Users: target}
+		} else if p.Degraded || !tr.counts(now, users, len(fired) > 0) {
+			d = control.Decision{Users: target} // kept out: an agent lost, or the generator's load untrue
 		} else {
 			d = c.Controller.Decide(obs)
 		}
@@ -222,17 +225,16 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		target = d.Users
 		ld.set(d.Users)
 
-		// Generator self-check over the last ten seconds.
+		// Generator self-check over the last ten seconds: its CPU. Its
+		// lateness and bunching are judged every second (truth).
 		if now.Sub(cpuAt) >= 10*time.Second {
 			cpu := rusage.CPU()
 			share := (cpu - cpuMark).Seconds() / now.Sub(cpuAt).Seconds()
-			late := s.eng.Late() - lateMark
-			if share > 0.9*float64(res.Generator.GOMAXPROCS) || late > int64(max(5, users/10)) {
-				ci.Trustworthy = false
-				ci.Untrusted = fmt.Sprintf("at %s headroom used %.0f%% of %d cores and %d users (or arrivals) woke late: the generator, not the target, may have been the limit",
-					result.Amount(float64(users), ci.Unit), 100*share, res.Generator.GOMAXPROCS, late)
+			if share > 0.9*float64(res.Generator.GOMAXPROCS) {
+				tr.cpu = fmt.Sprintf("at %s headroom used %.0f%% of %d cores: the generator, not the target, may have been the limit",
+					result.Amount(float64(users), ci.Unit), 100*share, res.Generator.GOMAXPROCS)
 			}
-			cpuMark, cpuAt, lateMark = cpu, now, s.eng.Late()
+			cpuMark, cpuAt = cpu, now
 		}
 
 		if c.Progress != nil {
@@ -243,7 +245,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 			s.scrape(ctx, now) // with --prometheus: for the result only
 		}
 		if !now.Before(nextSave) {
-			c.finish(s, levels, result.Running)
+			c.finish(s, levels, tr, result.Running)
 			s.server(from, s.mark(now))
 			s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, res, nil) })
 			nextSave = nextSave.Add(c.Save)
@@ -260,7 +262,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	})
 	status, cause := s.outcome()
 	s.stop()
-	snap := c.finish(s, levels, status)
+	snap := c.finish(s, levels, tr, status)
 	s.noteStop(cause)
 	if status == result.Completed {
 		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
@@ -343,17 +345,20 @@ func setErr(m map[string]string, msg string) map[string]string {
 
 // finish fills the result: the estimate, the figures at the supported
 // user count, the levels. It returns the snapshot the figures came from.
-func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metrics.Snapshot {
+func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status string) *metrics.Snapshot {
 	res, ci := s.res, s.res.Ceiling
 	res.Status, res.EndedAt = status, time.Now()
 	est := c.Controller.Estimate()
-	ci.SupportedUsers = result.Supported{Value: est.Value, Low: est.Low, High: est.High, Method: est.Method, Found: est.Found, Why: est.Why}
+	ci.SupportedUsers = result.Supported{Value: est.Value, Low: est.Low, High: est.High, Method: est.Method, Found: est.Found, Why: est.Why, Drift: est.Drift}
 	ci.Controller = est.Method
 	ci.SearchSeconds = res.EndedAt.Sub(res.StartedAt).Seconds()
 	ci.Levels = ci.Levels[:0]
 	for _, l := range c.Controller.Levels() {
-		ci.Levels = append(ci.Levels, result.Level(l))
+		ci.Levels = append(ci.Levels, tr.level(l, levels[l.Users]))
 	}
+	tr.drift(ci)
+	ci.Untrusted = strings.Join(slices.DeleteFunc([]string{tr.cpu, tr.untrusted(ci)}, func(s string) bool { return s == "" }), "; ")
+	ci.Trustworthy = ci.Untrusted == ""
 
 	// Figures at the supported users: that level only, as held (after
 	// settling) during the search or the measuring hold.
@@ -394,7 +399,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 		res.Config.Users = int(est.Value)
 	}
 	res.Notes = nil
-	if note := s.generator(sumCounts(res.Actions)); note != "" {
+	if note := s.generator(snap); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	if note := s.namesNote(); note != "" {
@@ -414,13 +419,13 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, status string) *metri
 // held closes the measuring hold with its verdict (a majority, as a
 // level's): the controller takes it if it can (control.Holder); else an
 // unhealthy hold is only said in the result.
-func (c *Ceiling) held(ci *result.Ceiling, h *control.Level, o control.Observation) control.Decision {
+func (c *Ceiling) held(ci *result.Ceiling, h *control.Level, o control.Observation, r result.Level) control.Decision {
 	h.Verdict = "healthy"
 	if 2*h.Unhealthy > h.Evaluations {
 		h.Verdict = "unhealthy"
 	}
-	ci.Hold = &result.Level{}
-	*ci.Hold = result.Level(*h)
+	r.Verdict = h.Verdict
+	ci.Hold = &r
 	if hc, ok := c.Controller.(control.Holder); ok {
 		return hc.Held(*h, o)
 	}

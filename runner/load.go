@@ -91,6 +91,7 @@ func openRates(s *session, o *OpenLevels) (*rates, error) {
 	if err := s.eng.StartOpen(o.model()); err != nil {
 		return nil, err
 	}
+	s.think = 0 // arrivals, not think times
 	s.res.Config.Users, s.res.Config.Model = 0, result.ModelOpen
 	if o.Connections > 0 {
 		s.res.Config.Connections = sharedConnections(o.Connections)

@@ -81,6 +81,7 @@ func (r *boundedRun) startOpen() error {
 	if err := r.s.eng.StartOpen(o.pool().model()); err != nil {
 		return err
 	}
+	r.s.think = 0 // arrivals, not think times
 	sc, err := engine.NewSchedule(o.Rate, o.Arrivals, r.s.c.Seed)
 	if err != nil {
 		return err

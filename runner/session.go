@@ -136,6 +136,9 @@ type session struct {
 	interval *metrics.Snapshot // the last tick
 	all      *metrics.Snapshot // the whole run
 	scratch  *metrics.Stat
+	// think is the scenario's mean think time, the scale the generator's
+	// lateness is judged on (result.Untrue); 0 in the open model.
+	think time.Duration
 	// degraded holds the seconds a fleet of agents said were degraded
 	// (Fleet.Degraded), kept out of the runners' figures; degradedS is
 	// how long they were.
@@ -171,7 +174,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s := &session{
 		c: c, parent: ctx,
 		interval: metrics.NewSnapshot(), all: metrics.NewSnapshot(), scratch: metrics.NewStat(), degraded: metrics.NewSnapshot(),
-		cpu0: rusage.CPU(), start: time.Now(),
+		cpu0: rusage.CPU(), start: time.Now(), think: meanThink(c.Scenario),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.unwatch = func() {}
@@ -272,6 +275,7 @@ func (s *session) setUsers(n int) {
 func (s *session) collect() metrics.Point {
 	s.interval.Reset()
 	s.eng.Drain(s.interval)
+	s.interval.Seal() // the second's burstiness, kept as the worst of the windows it merges into
 	s.all.Merge(s.interval)
 	p := metrics.PointOf(s.interval, s.start, s.eng.Users(), s.eng.Ready(), s.scratch)
 	p.Connections = s.all.OpenSockets()
@@ -285,6 +289,9 @@ func (s *session) collect() metrics.Point {
 	}
 	if s.c.Prom != nil {
 		s.c.Prom.SetReady(p.Ready)
+		if _, agents := s.eng.(agentsFleet); !agents { // agents expose their own
+			s.c.Prom.AddWakes(s.interval.Wakes)
+		}
 	}
 	s.res.Timeline = append(s.res.Timeline, p)
 	return p
@@ -343,8 +350,11 @@ func (s *session) stop() {
 }
 
 // generator fills the generator figures and returns a note when the
-// generator may have been the bottleneck.
-func (s *session) generator(actions int64) string {
+// generator may have been the bottleneck: its CPU near saturation, or the
+// load of judged (the window the run's figures come from) not what it
+// meant to send, its starts late or bunched (result.Untrue). Its
+// lateness and burstiness are the whole run's.
+func (s *session) generator(judged *metrics.Snapshot) string {
 	g := &s.res.Generator
 	cpu := rusage.CPU() - s.cpu0
 	g.CPUSeconds = cpu.Seconds()
@@ -353,18 +363,27 @@ func (s *session) generator(actions int64) string {
 	}
 	g.LateWakeups = s.eng.Late()
 	g.PeakRSSMB = rusage.PeakRSSMB()
+	g.Lateness, g.Burstiness = result.LatenessOf(s.all.Wakes), result.BurstinessOf(s.all.Wakes)
+	g.Untrue = ""
+	if judged != nil {
+		g.Untrue = result.Untrue(result.LatenessOf(judged.Wakes), result.BurstinessOf(judged.Wakes), s.think)
+	}
+	var notes []string
+	if g.Untrue != "" {
+		notes = append(notes, "the load was not what headroom meant to send: "+g.Untrue+"; errors and latencies may be the generator's doing, not the target's")
+	}
 	if a, ok := s.eng.(agentsFleet); ok {
 		s.agents(a.Agents(s.degradedS)) // each agent judged on its own CPU, in its own note
-		return ""
+		g.Overloaded = g.Overloaded || g.Untrue != ""
+		return strings.Join(notes, "; ")
 	}
-	// Late wake-ups happen now and then on any shared machine; one in
-	// twenty actions starting late means users are off their schedule.
-	g.Overloaded = g.CPUPercent > 90*float64(g.GOMAXPROCS) || (actions > 100 && g.LateWakeups*20 > actions)
-	if !g.Overloaded {
-		return ""
+	cpuBound := g.CPUPercent > 90*float64(g.GOMAXPROCS)
+	g.Overloaded = cpuBound || g.Untrue != ""
+	if cpuBound {
+		notes = append(notes, fmt.Sprintf("the generator was overloaded (CPU %.0f%% of %d cores): latencies may be headroom's, not the target's",
+			g.CPUPercent, g.GOMAXPROCS))
 	}
-	return fmt.Sprintf("the generator was overloaded (CPU %.0f%% of %d cores, %d late wake-ups): latencies may be headroom's, not the target's",
-		g.CPUPercent, g.GOMAXPROCS, g.LateWakeups)
+	return strings.Join(notes, "; ")
 }
 
 // agents puts a run's agents in its result, and the notes they call for:

@@ -338,6 +338,8 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 	if l.held > 0 {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
 	}
+	out.Lateness, out.Burstiness = result.LatenessOf(l.snap.Wakes), result.BurstinessOf(l.snap.Wakes)
+	out.Untrue = result.Untrue(out.Lateness, out.Burstiness, r.s.think)
 	if r.s.watch != nil && l.held > 0 {
 		out.Server = r.s.watch.Windows(l.from, l.to)
 	}
@@ -379,7 +381,7 @@ func (r *stepRun) finish(status string) {
 	res.Setup = setupOf(r.s.all, r.s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 
 	res.Notes = nil
-	if note := r.s.generator(sumCounts(res.Actions)); note != "" {
+	if note := r.s.generator(nil); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
 	if note := r.s.namesNote(); note != "" {
@@ -387,6 +389,10 @@ func (r *stepRun) finish(status string) {
 	}
 	cores := float64(res.Generator.GOMAXPROCS)
 	for _, l := range sr.Levels {
+		if l.Untrue != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("at %s the load was not what headroom meant to send (%s): the level is left out of the knee",
+				result.Amount(float64(l.Users), sr.Unit), l.Untrue))
+		}
 		if l.GeneratorCPUPercent > 90*cores {
 			res.Notes = append(res.Notes, fmt.Sprintf("at %s headroom used %.0f%% of %.0f cores while holding: that level's latencies may be the generator's, not the target's",
 				result.Amount(float64(l.Users), sr.Unit), l.GeneratorCPUPercent, cores))

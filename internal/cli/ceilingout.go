@@ -156,6 +156,7 @@ func printCeiling(w io.Writer, r *result.Result) {
 	}
 	if len(c.Levels) > 0 {
 		var parts []string
+		untrue := false
 		for _, l := range c.Levels {
 			mark := "ok"
 			if l.Verdict == "unhealthy" {
@@ -170,10 +171,17 @@ func printCeiling(w io.Writer, r *result.Result) {
 			if l.Evaluations == 0 && l.Why != "" {
 				mark += " (setup)"
 			}
+			if l.KeptOut > 0 {
+				mark += fmt.Sprintf(" (%d kept out)", l.KeptOut)
+				untrue = true
+			}
 			parts = append(parts, fmt.Sprintf("%d%s %s", l.Users, per, mark))
 		}
 		fmt.Fprintf(w, "levels: %s\n", strings.Join(parts, ", "))
 		fmt.Fprintln(w, "        (X unhealthy, ? undecided at the confidence asked: the interval is widened past it; (setup) could not set its users up)")
+		if untrue {
+			fmt.Fprintln(w, "        (N kept out: evaluations that fired while the generator's starts were late or bunched, not blamed on the target)")
+		}
 	}
 	fmt.Fprintf(w, "\nat the %s (%s):\n", what, c.StatsWindow)
 	if sv := r.ServiceTimes; sv != nil {

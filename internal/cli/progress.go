@@ -155,6 +155,9 @@ func printSummary(w io.Writer, r *result.Result) {
 	g := r.Generator
 	fmt.Fprintf(w, "\ngenerator: CPU %.0f%% of one core (%d cores), peak RSS %.0f MB, %d late wake-ups\n",
 		g.CPUPercent, g.GOMAXPROCS, g.PeakRSSMB, g.LateWakeups)
+	if line := result.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
+		fmt.Fprintf(w, "  its schedule: %s\n", line)
+	}
 	printAgents(w, r)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

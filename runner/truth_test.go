@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// second makes a sealed second of 300 starts, n of them woken together
+// by a stall of the generator at its middle.
+func second(t0 time.Time, bunched int) *metrics.Snapshot {
+	s := metrics.NewSnapshot()
+	s.Start, s.End = t0, t0.Add(time.Second)
+	rec := metrics.NewRecorder(1, nil, func() time.Time { return t0 })
+	for i := range 300 {
+		want := t0.Add(time.Duration(i) * time.Second / 300)
+		at := want
+		if i >= 150-bunched && i < 150 {
+			at = t0.Add(500 * time.Millisecond)
+		}
+		rec.Shard(0).Wake(want, at)
+	}
+	rec.Drain(s)
+	s.Start, s.End = t0, t0.Add(time.Second)
+	s.Seal()
+	return s
+}
+
+// A firing evaluation that sees a bunched second (within the checks'
+// window) is kept out and counted at its level; a passing one, or one
+// past the window, counts.
+func TestTruthKeepsOutWhatUntrueLoadFired(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	tr := newTruth(time.Second, 5*time.Second)
+	tr.second(t0, second(t0, 0).Wakes)
+	if !tr.counts(t0, 100, true) {
+		t.Fatal("a firing on true load kept out")
+	}
+	t1 := t0.Add(time.Second)
+	tr.second(t1, second(t1, 60).Wakes)
+	if !tr.counts(t1, 100, false) {
+		t.Error("a passing evaluation on bunched load kept out")
+	}
+	if tr.counts(t1.Add(4*time.Second), 100, true) {
+		t.Error("a firing 4 s after a bunched second, within the 5 s window, counted")
+	}
+	if !tr.counts(t1.Add(5*time.Second), 100, true) {
+		t.Error("a firing past the window kept out")
+	}
+	l := tr.level(control.Level{Users: 100, Evaluations: 1, Verdict: "unhealthy"}, &held{snap: second(t0, 60)})
+	if l.KeptOut != 1 || !strings.Contains(l.Untrue, "bunched: 63 in one 10 ms") || l.Burstiness == nil || l.Burstiness.Max10ms < 60 || l.Lateness.Starts != 300 {
+		t.Errorf("level: %+v", l)
+	}
+
+	ci := &result.Ceiling{Unit: result.UnitUsers, SupportedUsers: result.Supported{Value: 90, Low: 90, High: 100, Found: true, Drift: []int{100, 90}},
+		Levels: []result.Level{l, tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "healthy"}, &held{snap: second(t0, 0)})}}
+	if why := tr.untrusted(ci); !strings.Contains(why, "at 100 users the generator's load was untrue for 1 evaluations that fired, 1 judged") {
+		t.Errorf("untrusted: %q", why)
+	}
+	tr.drift(ci)
+	if why := ci.SupportedUsers.Why; !strings.Contains(why, "the generator's load moved") || strings.Contains(why, "capacity moved") {
+		t.Errorf("drift with untrue load: %q", why)
+	}
+
+	// The same contradiction on true load is the target's.
+	tr = newTruth(time.Second, 5*time.Second)
+	ci.Levels = []result.Level{tr.level(control.Level{Users: 100, Evaluations: 5, Verdict: "healthy"}, &held{snap: second(t0, 0)}),
+		tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "unhealthy"}, &held{snap: second(t0, 0)})}
+	ci.SupportedUsers.Why = ""
+	tr.drift(ci)
+	if why := ci.SupportedUsers.Why; !strings.Contains(why, "the generator's figures did not move") || !strings.Contains(why, "the target's capacity moved") {
+		t.Errorf("drift on true load: %q", why)
+	}
+	if why := tr.untrusted(ci); why != "" {
+		t.Errorf("untrusted on true load: %q", why)
+	}
+}
+
+func TestUntrue(t *testing.T) {
+	for _, c := range []struct {
+		l     *result.Lateness
+		b     *result.Burstiness
+		think time.Duration
+		want  string
+	}{
+		{nil, nil, time.Second, ""},
+		{&result.Lateness{P99Ms: 0.2}, &result.Burstiness{Max10ms: 9, Meant10ms: 8, Max100ms: 40, Meant100ms: 38}, time.Second, ""},
+		{nil, &result.Burstiness{Max10ms: 21, Meant10ms: 8, Max100ms: 50, Meant100ms: 38}, time.Second, "21 in one 10 ms"},
+		{nil, &result.Burstiness{Max10ms: 12, Meant10ms: 8, Max100ms: 90, Meant100ms: 38}, time.Second, "90 in one 100 ms"},
+		{nil, &result.Burstiness{Max10ms: 6, Meant10ms: 1}, time.Second, ""}, // a few: chance
+		{&result.Lateness{P99Ms: 150}, nil, time.Second, "p99 150 ms behind"},
+		{&result.Lateness{P99Ms: 150}, nil, 5 * time.Second, ""},
+		{&result.Lateness{P99Ms: 150}, nil, 0, "past 100ms"},
+	} {
+		got := result.Untrue(c.l, c.b, c.think)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("Untrue(%+v, %+v, %v) = %q, want %q", c.l, c.b, c.think, got, c.want)
+		}
+	}
+}
