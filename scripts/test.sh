@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test, as CI runs it (.ci/run calls this). Installs what the tests
-# need (Go modules; Debian's prometheus, prometheus-node-exporter and
-# chromium, which opens the HTML report as a reader would; Synapse, a real
+# need (Go modules; Debian's prometheus, prometheus-node-exporter,
+# chromium, which opens the HTML report as a reader would, and nginx, a
+# real token-bucket rate limiter with limit_req; Synapse, a real
 # Matrix homeserver, from pinned PyPI packages into a venv; Centrifugo, a
 # real WebSocket pub/sub server, built from its pinned Go module), then
 # vets, checks formatting, decodes deploy/kubernetes's manifests strictly
@@ -44,12 +45,12 @@ if [[ -n $unformatted ]]; then
 fi
 
 
-echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium)"
-if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium ]]; then
+echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22)"
+if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium || ! -x /usr/sbin/nginx ]]; then
   sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx
 fi
 
 echo "== Synapse 1.163.2 (pinned PyPI packages in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; ~25 s the first time)"
@@ -79,7 +80,7 @@ fi
 cat "$k8slog"
 rm -f "$k8slog"
 
-echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo; headless Chromium)"
+echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo, nginx; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
 fuzzlog=$(mktemp)

@@ -27,9 +27,13 @@ var rlimits = map[string]int{"fsize": syscall.RLIMIT_FSIZE, "nofile": syscall.RL
 
 // TestMain doubles as a launcher: with HEADROOM_TEST_EXEC set, the test
 // binary lowers its own limits (soft and hard) and execs that program,
-// which so starts under them. Otherwise it runs the tests, with no core
-// files from the crash test.
+// which so starts under them. With HEADROOM_TEST_HOG set it is a CPU hog
+// (limiter_test.go). Otherwise it runs the tests, with no core files from
+// the crash test.
 func TestMain(m *testing.M) {
+	if d := os.Getenv(hogEnv); d != "" {
+		hog(d) // exits
+	}
 	if prog := os.Getenv(execEnv); prog != "" {
 		for _, kv := range strings.Split(os.Getenv(rlimitEnv), ",") {
 			k, v, _ := strings.Cut(kv, "=")
