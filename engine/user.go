@@ -197,6 +197,10 @@ func (v *vu) handle() bool {
 // user started (metrics.Shard.Wake): the generator's lateness and
 // burstiness. False means stop.
 func (v *vu) think(d time.Duration) bool {
+	if d <= 0 { // no think time (a throughput test): no schedule to keep
+		v.debt = 0
+		return v.pause(0)
+	}
 	v.pauses++
 	p, left := catchUp(d, v.debt, 2*v.user.Spread(1000+v.pauses)-1)
 	want, woke, ok := v.wait(p)

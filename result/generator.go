@@ -42,33 +42,36 @@ func BurstinessOf(w *metrics.Wakes) *Burstiness {
 }
 
 // Untrue says why the load a window applied was not what headroom meant
-// to send, or "" when it was: its starts bunched (the most in any 10 ms
-// or 100 ms of a second over twice what the schedule asked for, and a
-// few more) or late (the 99th percentile past a tenth of the think time,
-// or of 100 ms with no think time). think is the scenario's mean think
-// time (0 in the open model).
+// to send, or "" when it was: its starts bunched (the most in any 10 ms of
+// a second over twice, and four over, what the schedule asked for; in any
+// 100 ms, half again and four over) or late (the 99th percentile past a
+// tenth of the think time, and past 50 ms: a user makes up a smaller
+// lateness on its next pause). think is the scenario's mean think time (0
+// in the open model, where 50 ms of lateness is in every latency from the
+// intended start).
 func Untrue(l *Lateness, b *Burstiness, think time.Duration) string {
 	if b != nil {
 		for _, w := range [...]struct {
 			name        string
-			most, meant int64
-		}{{"10 ms", b.Max10ms, b.Meant10ms}, {"100 ms", b.Max100ms, b.Meant100ms}} {
-			if w.most > 2*w.meant+4 {
+			most, limit int64
+			meant       int64
+		}{{"10 ms", b.Max10ms, 2*b.Meant10ms + 4, b.Meant10ms}, {"100 ms", b.Max100ms, b.Meant100ms + b.Meant100ms/2 + 4, b.Meant100ms}} {
+			if w.most > w.limit {
 				return fmt.Sprintf("the generator's starts bunched: %d in one %s where its schedule had at most %d", w.most, w.name, w.meant)
 			}
 		}
 	}
 	if l != nil {
-		limit := 100 * time.Millisecond
-		if think > 0 {
-			limit = think / 10
-		}
+		limit := max(think/10, lateLimit)
 		if late := time.Duration(l.P99Ms * float64(time.Millisecond)); late > limit {
 			return fmt.Sprintf("the generator's starts were late: p99 %.0f ms behind schedule, past %v", l.P99Ms, limit)
 		}
 	}
 	return ""
 }
+
+// lateLimit is the least lateness (p99) that makes load untrue.
+const lateLimit = 50 * time.Millisecond
 
 // ScheduleLine says in one line how late and how bunched the generator's
 // starts were ("" when there were none): for the terminal and reports.

@@ -94,7 +94,9 @@ func TestUntrue(t *testing.T) {
 		{nil, &result.Burstiness{Max10ms: 6, Meant10ms: 1}, time.Second, ""}, // a few: chance
 		{&result.Lateness{P99Ms: 150}, nil, time.Second, "p99 150 ms behind"},
 		{&result.Lateness{P99Ms: 150}, nil, 5 * time.Second, ""},
-		{&result.Lateness{P99Ms: 150}, nil, 0, "past 100ms"},
+		{&result.Lateness{P99Ms: 150}, nil, 0, "past 50ms"},
+		{&result.Lateness{P99Ms: 30}, nil, 100 * time.Millisecond, ""}, // made up on the next pause
+		{nil, &result.Burstiness{Max10ms: 12, Meant10ms: 8, Max100ms: 62, Meant100ms: 38}, time.Second, "62 in one 100 ms"},
 	} {
 		got := result.Untrue(c.l, c.b, c.think)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {

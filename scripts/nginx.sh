@@ -29,6 +29,8 @@
 #   RATE (200)            the bucket's rate, requests a second, all clients together
 #   BURST (5)             requests past the rate it lets through at once (limit_req's burst)
 #   START_TIMEOUT (10)    seconds `start` waits for nginx to answer
+#   NICE (0)              nginx's nice value; root may make it negative, so that a test that loads
+#                         the machine on purpose keeps nginx's own stalls out of what it measures
 #   NGINX (/usr/sbin/nginx)
 #                         the nginx binary (Debian's package installs it there)
 #
@@ -146,7 +148,7 @@ start() {
 	# Own session and no terminal: the caller's Ctrl-C does not reach it, and
 	# `stop` (or the caller's cleanup) ends it by PID. daemon off: the PID is
 	# the master's, which writes the same into DIR/nginx.pid itself.
-	setsid "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >"$dir/nginx.out" 2>&1 &
+	setsid nice -n "${NICE:-0}" "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" </dev/null >"$dir/nginx.out" 2>&1 &
 	local pid=$! url=http://127.0.0.1:$PORT/
 	echo "$pid" >"$dir/nginx.pid"
 	local deadline=$((SECONDS + START_TIMEOUT))

