@@ -47,6 +47,13 @@ file's alone. $window in a query is --window. A check whose query fails or
 returns nothing counts as firing; with --scrape, one naming a metric no
 endpoint exposes is refused before any traffic.
 
+No level is judged on untrue load: every second headroom measures how late
+its own starts fired and how bunched they were (a stall of its process, a
+busy machine). An evaluation that fires while the checks' windows see a late
+or bunched second is kept out, counted at its level ("(N kept out)"), not
+blamed on the target; the answer is NOT TRUSTWORTHY when a level bounding it
+kept out as many as it judged (docs/CEILING.md).
+
 They run on an embedded Prometheus engine fed by headroom's own metrics and
 by the --scrape endpoints every second, or on a real server with
 --prometheus (which must scrape headroom's --metrics-listen address and your
