@@ -8,9 +8,12 @@
 # vets, checks formatting, decodes deploy/kubernetes's manifests strictly
 # (a module of its own), runs every test (35 hostile servers among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
-# packages again under the race detector. Takes about 9 minutes on 2
-# cores (8m44s from a fresh clone, 8m49s with CI=true), most of it real ceiling searches against the testbed (the first
-# time a few more: Synapse's venv, Centrifugo's build).
+# packages again under the race detector, and a 2-minute run against a
+# real token bucket beside two busy loops. Takes about 14 minutes on 2
+# cores (14m07s with CI=true on 2026-11-27; 8m49s before the token bucket's
+# run and before the runner's searches grew), most of it real ceiling
+# searches against the testbed (the first time a few more: Synapse's venv,
+# Centrifugo's build).
 #
 #   ./scripts/test.sh
 #   FUZZTIME=30s ./scripts/test.sh   # fuzz longer (./scripts/fuzz.sh alone: 2 minutes a target)
@@ -87,13 +90,21 @@ fuzzlog=$(mktemp)
 FUZZTIME=${FUZZTIME:-10s} FUZZ_WORKERS=1 ./scripts/fuzz.sh >"$fuzzlog" 2>&1 &
 fuzz=$!
 trap 'kill "$fuzz" 2>/dev/null || true; rm -f "$fuzzlog"' EXIT
-go test -count=1 -parallel 3 -timeout 14m ./...
+go test -count=1 -parallel 3 -timeout 14m -skip '^TestLimiterUnderContention$' ./...
 echo "== fuzz targets, ${FUZZTIME:-10s} each (beside the tests)"
 if ! wait "$fuzz"; then
   cat "$fuzzlog"
   exit 1
 fi
 cat "$fuzzlog"
+
+# Alone, after the rest: its two busy loops are the contention it measures,
+# and would slow every other test beside it; and beside the whole suite the
+# target itself (nginx) stalled for half a second at times, holding every
+# request in flight, which bunches any closed-loop client's users (beside
+# the race detector, that step's own timing bounds failed).
+echo "== the generator beside two busy loops: a real token bucket (nginx limit_req) at half its rate, 2 minutes"
+go test -count=1 -timeout 5m -run '^TestLimiterUnderContention$' ./cmd/headroom/
 
 echo "== race detector on the packages that share memory between goroutines"
 go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./control/ ./testbed/ ./health/ ./agents/
