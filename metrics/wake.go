@@ -217,16 +217,7 @@ func (e *encoder) wakes(w *Wakes) {
 // wakes reads the wakes of every decoder of m and merges them into into's,
 // if into is not nil.
 func (m *merger) wakes(into *Snapshot) {
-	var with []*decoder
-	for _, d := range m.ds {
-		switch d.byte() {
-		case 0:
-		case 1:
-			with = append(with, d)
-		default:
-			d.fail("wakes flag not 0 or 1")
-		}
-	}
+	with := m.flagged("wakes")
 	if len(with) == 0 {
 		return
 	}

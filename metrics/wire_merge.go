@@ -86,17 +86,7 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 		what string
 		of   func(*Snapshot) *Snapshot
 	}{{"setup", (*Snapshot).setup}, {"service", (*Snapshot).service}} {
-		var with []*decoder
-		for _, d := range m.ds {
-			switch d.byte() {
-			case 0:
-			case 1:
-				with = append(with, d)
-			default:
-				d.fail("%s flag not 0 or 1", sub.what)
-			}
-		}
-		if len(with) > 0 {
+		if with := m.flagged(sub.what); len(with) > 0 {
 			var s *Snapshot
 			if into != nil {
 				s = sub.of(into)
@@ -111,6 +101,22 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 		}
 	}
 	return seq
+}
+
+// flagged reads a flag (0 or 1) from each decoder of m and returns those
+// whose flag says the section what follows.
+func (m *merger) flagged(what string) []*decoder {
+	var with []*decoder
+	for _, d := range m.ds {
+		switch d.byte() {
+		case 0:
+		case 1:
+			with = append(with, d)
+		default:
+			d.fail("%s flag not 0 or 1", what)
+		}
+	}
+	return with
 }
 
 func (d *decoder) header() (seq uint64, start, end time.Time) {
