@@ -13,6 +13,8 @@
 #                         the search's check window, judging time and final hold (short, as
 #                         scripts/demo.sh's; the defaults are 10s, 6s, 20s)
 #       MAX_DURATION=8m   each search stops after this long (headroom ceiling --max-duration)
+#       NICE=-10          nginx's nice value (scripts/nginx.sh; root only): ahead of the hogs, so
+#                         that what is measured is headroom's stalls, not the target's (0: both)
 #       QUIET_WAIT=60     seconds to wait, before each search, for the machine to be idle
 #       HEADROOM=path     use this binary instead of building ./cmd/headroom
 #       OUT=dir           keep every search's result there (default: a temp dir, removed)
@@ -93,7 +95,7 @@ one_case() {
 	local dir=$WORK/$name
 	port=$(free_port)
 	wait_quiet "$QUIET_WAIT"
-	PORT=$port RATE=$rate BURST=$BURST "$NGINX_SH" start "$dir/nginx" >&2 || die "nginx did not start"
+	PORT=$port RATE=$rate BURST=$BURST NICE=${NICE:--10} "$NGINX_SH" start "$dir/nginx" >&2 || die "nginx did not start"
 	BENCH_PIDS+=("$(cat "$dir/nginx/nginx.pid")")
 	start_hogs "$hogs"
 	start=$((rate / 3))
