@@ -233,8 +233,9 @@ func (v *vu) pause(d time.Duration) bool {
 }
 
 // wait waits d, or less if the user is stopped (ok false), and returns
-// when its timer was meant to fire and when the user woke (both zero for
-// d <= 0: no timer). Meanwhile, and first, it runs the handlers of the
+// when the user was due (its timer's time, or the end of a handler of its
+// own that ran past it) and when it woke (both zero for d <= 0: no
+// timer): the difference is the generator's lateness. Meanwhile, and first, it runs the handlers of the
 // WebSocket messages that arrive (never while an action runs): they take
 // from the pause, as a person reads a notification while idle.
 func (v *vu) wait(d time.Duration) (want, woke time.Time, ok bool) {
@@ -265,6 +266,11 @@ func (v *vu) wait(d time.Duration) (want, woke time.Time, ok bool) {
 			if !v.handle() {
 				v.timer.Stop()
 				return want, woke, false
+			}
+			// A handler that ran past the pause's end held the user up,
+			// not the generator: the user was due when it returned.
+			if now := time.Now(); now.After(want) {
+				want = now
 			}
 		case <-v.timer.C:
 			if v.stalled != nil {
