@@ -125,7 +125,10 @@ func TestOpenModelSeesAFreeze(t *testing.T) {
 		if p90 := res.ServiceTimes.Totals.P90Ms; p90 < 300 {
 			t.Errorf("service-time p90 %.1f ms; want the freeze, as each request was sent on time and held by the server", p90)
 		}
-		if a := res.Arrivals; a.Late > 10 {
+		// A few late ones are the dispatcher's own wake-ups on a busy
+		// machine (16 of ~1,000 beside the whole test suite); waiting for
+		// a user makes ~200 (the test above).
+		if a := res.Arrivals; a.Late > 30 {
 			t.Errorf("%d arrivals late with a user free for each", a.Late)
 		}
 	})
