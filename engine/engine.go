@@ -93,8 +93,9 @@ type Engine struct {
 	conns *transport.Pool
 	warm  *warm // where users' actions and handlers run
 	// stalled, if set, is called by a user as its pause's timer fires,
-	// before it wakes: the seam where a test stalls the process (virtual
-	// time), as the collector or a busy machine does.
+	// and by the open model's dispatcher as its timer fires, before they
+	// wake: the seam where a test stalls the process (virtual time), as
+	// the collector or a busy machine does.
 	stalled func()
 }
 

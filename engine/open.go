@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,12 @@ import (
 //     one per arrival waiting (one at a time with MaxWait 0, as k6 does).
 //   - The dispatcher never waits for a user: a pool too small shows as
 //     drops, and the schedule does not fall behind.
+//   - A stall of the process (the collector, a busy machine) that wakes
+//     the dispatcher more than replayAfter late does not hand out what
+//     came due meanwhile in one burst: each such arrival is replayed as
+//     late again as it was (mirrored over the stall's end, as a closed
+//     model's users are, vu.think), so the target gets the stall's
+//     arrivals over as long as the stall lasted, beside those due then.
 //   - Each arrival that starts is counted with how late it started (the
 //     dispatcher woke late, a user's setup, the wait for a user), and its
 //     action and requests are counted from its intended start, their
@@ -49,6 +56,7 @@ type OpenModel struct {
 	// MaxWait is how long after its intended time an arrival may still
 	// start, having waited for a user to come free; then it is dropped.
 	// 0 drops an arrival that finds no user free at once (k6's rule).
+	// An arrival replayed after a stall waits from its replay time.
 	MaxWait time.Duration
 	// Name is what arrivals are counted under (metrics.Snapshot.Arrivals);
 	// default ArrivalsName.
@@ -96,6 +104,7 @@ type openModel struct {
 	count   int64     // arrivals dispatched, ever
 	idle    []*vu     // users free, longest free first
 	waiting []arrival // arrivals waiting for a user, oldest first
+	replay  replays   // arrivals a stall made late, by their replay time
 	size    int       // users in the pool, those stopped aside
 	growing int       // users added on demand, not yet set up
 }
@@ -103,6 +112,21 @@ type openModel struct {
 // arrival is one arrival handed to a user.
 type arrival struct {
 	due time.Time // its intended start
+	at  time.Time // when it is handed out: due, or its replay after a stall
+}
+
+// replays is a min-heap of arrivals by their replay time (container/heap).
+type replays []arrival
+
+func (r replays) Len() int           { return len(r) }
+func (r replays) Less(i, j int) bool { return r[i].at.Before(r[j].at) }
+func (r replays) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
+func (r *replays) Push(x any)        { *r = append(*r, x.(arrival)) }
+func (r *replays) Pop() any {
+	old := *r
+	a := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return a
 }
 
 // maxBatch bounds the arrivals one step dispatches under the lock: users
@@ -264,6 +288,9 @@ func (e *Engine) dispatch(o *openModel) {
 		}
 		select {
 		case <-fired:
+			if e.stalled != nil {
+				e.stalled()
+			}
 			if time.Since(next) > lateAfter {
 				e.late.Add(1)
 			}
@@ -303,18 +330,26 @@ func (o *openModel) step(now time.Time) (next time.Time, grow int) {
 		return now, grow
 	}
 	if len(o.waiting) > 0 {
-		if t := o.waiting[0].due.Add(o.cfg.MaxWait); next.IsZero() || t.Before(next) {
+		if t := o.waiting[0].at.Add(o.cfg.MaxWait); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
 	return next, grow
 }
 
-// due hands out the pacer's arrivals due by now, up to maxBatch (more:
-// there are others), and returns when the next one is due (zero: none)
-// and how many users to add to the pool. Under o.mu.
+// due hands out the arrivals due by now, up to maxBatch (more: there are
+// others): the replays due, then the pacer's, replaying those a stall
+// made late. It returns when the next one is due (zero: none) and how
+// many users to add to the pool. Under o.mu.
 func (o *openModel) due(now time.Time) (next time.Time, grow int, more bool) {
-	for n := 0; o.pacer != nil; n++ {
+	n := 0
+	for ; len(o.replay) > 0 && !o.replay[0].at.After(now); n++ {
+		if n == maxBatch {
+			return now, grow, true
+		}
+		grow += o.arrive(heap.Pop(&o.replay).(arrival), now)
+	}
+	for ; o.pacer != nil; n++ {
 		if n == maxBatch {
 			return now, grow, true
 		}
@@ -324,12 +359,22 @@ func (o *openModel) due(now time.Time) (next time.Time, grow int, more bool) {
 			break
 		}
 		if wait > 0 {
-			return now.Add(wait), grow, false
+			next = now.Add(wait)
+			break
 		}
 		o.count++
-		grow += o.arrive(arrival{due: now.Add(wait)}, now)
+		a := arrival{due: now.Add(wait), at: now}
+		if -wait > replayAfter {
+			a.at = now.Add(-wait)
+			heap.Push(&o.replay, a)
+			continue
+		}
+		grow += o.arrive(a, now)
 	}
-	return time.Time{}, grow, false
+	if len(o.replay) > 0 && (next.IsZero() || o.replay[0].at.Before(next)) {
+		next = o.replay[0].at
+	}
+	return next, grow, false
 }
 
 // arrive hands a to the user free longest, or else keeps it waiting for
@@ -344,7 +389,7 @@ func (o *openModel) arrive(a arrival, now time.Time) int {
 		v.arrive <- a // empty: v is idle
 		return 0
 	}
-	if now.Sub(a.due) < o.cfg.MaxWait {
+	if now.Sub(a.at) < o.cfg.MaxWait {
 		o.waiting = append(o.waiting, a)
 	} else {
 		o.record(metrics.DroppedArrival, 0)
@@ -360,7 +405,7 @@ func (o *openModel) arrive(a arrival, now time.Time) int {
 // expire drops the arrivals that waited MaxWait. Under o.mu.
 func (o *openModel) expire(now time.Time) {
 	i := 0
-	for i < len(o.waiting) && now.Sub(o.waiting[i].due) >= o.cfg.MaxWait {
+	for i < len(o.waiting) && now.Sub(o.waiting[i].at) >= o.cfg.MaxWait {
 		o.record(metrics.DroppedArrival, 0)
 		i++
 	}
@@ -421,15 +466,15 @@ func (o *openModel) settled() {
 	o.growing--
 }
 
-// cancelWaiting counts the arrivals still waiting as canceled: the run
-// stopped before a user came free.
+// cancelWaiting counts the arrivals still waiting, for a user or their
+// replay, as canceled: the run stopped before they started.
 func (o *openModel) cancelWaiting() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for range o.waiting {
+	for range len(o.waiting) + len(o.replay) {
 		o.record(metrics.Canceled, 0)
 	}
-	o.waiting = nil
+	o.waiting, o.replay = nil, nil
 	o.pacer = nil
 }
 

@@ -460,8 +460,8 @@ func (dueUnseen) Pace(elapsed time.Duration, n int64) (time.Duration, bool) {
 
 // TestSetPacerHandsOutWhatWasDue: a new schedule (a step's next rate)
 // takes over only after the old one's due arrivals are handed out: the
-// one due at 1 s starts, 1 s late, when the rate changes at 2 s, rather
-// than vanishing uncounted.
+// one due at 1 s, found when the rate changes at 2 s, starts rather than
+// vanishing uncounted (replayed as late again, as after a stall: at 3 s).
 func TestSetPacerHandsOutWhatWasDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, rec := openEngine(t, oneRequest, &fakeServer{service: 5 * time.Millisecond}, OpenModel{PreAllocated: 1, MaxUsers: 1}, time.Second)
@@ -475,14 +475,83 @@ func TestSetPacerHandsOutWhatWasDue(t *testing.T) {
 		if err := e.SetPacer(nil); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
+		time.Sleep(1100 * time.Millisecond)
 		a := arrivals(drain(rec))
 		if a.Count != 1 || a.Dropped != 0 {
 			t.Fatalf("%d started, %d dropped: want the arrival due at 1 s started", a.Count, a.Dropped)
 		}
-		if late := a.Hist().Max(); late < 990_000 || late > 1_010_000 {
-			t.Errorf("it started %d µs after its time, want ~1 s (due at 1 s, handed out at 2 s)", late)
+		if late := a.Hist().Max(); late < 1_990_000 || late > 2_010_000 {
+			t.Errorf("it started %d µs after its time, want ~2 s (due at 1 s, found at 2 s, replayed at 3 s)", late)
 		}
 		e.Stop()
+	})
+}
+
+// TestOpenArrivalsStaySpreadThroughStalls: 1,000 arrivals a second on a
+// process that stalls 300 ms every 10 s. Each stall wakes the dispatcher
+// late with 300 arrivals due: they start over the next 300 ms beside
+// those due then (twice the rate), not in one 10 ms window (issue 28),
+// none dropped, each counted as late as it started.
+func TestOpenArrivalsStaySpreadThroughStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, err := scenario.Load(context.Background(), "open.star", []byte(oneRequest), scenario.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		st := stalls{start: begin.Add(-5 * time.Second), period: 10 * time.Second, length: 300 * time.Millisecond}
+		var mu sync.Mutex
+		var starts []time.Duration
+		rec := metrics.NewRecorder(2, nil, time.Now)
+		srv := &fakeServer{start: begin, service: 2 * time.Millisecond}
+		e := New(Config{Scenario: sc, Target: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}, Seed: 1, Recorder: rec, Spread: -1,
+			HTTP: func(transport.Options) scenario.HTTPClient { return &fakeClient{s: srv, cancel: make(chan struct{})} },
+			OnAction: func(int, string) {
+				mu.Lock()
+				starts = append(starts, time.Since(begin))
+				mu.Unlock()
+			}})
+		e.stalled = st.wait
+		if err := e.StartOpen(OpenModel{PreAllocated: 20, MaxUsers: 20, MaxWait: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		pace(t, e, Constant(1000, 30*time.Second), Even)
+		time.Sleep(31 * time.Second)
+		e.Stop()
+		s := drain(rec)
+
+		if a := arrivals(s); a.Count != 30_000 || a.Dropped != 0 {
+			t.Fatalf("%d arrivals started, %d dropped; want 30000, 0", a.Count, a.Dropped)
+		}
+		bins := map[time.Duration]int{}
+		for _, at := range starts {
+			bins[at.Truncate(10*time.Millisecond)]++
+		}
+		most, where := 0, time.Duration(0)
+		for w, c := range bins {
+			if c > most {
+				most, where = c, w
+			}
+		}
+		if most > 25 { // fair share 10, twice it during a replay
+			t.Errorf("a 10 ms window at %v held %d starts, %.1f times its fair share: a stall became a burst", where, most, float64(most)/10)
+		}
+		replayed := 0
+		for w, c := range bins {
+			if in := (w - 5*time.Second) % (10 * time.Second); in >= 300*time.Millisecond && in < 600*time.Millisecond {
+				replayed += c
+			}
+		}
+		if replayed < 3*550 { // three stalls: 300 due then, and the 300 they held
+			t.Errorf("%d starts in the 300 ms after the three stalls; want about 1,800: the stalls' arrivals replayed there", replayed)
+		}
+		w := s.Wakes
+		if w == nil || w.Late.Count != 30_000 {
+			t.Fatalf("wakes: %+v; want all 30,000 arrivals", w)
+		}
+		if p := w.Late.Percentile(100); p < 500_000 || p > 601_000 {
+			t.Errorf("latest arrival %d µs late; want up to twice the 300 ms stall (handed out at its end, then replayed)", p)
+		}
 	})
 }
