@@ -14,6 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/server"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -75,7 +76,6 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := s.res
 	var ld knob = users{s}
 	if c.Open != nil {
 		r, err := openRates(s, c.Open)
@@ -86,191 +86,268 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		ld = r
 		defer r.stop()
 	}
-	ci := &result.Ceiling{Unit: ld.unit(), Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
-	res.Ceiling = ci
-	for _, ch := range c.Checks {
-		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
-		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
-	}
-	tr := newTruth(s.think, checksWindow(c.Checks))
-	levels := map[int]*held{} // requests per steady user count, after Settle
-	heldSince, lastUsers := s.start, -1
-	nextSave := s.start.Add(c.Save)
-	warned := map[string]bool{}
-	self := labels.FromStrings("job", "headroom", "instance", "headroom")
-	target := 0
-	measuring := false      // the search is done; holding the supported users for Measure
-	var hold *control.Level // the measuring hold's judgment so far
-	traffic := false        // a request has ended
-	cpuMark, cpuAt := rusage.CPU(), time.Now()
-	// The server's figures cover the measure hold when there is one, else
-	// the whole search.
-	from, measureMarked := s.mark(s.start), false
-	if c.Scraper != nil && s.watch != nil {
-		c.Scraper.Gathered = s.watch.Gathered
-		s.scraper = nil // c.Scraper scrapes for both
-	}
+	r := newCeilingRun(c, s, ld)
+	ticks(s.ctx, c.Tick, func(now time.Time) bool { return r.tick(s.ctx, now) })
 
-	ctx = s.ctx // ends with the caller's, or when headroom aborts the run
-	ticks(ctx, c.Tick, func(now time.Time) bool {
-		el := now.Sub(s.start)
-		users := ld.applied() // users past setup (or the rate): the load really applied
-		p := s.collect()
-		tr.second(now, s.interval.Wakes)
-		// A second counts towards a level's figures only when every user
-		// started is set up (no logins in flight) and the count has held
-		// for the settle time.
-		// A degraded second (agents: one lost, its users not yet set up
-		// again elsewhere) is neither: its figures and checks are kept
-		// out of the search.
-		steady := users == ld.started() && !p.Degraded
-		if users != lastUsers || !steady {
-			heldSince, lastUsers = now, users
-			if !steady {
-				lastUsers = -1
-			}
-		} else if now.Sub(heldSince) >= c.Settle+c.Tick {
-			h := levels[users]
-			if h == nil {
-				h = &held{snap: metrics.NewSnapshot()}
-				levels[users] = h
-			}
-			h.snap.Merge(s.interval)
-			h.time += s.interval.End.Sub(s.interval.Start)
-			if measuring && users == target && !measureMarked {
-				from, measureMarked = s.mark(s.interval.Start), true
-			}
-		}
-
-		// Feed the embedded store, then evaluate.
-		var warning string
-		if c.Store != nil {
-			if mfs, err := c.Prom.Gather(); err == nil {
-				c.Store.AppendGathered(mfs, now, self)
-			}
-			if c.Scraper != nil {
-				errs := c.Scraper.Scrape(ctx, now)
-				if s.watch != nil {
-					s.watch.Attempted(errs)
-				}
-				for _, err := range errs {
-					msg := Redact(err.Error())
-					ci.ScrapeErrors = setErr(ci.ScrapeErrors, msg)
-					if !warned[msg] {
-						warned[msg] = true
-						warning = "scrape failed: " + msg + " (checks on its metrics fail closed)"
-					}
-				}
-			}
-		}
-		results := c.evaluate(ctx, now)
-		traffic = traffic || p.Requests > 0
-		if !traffic {
-			// No request has ended yet: no data is no news, not a firing.
-			for i := range results {
-				if r := &results[i]; r.Fired && math.IsNaN(r.Value) {
-					r.Fired, r.Err = false, "no data yet: no request has ended"
-				}
-			}
-		}
-		var fired []string
-		pt := result.CheckPoint{T: el.Seconds(), Users: users}
-		for _, r := range results {
-			var v *float64
-			if !math.IsNaN(r.Value) {
-				x := r.Value
-				v = &x
-			}
-			pt.Values, pt.Fired = append(pt.Values, v), append(pt.Fired, r.Fired)
-			if r.Fired {
-				fired = append(fired, r.Name)
-			}
-		}
-		ci.CheckTimeline = append(ci.CheckTimeline, pt)
-
-		var d control.Decision
-		obs := control.Observation{Elapsed: el, Users: users, Started: ld.started(), Fired: fired, Pressure: pressure(c.Checks, results)}
-		if measuring {
-			d = control.Decision{Users: target}
-			if h := levels[target]; h != nil && h.time > 0 && users == target && steady && tr.counts(now, users, len(fired) > 0) {
-				// Past settling: the hold is judged as a level is.
-				hold.Count(obs)
-				hold.End = el.Seconds()
-				d.Judged = true
-				if h.time >= c.Measure {
-					d = c.held(ci, hold, obs, tr.level(*hold, h))
-					measuring = false // done, or the search goes on
-				}
-			}
-		} else if p.Degraded || !tr.counts(now, users, len(fired) > 0) {
-			d = control.Decision{Users: target} // kept out: an agent lost, or the generator's load untrue
-		} else {
-			d = c.Controller.Decide(obs)
-		}
-		if est := c.Controller.Estimate(); d.Done && est.Found && c.Measure > 0 && !measuring && (hold == nil || hold.Users != int(est.Value)) {
-			// Hold the answer long enough for a per-request table worth
-			// reading, and judge it again meanwhile.
-			measuring, d.Done = true, false
-			d.Users = int(est.Value)
-			hold = &control.Level{Users: d.Users, Start: el.Seconds(), Fired: map[string]int{}, SetUp: d.Users}
-			delete(levels, d.Users) // its figures are the hold's
-			d.Reason += fmt.Sprintf("; hold %s for %v to measure them (judged again)", result.Amount(float64(d.Users), ci.Unit), c.Measure)
-		}
-		if d.Judged {
-			bottleneck(ci.Bottleneck, results, el)
-		}
-		if d.Reason != "" {
-			ci.Decisions = append(ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: d.Users, Reason: d.Reason})
-		}
-		target = d.Users
-		ld.set(d.Users)
-
-		// Generator self-check over the last ten seconds: its CPU. Its
-		// lateness and bunching are judged every second (truth).
-		if now.Sub(cpuAt) >= 10*time.Second {
-			cpu := rusage.CPU()
-			share := (cpu - cpuMark).Seconds() / now.Sub(cpuAt).Seconds()
-			if share > 0.9*float64(res.Generator.GOMAXPROCS) {
-				tr.cpu = fmt.Sprintf("at %s headroom used %.0f%% of %d cores: the generator, not the target, may have been the limit",
-					result.Amount(float64(users), ci.Unit), 100*share, res.Generator.GOMAXPROCS)
-			}
-			cpuMark, cpuAt = cpu, now
-		}
-
-		if c.Progress != nil {
-			c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: target, Pool: s.eng.Users(), Results: results, Decision: d.Reason,
-				Last: p, Estimate: c.Controller.Estimate(), Warning: warning})
-		}
-		if c.Scraper == nil {
-			s.scrape(ctx, now) // with --prometheus: for the result only
-		}
-		if !now.Before(nextSave) {
-			c.finish(s, levels, tr, result.Running)
-			s.server(from, s.mark(now))
-			s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, res, nil) })
-			nextSave = nextSave.Add(c.Save)
-		}
-		if d.Done {
-			return false
-		}
-		if c.MaxDuration > 0 && el >= c.MaxDuration {
-			ci.Decisions = append(ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: users,
-				Reason: fmt.Sprintf("--max-duration %v reached", c.MaxDuration)})
-			return false
-		}
-		return true
-	})
+	res := s.res
 	status, cause := s.outcome()
 	s.stop()
-	snap := c.finish(s, levels, tr, status)
+	snap := c.finish(s, r.levels, r.tr, status)
 	s.noteStop(cause)
 	if status == result.Completed {
 		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
 			s.markFailed(why)
 		}
 	}
-	s.server(from, s.mark(time.Now()))
+	s.server(r.from, s.mark(time.Now()))
 	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, withSetup(snap, s.all)) }))
+}
+
+// ceilingRun is one ceiling search in progress: what its ticks share.
+type ceilingRun struct {
+	c  *Ceiling
+	s  *session
+	ld knob // users, or the open model's rate
+	ci *result.Ceiling
+	tr *truth
+
+	levels    map[int]*held // requests per steady user count, after Settle
+	heldSince time.Time     // since when lastUsers have held, steady
+	lastUsers int           // -1: not steady
+	target    int           // what the controller last asked for
+	traffic   bool          // a request has ended
+	warned    map[string]bool
+	nextSave  time.Time
+
+	measuring bool           // the search is done; holding the supported users for Measure
+	hold      *control.Level // the measuring hold's judgment so far
+	// from is where the server's figures begin: the measuring hold's
+	// start once it has one (marked), else the search's.
+	from   *server.Mark
+	marked bool
+
+	cpuMark time.Duration // the generator's CPU at cpuAt, for its self-check
+	cpuAt   time.Time
+}
+
+func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
+	ci := &result.Ceiling{Unit: ld.unit(), Evaluator: Redact(c.EvaluatorName), Scrape: RedactAll(c.Scrape), Trustworthy: true}
+	s.res.Ceiling = ci
+	for _, ch := range c.Checks {
+		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
+		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
+	}
+	if c.Scraper != nil && s.watch != nil {
+		c.Scraper.Gathered = s.watch.Gathered
+		s.scraper = nil // c.Scraper scrapes for both
+	}
+	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)),
+		levels: map[int]*held{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
+		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
+}
+
+// tick is one second of the search: count it, evaluate the checks, let
+// the controller decide, check the generator, report; false ends it.
+func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
+	el := now.Sub(r.s.start)
+	users := r.ld.applied() // users past setup (or the rate): the load really applied
+	p := r.s.collect()
+	r.tr.second(now, r.s.interval.Wakes)
+	steady := r.account(now, users, p)
+	warning := r.feed(ctx, now)
+	results := r.evaluate(ctx, now, el, users, p)
+	obs := control.Observation{Elapsed: el, Users: users, Started: r.ld.started(), Fired: firing(results), Pressure: pressure(r.c.Checks, results)}
+	d := r.measure(el, r.decide(now, obs, steady, p.Degraded))
+	if d.Judged {
+		bottleneck(r.ci.Bottleneck, results, el)
+	}
+	if d.Reason != "" {
+		r.ci.Decisions = append(r.ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: d.Users, Reason: d.Reason})
+	}
+	r.target = d.Users
+	r.ld.set(d.Users)
+	r.selfCheck(now, users)
+	if r.c.Progress != nil {
+		r.c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: r.target, Pool: r.s.eng.Users(), Results: results,
+			Decision: d.Reason, Last: p, Estimate: r.c.Controller.Estimate(), Warning: warning})
+	}
+	if r.c.Scraper == nil {
+		r.s.scrape(ctx, now) // with --prometheus: for the result only
+	}
+	r.checkpoint(now)
+	switch {
+	case d.Done:
+		return false
+	case r.c.MaxDuration > 0 && el >= r.c.MaxDuration:
+		r.ci.Decisions = append(r.ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: users,
+			Reason: fmt.Sprintf("--max-duration %v reached", r.c.MaxDuration)})
+		return false
+	}
+	return true
+}
+
+// account adds the second's requests to its level's figures when it is
+// steady: every user started is set up (no logins in flight), no agent
+// is lost (a degraded second's figures and checks are kept out of the
+// search), and the count has held for the settle time. It says whether
+// the second was steady.
+func (r *ceilingRun) account(now time.Time, users int, p metrics.Point) bool {
+	steady := users == r.ld.started() && !p.Degraded
+	switch {
+	case !steady:
+		r.heldSince, r.lastUsers = now, -1
+	case users != r.lastUsers:
+		r.heldSince, r.lastUsers = now, users
+	case now.Sub(r.heldSince) >= r.c.Settle+r.c.Tick:
+		h := r.levels[users]
+		if h == nil {
+			h = &held{snap: metrics.NewSnapshot()}
+			r.levels[users] = h
+		}
+		h.snap.Merge(r.s.interval)
+		h.time += r.s.interval.End.Sub(r.s.interval.Start)
+		if r.measuring && users == r.target && !r.marked {
+			r.from, r.marked = r.s.mark(r.s.interval.Start), true
+		}
+	}
+	return steady
+}
+
+// feed gives the embedded store headroom's own metrics and the scrape of
+// the system under test; it returns a warning for a scrape that failed
+// in a way not seen before.
+func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
+	c := r.c
+	if c.Store == nil {
+		return ""
+	}
+	if mfs, err := c.Prom.Gather(); err == nil {
+		c.Store.AppendGathered(mfs, now, self)
+	}
+	if c.Scraper == nil {
+		return ""
+	}
+	errs := c.Scraper.Scrape(ctx, now)
+	if r.s.watch != nil {
+		r.s.watch.Attempted(errs)
+	}
+	for _, err := range errs {
+		msg := Redact(err.Error())
+		r.ci.ScrapeErrors = setErr(r.ci.ScrapeErrors, msg)
+		if !r.warned[msg] {
+			r.warned[msg] = true
+			warning = "scrape failed: " + msg + " (checks on its metrics fail closed)"
+		}
+	}
+	return warning
+}
+
+// self labels headroom's own series in the embedded store.
+var self = labels.FromStrings("job", "headroom", "instance", "headroom")
+
+// evaluate evaluates the checks and adds them to the check timeline.
+// Before any request has ended, no data is no news, not a firing.
+func (r *ceilingRun) evaluate(ctx context.Context, now time.Time, el time.Duration, users int, p metrics.Point) []health.Result {
+	results := r.c.evaluate(ctx, now)
+	r.traffic = r.traffic || p.Requests > 0
+	if !r.traffic {
+		for i := range results {
+			if res := &results[i]; res.Fired && math.IsNaN(res.Value) {
+				res.Fired, res.Err = false, "no data yet: no request has ended"
+			}
+		}
+	}
+	pt := result.CheckPoint{T: el.Seconds(), Users: users}
+	for _, res := range results {
+		var v *float64
+		if !math.IsNaN(res.Value) {
+			x := res.Value
+			v = &x
+		}
+		pt.Values, pt.Fired = append(pt.Values, v), append(pt.Fired, res.Fired)
+	}
+	r.ci.CheckTimeline = append(r.ci.CheckTimeline, pt)
+	return results
+}
+
+// firing names the checks that fired.
+func firing(results []health.Result) []string {
+	var fired []string
+	for _, res := range results {
+		if res.Fired {
+			fired = append(fired, res.Name)
+		}
+	}
+	return fired
+}
+
+// decide is the second's decision: the measuring hold's judgment while
+// it runs; none (the target kept) for a second kept out (an agent lost,
+// or the generator's load untrue); else the controller's.
+func (r *ceilingRun) decide(now time.Time, obs control.Observation, steady, degraded bool) control.Decision {
+	fired := len(obs.Fired) > 0
+	switch {
+	case r.measuring:
+		d := control.Decision{Users: r.target}
+		h := r.levels[r.target]
+		if h == nil || h.time <= 0 || obs.Users != r.target || !steady || !r.tr.counts(now, obs.Users, fired) {
+			return d
+		}
+		// Past settling: the hold is judged as a level is.
+		r.hold.Count(obs)
+		r.hold.End = obs.Elapsed.Seconds()
+		d.Judged = true
+		if h.time >= r.c.Measure {
+			d = r.c.held(r.ci, r.hold, obs, r.tr.level(*r.hold, h))
+			r.measuring = false // done, or the search goes on
+		}
+		return d
+	case degraded || !r.tr.counts(now, obs.Users, fired):
+		return control.Decision{Users: r.target}
+	}
+	return r.c.Controller.Decide(obs)
+}
+
+// measure turns a search's answer into the measuring hold, when there is
+// one to make: the answer held long enough for a per-request table worth
+// reading, and judged again meanwhile.
+func (r *ceilingRun) measure(el time.Duration, d control.Decision) control.Decision {
+	est := r.c.Controller.Estimate()
+	if !d.Done || !est.Found || r.c.Measure <= 0 || r.measuring || (r.hold != nil && r.hold.Users == int(est.Value)) {
+		return d
+	}
+	r.measuring, d.Done = true, false
+	d.Users = int(est.Value)
+	r.hold = &control.Level{Users: d.Users, Start: el.Seconds(), Fired: map[string]int{}, SetUp: d.Users}
+	delete(r.levels, d.Users) // its figures are the hold's
+	d.Reason += fmt.Sprintf("; hold %s for %v to measure them (judged again)", result.Amount(float64(d.Users), r.ci.Unit), r.c.Measure)
+	return d
+}
+
+// selfCheck looks at the generator's CPU over the last ten seconds. Its
+// lateness and bunching are judged every second (truth).
+func (r *ceilingRun) selfCheck(now time.Time, users int) {
+	if now.Sub(r.cpuAt) < 10*time.Second {
+		return
+	}
+	cpu := rusage.CPU()
+	share := (cpu - r.cpuMark).Seconds() / now.Sub(r.cpuAt).Seconds()
+	if procs := r.s.res.Generator.GOMAXPROCS; share > 0.9*float64(procs) {
+		r.tr.cpu = fmt.Sprintf("at %s headroom used %.0f%% of %d cores: the generator, not the target, may have been the limit",
+			result.Amount(float64(users), r.ci.Unit), 100*share, procs)
+	}
+	r.cpuMark, r.cpuAt = cpu, now
+}
+
+// checkpoint writes the result so far every Save.
+func (r *ceilingRun) checkpoint(now time.Time) {
+	if now.Before(r.nextSave) {
+		return
+	}
+	r.c.finish(r.s, r.levels, r.tr, result.Running)
+	r.s.server(r.from, r.s.mark(now))
+	r.s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, r.s.res, nil) })
+	r.nextSave = r.nextSave.Add(r.c.Save)
 }
 
 // evaluate evaluates the active checks; a check whose required metric no
