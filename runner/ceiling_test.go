@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/control"
@@ -23,84 +23,84 @@ var postsScenario = testbed.PostsScenario
 
 const meanLatency = `sum(rate(loadtest_http_request_time_sum{name="GetChannelPosts"}[5s])) / sum(rate(loadtest_http_request_time_count{name="GetChannelPosts"}[5s]))`
 
-// TestSearchFindsTheTestbedCeiling runs real ceiling searches against the
-// testbed on three capacity settings and compares each answer with the
+// TestSearchFindsTheTestbedCeiling runs ceiling searches against the
+// testbed on three capacity settings, in virtual time (the testbed's
+// handler called in memory: inMemory), and compares each answer with the
 // ceiling its documented model predicts: a mean-latency check with
-// threshold T fires at Workers * (Z + T) / S users.
-//
-// The error budget: the search reports the highest healthy level, up to
-// its precision (3% here) below the crossing; and the crossing moves with
-// the testbed's effective service time, which timer lateness on a busy
-// 2-core machine stretches by up to about 0.5 ms. Service times of 40 ms
-// and more keep that under 1.5%.
-// ceilingSettings are the testbed models TestSearchFindsTheTestbedCeiling searches.
-// The test command runs one; ceiling_long_test.go (build tag long, scripts/test-long.sh)
-// adds the larger ceilings, whose searches take 2.5 minutes or more.
-type ceilingSetting struct {
-	workers int
-	scale   float64
-	think   time.Duration
-}
-
-var ceilingSettings = []ceilingSetting{
-	{2, 20, time.Second}, // S = 80 ms: 2 * 1.1 / 0.08 = 27.5 users
-}
-
+// threshold T fires at Workers * (Z + T) / S users. The search reports
+// the highest healthy level, up to its precision (3% here) below the
+// crossing: within 5% of the model. In virtual time no timer is late, so
+// the testbed's service time is exactly its model's; wall-clock searches
+// of the same settings took 1 to 5 minutes each.
 func TestSearchFindsTheTestbedCeiling(t *testing.T) {
-	const threshold = 0.1
-	for _, st := range ceilingSettings {
+	for _, st := range []struct {
+		workers int
+		scale   float64
+		think   time.Duration
+	}{
+		{2, 20, time.Second}, // S = 80 ms: 2 * 1.1 / 0.08 = 27.5 users
+		{4, 10, time.Second}, // S = 40 ms: 110 users
+		{8, 10, time.Second}, // 220 users
+	} {
 		t.Run(fmt.Sprintf("workers=%d,scale=%g,think=%v", st.workers, st.scale, st.think), func(t *testing.T) {
 			t.Parallel()
-			srv := testbed.New(testbed.Config{Workers: st.workers, Scale: st.scale})
-			ts := httptest.NewServer(srv.Handler())
-			defer ts.Close()
-			target, _ := url.Parse(ts.URL)
-			s := srv.ServiceTime("GetChannelPosts")
-			truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, st.think+time.Duration(threshold*float64(time.Second))-s)
-
-			store := health.NewStore(10 * time.Minute)
-			checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
-			settle := checks[0].Window() + 3*time.Second
-			out := filepath.Join(t.TempDir(), "ceil")
-			c := &Ceiling{
-				Common:      Common{Scenario: load(t, postsScenario(st.think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
-				Checks:      checks,
-				Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-				Evaluator:   health.NewEmbedded(store),
-				Store:       store,
-				MaxDuration: 6 * time.Minute,
-				Settle:      settle,
-				Measure:     10 * time.Second,
-			}
-			res, err := c.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			su := res.Ceiling.SupportedUsers
-			t.Logf("model %.1f users; found %.0f in [%.0f, %.0f) after %.0f s; levels %v", truth, su.Value, su.Low, su.High, res.Ceiling.SearchSeconds, levelsOf(res))
-			if !su.Found {
-				t.Fatalf("ceiling not found: %s", su.Why)
-			}
-			if rel := math.Abs(su.Value-truth) / truth; rel > 0.05 {
-				t.Errorf("found %.0f users, model says %.1f: %.1f%% off, want within 5%%", su.Value, truth, 100*rel)
-			}
-			if b := res.Ceiling.Bottleneck[0]; b.Fired == 0 || !b.First {
-				t.Errorf("bottleneck %+v: the latency check should have fired, first", b)
-			}
-			// about su.Value/1.1 requests a second, over the judging and 10 s of measuring
-			if float64(res.Totals.Count) < 5*su.Value || res.Totals.MeanMs > 1000*threshold*1.2 {
-				t.Errorf("figures at the ceiling (%s): %+v", res.Ceiling.StatsWindow, res.Totals)
-			}
-			for _, r := range res.Requests {
-				if r.Name != "GetChannelPosts" {
-					t.Errorf("figures at the ceiling include %d %q: a ramp (logins) leaked into the held level", r.Count, r.Name)
-				}
-			}
-			back, err := result.Read(out)
-			if err != nil || back.Ceiling == nil || back.Ceiling.SupportedUsers.Value != su.Value || len(back.Ceiling.Decisions) < 3 || len(back.Ceiling.CheckTimeline) == 0 {
-				t.Errorf("result.json read back: %v", err)
-			}
+			synctest.Test(t, func(t *testing.T) { searchTestbed(t, st.workers, st.scale, st.think) })
 		})
+	}
+}
+
+func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration) {
+	const threshold = 0.1
+	srv := testbed.New(testbed.Config{Workers: workers, Scale: scale})
+	target, _ := url.Parse("http://testbed.invalid")
+	s := srv.ServiceTime("GetChannelPosts")
+	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, think+time.Duration(threshold*float64(time.Second))-s)
+
+	store := health.NewStore(10 * time.Minute)
+	checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
+	settle := checks[0].Window() + 3*time.Second
+	out := filepath.Join(t.TempDir(), "ceil")
+	c := &Ceiling{
+		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
+			HTTP: inMemory(srv.Handler())},
+		Checks:      checks,
+		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
+		Evaluator:   health.NewEmbedded(store),
+		Store:       store,
+		MaxDuration: 6 * time.Minute,
+		Settle:      settle,
+		Measure:     10 * time.Second,
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	su := res.Ceiling.SupportedUsers
+	t.Logf("model %.1f users; found %.0f in [%.0f, %.0f) after %.0f s; levels %v", truth, su.Value, su.Low, su.High, res.Ceiling.SearchSeconds, levelsOf(res))
+	if !su.Found {
+		t.Fatalf("ceiling not found: %s", su.Why)
+	}
+	if rel := math.Abs(su.Value-truth) / truth; rel > 0.05 {
+		t.Errorf("found %.0f users, model says %.1f: %.1f%% off, want within 5%%", su.Value, truth, 100*rel)
+	}
+	if !res.Ceiling.Trustworthy {
+		t.Errorf("not trustworthy (%s): in virtual time the generator is never late", res.Ceiling.Untrusted)
+	}
+	if b := res.Ceiling.Bottleneck[0]; b.Fired == 0 || !b.First {
+		t.Errorf("bottleneck %+v: the latency check should have fired, first", b)
+	}
+	// about su.Value/1.1 requests a second, over the judging and 10 s of measuring
+	if float64(res.Totals.Count) < 5*su.Value || res.Totals.MeanMs > 1000*threshold*1.2 {
+		t.Errorf("figures at the ceiling (%s): %+v", res.Ceiling.StatsWindow, res.Totals)
+	}
+	for _, r := range res.Requests {
+		if r.Name != "GetChannelPosts" {
+			t.Errorf("figures at the ceiling include %d %q: a ramp (logins) leaked into the held level", r.Count, r.Name)
+		}
+	}
+	back, err := result.Read(out)
+	if err != nil || back.Ceiling == nil || back.Ceiling.SupportedUsers.Value != su.Value || len(back.Ceiling.Decisions) < 3 || len(back.Ceiling.CheckTimeline) == 0 {
+		t.Errorf("result.json read back: %v", err)
 	}
 }
 

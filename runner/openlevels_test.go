@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/control"
@@ -28,11 +29,14 @@ import (
 // Below it each arrival is served in S; past it the queue grows by the
 // excess every second, so the mean latency from the intended start
 // crosses 100 ms within the settle time of any level a few percent over.
-// S = 40 ms keeps the testbed's timer lateness (up to ~0.5 ms on a busy
-// 2-core machine) near 1% of the capacity.
+// In virtual time (the testbed in memory), as the closed model's search.
 func TestOpenSearchFindsTheTestbedCapacity(t *testing.T) {
 	t.Parallel()
-	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 10})
+	synctest.Test(t, openSearchTestbed)
+}
+
+func openSearchTestbed(t *testing.T) {
+	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 10})
 	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
 	if capacity != 200 {
 		t.Fatalf("the testbed's model changed: capacity %.1f req/s; update this test", capacity)
@@ -43,7 +47,7 @@ func TestOpenSearchFindsTheTestbedCapacity(t *testing.T) {
 	settle := window + 2*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
-		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, HTTP: mem},
 		Checks: checks,
 		Controller: control.NewSearch(control.SearchConfig{Start: 120, Max: 5000, Precision: 0.04, Settle: settle, Judge: 3 * time.Second,
 			RampRate: math.MaxInt32, Window: window, Unit: result.UnitRate, MaxFlag: "--max-rate"}),
@@ -106,14 +110,18 @@ func TestOpenSearchFindsTheTestbedCapacity(t *testing.T) {
 // and throughput is the rate; past it throughput stays at the capacity,
 // the latency from the intended start climbs while the service time is
 // the server's own, the pool runs out (drops counted) and the knee is at
-// the level before.
+// the level before. In virtual time (the testbed in memory).
 func TestStepRatesSaturateAtTheTestbedCapacity(t *testing.T) {
 	t.Parallel()
-	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 10})
+	synctest.Test(t, stepRatesTestbed)
+}
+
+func stepRatesTestbed(t *testing.T) {
+	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 10})
 	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
 	out := filepath.Join(t.TempDir(), "step")
 	st := &Step{
-		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, HTTP: mem},
 		Levels: []int{50, 150, 300}, Hold: 3 * time.Second, Settle: time.Second,
 		Open: &OpenLevels{Arrivals: engine.Even, MaxUsers: 100, PreUsers: 100},
 	}

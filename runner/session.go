@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // Common is what every kind of run needs.
@@ -72,6 +74,14 @@ type Common struct {
 	// configuration of this process's users: agents' (agents.Fleet), which
 	// run the scenario's init here with local. nil: this process's engine.
 	NewFleet func(local engine.Config) Fleet
+	// HTTP, if set, makes every user's HTTP client in place of a
+	// connection to Target (engine.Config.HTTP), and the run does not
+	// dial Target first: the seam where a test serves the requests in
+	// memory, in virtual time (testing/synctest). nil: the network.
+	HTTP func(transport.Options) scenario.HTTPClient
+	// ScrapeClient, if set, is the client the scrape of Scrape uses (nil:
+	// a plain one): where a test serves the endpoints in memory too.
+	ScrapeClient *http.Client
 
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
@@ -158,8 +168,10 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	if c.Save <= 0 {
 		c.Save = 10 * time.Second
 	}
-	if err := CheckTarget(c.Target, 3*time.Second); err != nil {
-		return nil, err
+	if c.HTTP == nil {
+		if err := CheckTarget(c.Target, 3*time.Second); err != nil {
+			return nil, err
+		}
 	}
 	if c.Out != "" {
 		if err := c.writer().Probe(c.Out); err != nil {
@@ -181,7 +193,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	cfg := engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
 		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
-		OnPanic: func(p *engine.PanicError) { s.abort(p) },
+		OnPanic: func(p *engine.PanicError) { s.abort(p) }, HTTP: c.HTTP,
 	}
 	if c.NewFleet != nil {
 		s.eng = c.NewFleet(cfg)
@@ -199,7 +211,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	}
 	if len(c.Scrape) > 0 {
 		s.watch = server.New(c.Scrape, s.start, c.ServerLatency...)
-		sc, err := health.NewScraper(nil, c.Scrape, nil)
+		sc, err := health.NewScraper(nil, c.Scrape, c.ScrapeClient)
 		if err != nil {
 			s.cancel(err)
 			return nil, err

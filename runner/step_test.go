@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/result"
@@ -39,11 +40,14 @@ func testbedTarget(t *testing.T, cfg testbed.Config) (*testbed.Server, *url.URL)
 // From 20 to 40 users throughput can grow 20% at most, far under the half
 // of +100% the knee rule asks for, so the knee is at 20.
 //
-// A long service time keeps the capacity where the model puts it on a
-// starved CPU: the testbed makes up for late timers by at most 10 ms.
+// In virtual time: the testbed and its /metrics in memory.
 func TestStepFindsTheTestbedKnee(t *testing.T) {
 	t.Parallel()
-	srv, target := testbedTarget(t, testbed.Config{Workers: 8, Scale: 20})
+	synctest.Test(t, stepTestbedKnee)
+}
+
+func stepTestbedKnee(t *testing.T) {
+	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 20})
 	const think = 160 * time.Millisecond
 	mix := map[string]float64{"GetChannelPosts": 1}
 	capacity := srv.Capacity(mix)
@@ -55,7 +59,7 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 	const hold, settle = 3 * time.Second, 2 * time.Second
 	st := &Step{
 		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
-			Scrape: []string{target.String() + "/metrics"}},
+			HTTP: mem, Scrape: []string{target.String() + "/metrics"}, ScrapeClient: scrapeInMemory(srv.Handler())},
 		Levels: []int{5, 10, 20, 40, 60}, Hold: hold, Settle: settle,
 	}
 	var lines []string
