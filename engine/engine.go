@@ -6,7 +6,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"runtime/debug"
@@ -61,6 +63,10 @@ type Config struct {
 	// transport.NewClient(opt) (a user's, a lane's, init's): the seam
 	// where a test puts a fake server in virtual time.
 	HTTP func(opt transport.Options) scenario.HTTPClient
+	// Dial, if set, makes every connection to the target (HTTP and
+	// WebSocket) in place of TCP: a test's target in memory, in virtual
+	// time, through the real clients (transport.Options.Dial).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // PanicError is a panic recovered in one of the engine's goroutines.
@@ -175,6 +181,7 @@ func (e *Engine) userOf(id int) (*scenario.User, scenario.HTTPClient) {
 			return withCredentials(e.newClient(o), e.cfg.Target)
 		},
 		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
+		Dial: e.cfg.Dial,
 	})
 	return user, client
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,8 +50,7 @@ func TestSearchFindsTheTestbedCeiling(t *testing.T) {
 
 func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration) {
 	const threshold = 0.1
-	srv := testbed.New(testbed.Config{Workers: workers, Scale: scale})
-	target, _ := url.Parse("http://testbed.invalid")
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: workers, Scale: scale})
 	s := srv.ServiceTime("GetChannelPosts")
 	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, think+time.Duration(threshold*float64(time.Second))-s)
 
@@ -62,7 +60,7 @@ func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
-			HTTP: inMemory(srv.Handler())},
+			Dial: dial},
 		Checks:      checks,
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
 		Evaluator:   health.NewEmbedded(store),

@@ -3,10 +3,9 @@ package runner
 import (
 	"context"
 	"math"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/control"
@@ -18,15 +17,17 @@ import (
 // TestSearchFindsTheConnectedCeiling is TestSearchFindsTheTestbedCeiling with every user holding a
 // WebSocket: posts fan out to all connections, and the testbed's documented model of what connections
 // cost (ConnectedCeiling) predicts a ceiling 44% below the HTTP-only one (45.1 users against 80). The search must find the connected one, within 5%, and the result must carry the
-// connections, the fan-out and its delivery latency.
+// connections, the fan-out and its delivery latency. In virtual time: the testbed, its WebSockets
+// among them, in memory (inMemory).
 func TestSearchFindsTheConnectedCeiling(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, connectedCeiling)
+}
+
+func connectedCeiling(t *testing.T) {
 	const threshold = 0.2 // where the queue, not S(N), crosses it (see testbed's TestConnectedCeiling)
 	think := time.Second
-	srv := testbed.New(testbed.Config{Workers: 4, Scale: 10, Channels: 1})
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	target, _ := url.Parse(ts.URL)
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 4, Scale: 10, Channels: 1})
 	mix := map[string]float64{"CreatePost": 1}
 	reach := func(route string, n float64) float64 {
 		if route == "CreatePost" {
@@ -43,7 +44,7 @@ func TestSearchFindsTheConnectedCeiling(t *testing.T) {
 	settle := checks[0].Window() + 3*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
-		Common:      Common{Scenario: load(t, testbed.ConnectedScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out},
+		Common:      Common{Scenario: load(t, testbed.ConnectedScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
 		Checks:      checks,
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
 		Evaluator:   health.NewEmbedded(store),

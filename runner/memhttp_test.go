@@ -1,105 +1,73 @@
 package runner
 
 import (
-	"bytes"
 	"context"
-	"fmt"
+	"errors"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync"
-	"time"
+	"testing"
 
-	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/testbed"
-	"github.com/headroom-dev/headroom/transport"
 )
 
-// inMemory is Common.HTTP for a test in virtual time (testing/synctest):
-// each user's requests are served by h, called in this process, with no
-// socket in between (a goroutine blocked on a socket would stop the
-// bubble's clock). What h sleeps, the bubble's clock counts.
-func inMemory(h http.Handler) func(transport.Options) scenario.HTTPClient {
-	return func(o transport.Options) scenario.HTTPClient {
-		ctx, cancel := context.WithCancel(context.Background())
-		return &memClient{h: h, target: o.Target, timeout: o.Timeout, ctx: ctx, cancel: cancel}
+// inMemory serves h to Common.Dial's connections for a test in virtual
+// time (testing/synctest): each connection is a net.Pipe whose other end
+// an http.Server serves, so the users' requests and WebSockets go
+// through headroom's real clients, and the scrape through net/http's,
+// with no socket in between (a goroutine blocked on a socket would stop
+// the bubble's clock). What h sleeps, the bubble's clock counts. The
+// server is closed when the test ends. Call it in a synctest bubble.
+func inMemory(t *testing.T, h http.Handler) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		client, server := net.Pipe()
+		select {
+		case l.conns <- server:
+			return client, nil
+		case <-l.done:
+			return nil, net.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
-// scrapeInMemory is Common.ScrapeClient for a test in virtual time: h
-// serves the scrape's requests in this process.
-func scrapeInMemory(h http.Handler) *http.Client {
-	return &http.Client{Transport: handlerTransport{h}}
+// pipeListener hands the server ends of inMemory's pipes to its server.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
 }
 
-type handlerTransport struct{ h http.Handler }
-
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	w := httptest.NewRecorder()
-	t.h.ServeHTTP(w, r)
-	return w.Result(), nil
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, errors.New("closed")
+	}
 }
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "testbed.invalid:80" }
 
 // testbedInMemory is the testbed with a capacity model, served in memory:
-// the target to give Common, and its HTTP. Call it in a synctest bubble.
-func testbedInMemory(cfg testbed.Config) (*testbed.Server, *url.URL, func(transport.Options) scenario.HTTPClient) {
+// the target to give Common, and its Dial. Call it in a synctest bubble.
+func testbedInMemory(t *testing.T, cfg testbed.Config) (*testbed.Server, *url.URL, func(context.Context, string, string) (net.Conn, error)) {
 	srv := testbed.New(cfg)
-	return srv, &url.URL{Scheme: "http", Host: "testbed.invalid"}, inMemory(srv.Handler())
+	return srv, &url.URL{Scheme: "http", Host: "testbed.invalid"}, inMemory(t, srv.Handler())
 }
-
-// memClient is one user's client of an in-memory handler.
-type memClient struct {
-	h       http.Handler
-	target  *url.URL
-	timeout time.Duration
-	ctx     context.Context
-	cancel  context.CancelFunc
-	once    sync.Once
-}
-
-func (c *memClient) Do(req *transport.Request, resp *transport.Response) {
-	start := time.Now()
-	u := req.URL
-	if strings.HasPrefix(u, "/") {
-		u = c.target.Scheme + "://" + c.target.Host + u
-	}
-	ctx, timeout := c.ctx, req.Timeout
-	if timeout <= 0 {
-		timeout = c.timeout
-	}
-	if timeout > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(ctx, timeout)
-		defer stop()
-	}
-	r := httptest.NewRequestWithContext(ctx, req.Method, u, bytes.NewReader(req.Body))
-	for _, h := range req.Defaults {
-		r.Header.Set(h.Key, h.Value)
-	}
-	for _, h := range req.Header {
-		r.Header.Set(h.Key, h.Value)
-	}
-	w := httptest.NewRecorder()
-	c.h.ServeHTTP(w, r)
-	*resp = transport.Response{Latency: time.Since(start)}
-	if err := ctx.Err(); err != nil {
-		resp.Err = err
-		resp.Timeout = c.ctx.Err() == nil
-		resp.Canceled = !resp.Timeout
-		if resp.Canceled {
-			resp.Err = transport.ErrCanceled
-		}
-		return
-	}
-	var head bytes.Buffer
-	fmt.Fprintf(&head, "HTTP/1.1 %d %s\r\n", w.Code, http.StatusText(w.Code))
-	_ = w.Header().Write(&head)
-	head.WriteString("\r\n")
-	resp.Status, resp.RawHeader, resp.Body = w.Code, head.Bytes(), w.Body.Bytes()
-	resp.BytesIn, resp.BytesOut = int64(head.Len()+w.Body.Len()), int64(len(req.Body))
-}
-
-func (c *memClient) Cookies() map[string]string { return nil }
-func (c *memClient) Cancel()                    { c.once.Do(c.cancel) }
-func (c *memClient) Close()                     { c.Cancel() }

@@ -36,7 +36,7 @@ func TestOpenSearchFindsTheTestbedCapacity(t *testing.T) {
 }
 
 func openSearchTestbed(t *testing.T) {
-	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 10})
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 8, Scale: 10})
 	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
 	if capacity != 200 {
 		t.Fatalf("the testbed's model changed: capacity %.1f req/s; update this test", capacity)
@@ -47,7 +47,7 @@ func openSearchTestbed(t *testing.T) {
 	settle := window + 2*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
-		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, HTTP: mem},
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
 		Checks: checks,
 		Controller: control.NewSearch(control.SearchConfig{Start: 120, Max: 5000, Precision: 0.04, Settle: settle, Judge: 3 * time.Second,
 			RampRate: math.MaxInt32, Window: window, Unit: result.UnitRate, MaxFlag: "--max-rate"}),
@@ -117,11 +117,11 @@ func TestStepRatesSaturateAtTheTestbedCapacity(t *testing.T) {
 }
 
 func stepRatesTestbed(t *testing.T) {
-	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 10})
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 8, Scale: 10})
 	capacity := srv.Capacity(map[string]float64{"GetChannelPosts": 1})
 	out := filepath.Join(t.TempDir(), "step")
 	st := &Step{
-		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, HTTP: mem},
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
 		Levels: []int{50, 150, 300}, Hold: 3 * time.Second, Settle: time.Second,
 		Open: &OpenLevels{Arrivals: engine.Even, MaxUsers: 100, PreUsers: 100},
 	}

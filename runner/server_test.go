@@ -21,10 +21,10 @@ func TestBoundedRunKeepsServerFigures(t *testing.T) {
 }
 
 func boundedServerFigures(t *testing.T) {
-	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 1})
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 8, Scale: 1})
 	res := run(t, &Bounded{
-		Common: Common{Scenario: load(t, postsScenario(50*time.Millisecond)), Target: target, Seed: 1, HTTP: mem,
-			Scrape: []string{target.String() + "/metrics"}, ScrapeClient: scrapeInMemory(srv.Handler())},
+		Common: Common{Scenario: load(t, postsScenario(50*time.Millisecond)), Target: target, Seed: 1, Dial: dial,
+			Scrape: []string{target.String() + "/metrics"}},
 		Users: 5, Ramp: 2 * time.Second, Duration: 5 * time.Second,
 	})
 	if res.Server == nil || len(res.Server.Targets) != 1 {

@@ -23,7 +23,6 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/server"
-	"github.com/headroom-dev/headroom/transport"
 )
 
 // Common is what every kind of run needs.
@@ -74,14 +73,12 @@ type Common struct {
 	// configuration of this process's users: agents' (agents.Fleet), which
 	// run the scenario's init here with local. nil: this process's engine.
 	NewFleet func(local engine.Config) Fleet
-	// HTTP, if set, makes every user's HTTP client in place of a
-	// connection to Target (engine.Config.HTTP), and the run does not
-	// dial Target first: the seam where a test serves the requests in
-	// memory, in virtual time (testing/synctest). nil: the network.
-	HTTP func(transport.Options) scenario.HTTPClient
-	// ScrapeClient, if set, is the client the scrape of Scrape uses (nil:
-	// a plain one): where a test serves the endpoints in memory too.
-	ScrapeClient *http.Client
+	// Dial, if set, makes every connection of the run in place of TCP:
+	// the users' (HTTP and WebSocket, engine.Config.Dial) and the scrape's
+	// of Scrape, and the run does not try Target first. The seam where a
+	// test serves the target in memory, in virtual time (testing/synctest).
+	// nil: the network.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
@@ -168,7 +165,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	if c.Save <= 0 {
 		c.Save = 10 * time.Second
 	}
-	if c.HTTP == nil {
+	if c.Dial == nil {
 		if err := CheckTarget(c.Target, 3*time.Second); err != nil {
 			return nil, err
 		}
@@ -193,7 +190,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	cfg := engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
 		Insecure: c.Insecure, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
-		OnPanic: func(p *engine.PanicError) { s.abort(p) }, HTTP: c.HTTP,
+		OnPanic: func(p *engine.PanicError) { s.abort(p) }, Dial: c.Dial,
 	}
 	if c.NewFleet != nil {
 		s.eng = c.NewFleet(cfg)
@@ -211,7 +208,11 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	}
 	if len(c.Scrape) > 0 {
 		s.watch = server.New(c.Scrape, s.start, c.ServerLatency...)
-		sc, err := health.NewScraper(nil, c.Scrape, c.ScrapeClient)
+		var client *http.Client
+		if c.Dial != nil {
+			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+		}
+		sc, err := health.NewScraper(nil, c.Scrape, client)
 		if err != nil {
 			s.cancel(err)
 			return nil, err

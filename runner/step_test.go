@@ -47,7 +47,7 @@ func TestStepFindsTheTestbedKnee(t *testing.T) {
 }
 
 func stepTestbedKnee(t *testing.T) {
-	srv, target, mem := testbedInMemory(testbed.Config{Workers: 8, Scale: 20})
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 8, Scale: 20})
 	const think = 160 * time.Millisecond
 	mix := map[string]float64{"GetChannelPosts": 1}
 	capacity := srv.Capacity(mix)
@@ -59,7 +59,7 @@ func stepTestbedKnee(t *testing.T) {
 	const hold, settle = 3 * time.Second, 2 * time.Second
 	st := &Step{
 		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
-			HTTP: mem, Scrape: []string{target.String() + "/metrics"}, ScrapeClient: scrapeInMemory(srv.Handler())},
+			Dial: dial, Scrape: []string{target.String() + "/metrics"}},
 		Levels: []int{5, 10, 20, 40, 60}, Hold: hold, Settle: settle,
 	}
 	var lines []string

@@ -1,9 +1,11 @@
 package scenario
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -64,6 +66,9 @@ type Env struct {
 	Insecure   bool
 	SourceAddr netip.Addr
 	MaxMessage int
+	// Dial, if set, makes user.ws's connections in place of TCP: a test's
+	// target in memory (transport.Options.Dial).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Names of the pseudo-actions recorded for setup and teardown.

@@ -280,7 +280,11 @@ func (c *wsConn) handshake(setup bool) (*websocket.Conn, metrics.Sample) {
 	d := websocket.Dialer{HandshakeTimeout: u.env.Timeout, Subprotocols: c.protocols, ReadBufferSize: wsReadBuffer,
 		WriteBufferSize: 1024, WriteBufferPool: writeBuffers,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := nd.DialContext(ctx, network, addr)
+			dial := nd.DialContext
+			if u.env.Dial != nil {
+				dial = u.env.Dial
+			}
+			conn, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}

@@ -358,13 +358,17 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	done := make(chan dialed, 1)
 	insecure := c.opt.Insecure
 	local := c.opt.LocalAddr
+	dial := c.opt.Dial
 	go func() {
-		var d net.Dialer
-		if local.IsValid() {
-			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
-			d.Control = bindNoPort
+		if dial == nil {
+			var d net.Dialer
+			if local.IsValid() {
+				d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+				d.Control = bindNoPort
+			}
+			dial = d.DialContext
 		}
-		raw, err := d.DialContext(ctx, "tcp", addr)
+		raw, err := dial(ctx, "tcp", addr)
 		if err == nil && isTLS {
 			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
 			if err = tc.HandshakeContext(ctx); err != nil {

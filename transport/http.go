@@ -102,6 +102,10 @@ type Options struct {
 	// Pool, if set, holds the connections to the target, shared with other
 	// clients (the open model's --connections); nil: the client's own.
 	Pool *Pool
+	// Dial, if set, makes the connections to the target in place of TCP
+	// (LocalAddr then unused): the seam where a test serves the target in
+	// memory (net.Pipe), in virtual time (testing/synctest).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // ErrCanceled is the error of a request stopped by Cancel.
