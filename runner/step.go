@@ -62,6 +62,10 @@ type StepProgress struct {
 	Done *result.StepLevel
 }
 
+// DefaultStepSettle is a step level's settle time when none is given:
+// 10 s, or a quarter of the hold if that is shorter.
+func DefaultStepSettle(hold time.Duration) time.Duration { return min(10*time.Second, hold/4) }
+
 // CheckLevels says what is wrong with a list of levels, if anything:
 // there must be at least one, each at least 1 user, strictly increasing.
 func CheckLevels(levels []int) error {

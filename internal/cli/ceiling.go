@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -205,46 +204,10 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 	defer stop()
 
-	// Where the checks run, and what they can see.
-	var has func(string) bool
-	var exposed map[string]bool // scraped before traffic, for the embedded engine
-	if f.prometheus != "" {
-		remote, err := health.NewRemote(f.prometheus)
-		if err != nil {
-			return fail(env, ExitUsage, "--prometheus: %v", err)
-		}
-		if err := remote.Ping(ctx); err != nil {
-			return fail(env, ExitError, "%v", err)
-		}
-		c.Evaluator, c.EvaluatorName = remote, "prometheus "+runner.Redact(f.prometheus)
-		has = func(m string) bool {
-			_, err := remote.Query(ctx, "count("+m+")", time.Now())
-			return err == nil
-		}
-	} else {
-		c.Store = health.NewStore(15 * time.Minute)
-		emb := health.NewEmbedded(c.Store)
-		emb.Timeout = time.Second // one tick: a query slower than that fails closed instead of holding the run's clock
-		c.Evaluator, c.EvaluatorName = emb, "embedded"
-		if len(f.scrape) > 0 {
-			c.Scraper, err = health.NewScraper(c.Store, f.scrape, &http.Client{})
-			if err != nil {
-				return fail(env, ExitUsage, "--scrape: %v", err)
-			}
-			exposed = exposedBeforeTraffic(ctx, env, c.Scraper)
-			c.Scraper.Scrape(ctx, time.Now())
-		}
-		has = c.Store.Has
+	exposed, defaultsHas, code, ok := f.evaluation(ctx, env, c)
+	if !ok {
+		return code
 	}
-	// The server's default checks apply once a target exposes their metric
-	// (a labelled histogram appears only at its first request); with
-	// nothing scraped, only the client checks.
-	var defaultsHas func(string) bool
-	if f.prometheus == "" && len(f.scrape) == 0 {
-		has = func(string) bool { return false }
-		defaultsHas = has
-	}
-	c.Has = has
 	set, err := checksFor(*f, sc, defaultsHas)
 	if err == nil && exposed != nil {
 		err = set.checkMetrics(exposed, server.WithFamilies(f.serverLatency), f.scrape)
@@ -254,28 +217,18 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		return ExitUsage
 	}
 	c.Checks = set.checks
-	settle := f.settle
-	if settle == 0 {
-		for _, ch := range c.Checks {
-			settle = max(settle, ch.Window())
-		}
-		settle += time.Second // then the windows hold nothing but the level
+	cfg := control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
+		Settle: f.settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout,
+		Confidence: f.confidence, MaxJudge: f.maxJudge}
+	if open != nil {
+		cfg.Start, cfg.Max = f.startRate, f.maxRate
 	}
-	c.Settle, c.Measure = settle, f.measure
+	cfg = runner.SearchConfig(cfg, c.Checks, open)
+	c.Settle, c.Measure = cfg.Settle, f.measure
 	if f.controller == "linear" {
 		f.lin.Max = f.maxUsers
 		c.Controller, c.Settle = control.NewLinear(f.lin), 0
 	} else {
-		window := time.Duration(0)
-		for _, ch := range c.Checks {
-			window = max(window, ch.Window())
-		}
-		cfg := control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
-			Settle: settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout, Window: window,
-			Confidence: f.confidence, MaxJudge: f.maxJudge}
-		if open != nil { // a level's rate starts at once
-			cfg.Start, cfg.Max, cfg.RampRate, cfg.Unit, cfg.MaxFlag = f.startRate, f.maxRate, math.MaxInt32, result.UnitRate, "--max-rate"
-		}
 		c.Controller = control.NewSearch(cfg)
 	}
 
@@ -300,6 +253,48 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		return ExitError
 	}
 	return code
+}
+
+// evaluation sets where c's checks run (a real Prometheus, or the
+// embedded engine over its own store, fed the scrape) and what they can
+// see (c.Has). exposed is what the scrape's targets exposed before any
+// traffic (nil: not known). defaultsHas is for the default checks: with
+// nothing scraped nor queried no server metric exists, and only the client
+// checks apply; else nil, and the server's apply once a target exposes
+// their metric (a labelled histogram appears only at its first request).
+func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceiling) (exposed map[string]bool, defaultsHas func(string) bool, code int, ok bool) {
+	switch {
+	case f.prometheus != "":
+		remote, err := health.NewRemote(f.prometheus)
+		if err != nil {
+			return nil, nil, fail(env, ExitUsage, "--prometheus: %v", err), false
+		}
+		if err := remote.Ping(ctx); err != nil {
+			return nil, nil, fail(env, ExitError, "%v", err), false
+		}
+		c.Evaluator, c.EvaluatorName = remote, "prometheus "+runner.Redact(f.prometheus)
+		c.Has = func(m string) bool {
+			_, err := remote.Query(ctx, "count("+m+")", time.Now())
+			return err == nil
+		}
+		return nil, nil, 0, true
+	}
+	c.Store = health.NewStore(15 * time.Minute)
+	emb := health.NewEmbedded(c.Store)
+	emb.Timeout = time.Second // one tick: a query slower than that fails closed instead of holding the run's clock
+	c.Evaluator, c.EvaluatorName = emb, "embedded"
+	if len(f.scrape) == 0 {
+		c.Has = func(string) bool { return false }
+		return nil, c.Has, 0, true
+	}
+	var err error
+	if c.Scraper, err = health.NewScraper(c.Store, f.scrape, &http.Client{}); err != nil {
+		return nil, nil, fail(env, ExitUsage, "--scrape: %v", err), false
+	}
+	exposed = exposedBeforeTraffic(ctx, env, c.Scraper)
+	c.Scraper.Scrape(ctx, time.Now())
+	c.Has = c.Store.Has
+	return exposed, nil, 0, true
 }
 
 func (f *ceilingFlags) validate(fs *flag.FlagSet) error {

@@ -84,10 +84,9 @@ func value(r health.Result) string {
 	return fmt.Sprintf("%.3g", r.Value)
 }
 
-// printCeiling prints the answer of a ceiling run: supported users, the
-// interval, the bottleneck, the levels, and the table at the ceiling.
-func printCeiling(w io.Writer, r *result.Result) {
-	c := r.Ceiling
+// printSupported prints the answer, its interval and whether it can be
+// trusted; it returns what the answer is called.
+func printSupported(w io.Writer, c *result.Ceiling) (what string) {
 	su := c.SupportedUsers
 	unit := c.UnitName()
 	what, per := "supported users", ""
@@ -118,6 +117,11 @@ func printCeiling(w io.Writer, r *result.Result) {
 		fmt.Fprintf(w, "NOT TRUSTWORTHY: %s\n", c.Untrusted)
 	}
 	fmt.Fprintf(w, "throughput at %s: %.1f req/s\n", result.Amount(math.Round(su.Value), unit), c.ThroughputRPS)
+	return what
+}
+
+// printBottleneck prints which checks fired, and which never could.
+func printBottleneck(w io.Writer, c *result.Ceiling) {
 	fmt.Fprintln(w, "bottleneck:")
 	any := false
 	bs := append([]result.Bottleneck(nil), c.Bottleneck...)
@@ -154,6 +158,14 @@ func printCeiling(w io.Writer, r *result.Result) {
 		}
 		fmt.Fprintf(w, "  %-28s inactive, never evaluated%s\n", b.Check, needs)
 	}
+}
+
+// printLevels prints the levels tried, in order, with their verdicts.
+func printLevels(w io.Writer, c *result.Ceiling) {
+	per := ""
+	if c.UnitName() == result.UnitRate {
+		per = "/s"
+	}
 	if len(c.Levels) > 0 {
 		var parts []string
 		untrue := false
@@ -183,6 +195,15 @@ func printCeiling(w io.Writer, r *result.Result) {
 			fmt.Fprintln(w, "        (N kept out: evaluations that fired while the generator's starts were late or bunched, not blamed on the target)")
 		}
 	}
+}
+
+// printCeiling prints the answer of a ceiling run: supported users, the
+// interval, the bottleneck, the levels, and the table at the ceiling.
+func printCeiling(w io.Writer, r *result.Result) {
+	c := r.Ceiling
+	what := printSupported(w, c)
+	printBottleneck(w, c)
+	printLevels(w, c)
 	fmt.Fprintf(w, "\nat the %s (%s):\n", what, c.StatsWindow)
 	if sv := r.ServiceTimes; sv != nil {
 		fmt.Fprintln(w, "latency (from intended start): from when the arrival was due to the end of the response")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,40 @@ Exit codes: 0 compared (no gate failed), 1 could not read the results, 2 bad com
 3 a change passed --fail-on, 5 an internal error (a bug in headroom).
 `
 
+// splitVs splits compare's arguments at --vs: the base side's and the
+// new side's (nil without --vs).
+func splitVs(args []string) (baseArgs, newArgs []string) {
+	for i, a := range args {
+		if a == "--vs" || a == "-vs" {
+			return args[:i], args[i+1:]
+		}
+	}
+	return args, nil
+}
+
+// printComparison prints c on the terminal: the verdicts, level by level,
+// what moved per request and action, the notes and what was left out.
+func printComparison(w io.Writer, c *compare.Comparison, bl, nl string, nBase, nNew int) {
+	fmt.Fprintf(w, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, nNew, bl, nBase, c.Kind)
+	printTable(w, report.VerdictTable(c))
+	if len(c.Levels) > 0 {
+		fmt.Fprintln(w, "\nlevel by level:")
+		printTable(w, report.LevelsTable(c))
+	}
+	if moved := movers(c); len(moved) > 0 {
+		fmt.Fprintln(w, "\nper request and action:")
+		for _, m := range moved {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if win := c.Window; len(win.OnlyBase)+len(win.OnlyNew) > 0 {
+		fmt.Fprintf(w, "left out (one side only): %s only: %v; %s only: %v\n", bl, win.OnlyBase, nl, win.OnlyNew)
+	}
+}
+
 func compareCmd(_ context.Context, env Env, args []string) int {
 	var out, failOn, labels string
 	var o compare.Options
@@ -52,13 +87,7 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	numberVar(fs, &o.Confidence, "confidence", 0.95, 0.5, 0.9999, true, "a probability in (0.5, 1), e.g. 0.95", "confidence of the intervals")
 	fs.Var(&minEffect, "min-effect", "smallest relative change given a verdict, however certain")
 	fs.StringVar(&labels, "labels", "base,new", "names of the two sides in the report")
-	var baseArgs, newArgs []string
-	for i, a := range args {
-		if a == "--vs" || a == "-vs" {
-			baseArgs, newArgs = args[:i], args[i+1:]
-			break
-		}
-	}
+	baseArgs, newArgs := splitVs(args)
 	if newArgs == nil {
 		if _, code, ok := parse(env, fs, args); !ok {
 			return code
@@ -104,24 +133,7 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 
-	fmt.Fprintf(env.Stdout, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, len(newPos), bl, len(basePos), c.Kind)
-	printTable(env.Stdout, report.VerdictTable(c))
-	if len(c.Levels) > 0 {
-		fmt.Fprintln(env.Stdout, "\nlevel by level:")
-		printTable(env.Stdout, report.LevelsTable(c))
-	}
-	if moved := movers(c); len(moved) > 0 {
-		fmt.Fprintln(env.Stdout, "\nper request and action:")
-		for _, m := range moved {
-			fmt.Fprintf(env.Stdout, "  %s\n", m)
-		}
-	}
-	for _, n := range c.Notes {
-		fmt.Fprintf(env.Stdout, "note: %s\n", n)
-	}
-	if w := c.Window; len(w.OnlyBase)+len(w.OnlyNew) > 0 {
-		fmt.Fprintf(env.Stdout, "left out (one side only): %s only: %v; %s only: %v\n", bl, w.OnlyBase, nl, w.OnlyNew)
-	}
+	printComparison(env.Stdout, c, bl, nl, len(basePos), len(newPos))
 	if out != "" {
 		md, html, err := writeDoc(out, report.ForComparison(c))
 		if err == nil {

@@ -58,6 +58,52 @@ type stepFlags struct {
 	rampRate                   float64
 }
 
+// levelsOf is what the step holds: user counts (--levels), or arrival
+// rates on one pool of users (--rates, the open model).
+func (f *stepFlags) levelsOf(set map[string]bool) (levels []int, open *runner.OpenLevels, err error) {
+	switch {
+	case f.rates != "" && f.levels != "":
+		return nil, nil, fmt.Errorf("--levels are user counts (the closed model) and --rates arrival rates (the open model): give one of them")
+	case f.rates != "":
+		if set["ramp-rate"] {
+			return nil, nil, fmt.Errorf("--ramp-rate is the closed model's: with --rates a level's rate starts at once, on a pool of users set up before the first level")
+		}
+		if levels, err = parseRates(f.rates); err != nil {
+			return nil, nil, fmt.Errorf("--rates: %v", err)
+		}
+		maxUsers := f.maxUsers
+		if !set["max-users"] {
+			maxUsers = runner.DefaultMaxUsers(float64(levels[len(levels)-1]))
+		}
+		open, err = f.pool.levels(set, maxUsers, maxUsers)
+		return levels, open, err
+	}
+	if err := f.pool.refuseClosed(set, "--rates", "max-users"); err != nil {
+		return nil, nil, err
+	}
+	if levels, err = parseLevels(f.levels); err != nil {
+		return nil, nil, fmt.Errorf("--levels: %v", err)
+	}
+	return levels, nil, nil
+}
+
+// times checks --hold, --settle and --setup-timeout, --settle defaulting
+// to the runner's rule for the hold.
+func (f *stepFlags) times(set map[string]bool) error {
+	if !set["settle"] {
+		f.settle = runner.DefaultStepSettle(f.hold)
+	}
+	switch {
+	case f.hold <= 0:
+		return fmt.Errorf("--hold must be positive, e.g. --hold 60s")
+	case f.settle < 0:
+		return fmt.Errorf("--settle must be 0 or more")
+	case f.setupTimeout <= 0:
+		return fmt.Errorf("--setup-timeout must be positive")
+	}
+	return nil
+}
+
 func stepCmd(ctx context.Context, env Env, args []string) int {
 	var f stepFlags
 	fs := newFlags(env, "step", "SCENARIO.star --target URL --levels N,N,... [flags]", stepHelp)
@@ -76,46 +122,12 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var levels []int
-	var open *runner.OpenLevels
-	var err error
-	switch {
-	case f.rates != "" && f.levels != "":
-		return fail(env, ExitUsage, "--levels are user counts (the closed model) and --rates arrival rates (the open model): give one of them")
-	case f.rates != "":
-		if set["ramp-rate"] {
-			return fail(env, ExitUsage, "--ramp-rate is the closed model's: with --rates a level's rate starts at once, on a pool of users set up before the first level")
-		}
-		if levels, err = parseRates(f.rates); err != nil {
-			return fail(env, ExitUsage, "--rates: %v", err)
-		}
-		maxUsers := f.maxUsers
-		if !set["max-users"] {
-			maxUsers = runner.DefaultMaxUsers(float64(levels[len(levels)-1]))
-		}
-		if open, err = f.pool.levels(set, maxUsers, maxUsers); err != nil {
-			return fail(env, ExitUsage, "%v", err)
-		}
-	default:
-		if err := f.pool.refuseClosed(set, "--rates", "max-users"); err != nil {
-			return fail(env, ExitUsage, "%v", err)
-		}
-		if levels, err = parseLevels(f.levels); err != nil {
-			return fail(env, ExitUsage, "--levels: %v", err)
-		}
+	levels, open, err := f.levelsOf(set)
+	if err == nil {
+		err = f.times(set)
 	}
-	settleSet := false
-	fs.Visit(func(fl *flag.Flag) { settleSet = settleSet || fl.Name == "settle" })
-	if !settleSet {
-		f.settle = min(10*time.Second, f.hold/4)
-	}
-	switch {
-	case f.hold <= 0:
-		return fail(env, ExitUsage, "--hold must be positive, e.g. --hold 60s")
-	case f.settle < 0:
-		return fail(env, ExitUsage, "--settle must be 0 or more")
-	case f.setupTimeout <= 0:
-		return fail(env, ExitUsage, "--setup-timeout must be positive")
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
 	}
 	top := levels[len(levels)-1]
 	users, what := top, fmt.Sprintf("--levels up to %d users", top)
