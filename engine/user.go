@@ -214,8 +214,8 @@ func (v *vu) think(d time.Duration) bool {
 	if late := woke.Sub(want); late > replayAfter {
 		// Woken late, most likely with every user whose pause ended
 		// during the same stall: wait as long again, so that those users
-		// start over the stall's length after it, in the order they were
-		// due, not in one burst (replay).
+		// start over the stall's length after it (mirrored: the one due
+		// first starts last), not in one burst (replay).
 		if _, _, ok := v.wait(late); !ok {
 			return false
 		}
