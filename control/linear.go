@@ -17,21 +17,26 @@ type LinearConfig struct {
 	Slope    float64       // |users per second| under which the count is flat; default 0.2
 }
 
+// DefaultLinear is the reference's settings: what a zero field of a
+// LinearConfig gets, and the CLI's defaults.
+var DefaultLinear = LinearConfig{Inc: 8, Dec: 8, Rest: 2 * time.Second, Window: 30 * time.Minute, Slope: 0.2}
+
 func (c LinearConfig) withDefaults() LinearConfig {
+	d := DefaultLinear
 	if c.Inc <= 0 {
-		c.Inc = 8
+		c.Inc = d.Inc
 	}
 	if c.Dec <= 0 {
-		c.Dec = 8
+		c.Dec = d.Dec
 	}
 	if c.Rest <= 0 {
-		c.Rest = 2 * time.Second
+		c.Rest = d.Rest
 	}
 	if c.Window <= 0 {
-		c.Window = 30 * time.Minute
+		c.Window = d.Window
 	}
 	if c.Slope <= 0 {
-		c.Slope = 0.2
+		c.Slope = d.Slope
 	}
 	return c
 }

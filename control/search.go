@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// DefaultJudge is how long a level is judged unless said otherwise (the
+// CLI's --judge too): six evaluations of a check a second.
+const DefaultJudge = 6 * time.Second
+
 // SearchConfig configures Search. Zero values get the defaults noted.
 type SearchConfig struct {
 	Start     int           // first level; default 10
@@ -15,7 +19,7 @@ type SearchConfig struct {
 	Growth    float64       // factor between levels while no level has failed; default 2
 	Precision float64       // stop when (high-low)/low <= Precision; default 0.05
 	Settle    time.Duration // after reaching a level, before judging it: at least the checks' longest window; default 30 s
-	Judge     time.Duration // how long a level is judged; default 10 s
+	Judge     time.Duration // how long a level is judged; default DefaultJudge
 	RampRate  float64       // users added per second at most when moving up; default 50 (logins are costly)
 	// Unit is what a level counts, for the reasons: "users" (default) or
 	// "arrivals/s" (the open model: levels are rates, moved to at once
@@ -60,7 +64,7 @@ func (c SearchConfig) withDefaults() SearchConfig {
 		c.Settle = 30 * time.Second
 	}
 	if c.Judge <= 0 {
-		c.Judge = 10 * time.Second
+		c.Judge = DefaultJudge
 	}
 	if c.RampRate <= 0 {
 		c.RampRate = 50
