@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // Defaults returns the reference coordinator's health checks that apply to
@@ -17,7 +17,7 @@ import (
 // The four client checks read headroom's own metrics and always apply. The
 // server 5xx, CPU and memory checks apply when has reports their metric
 // among the scraped series: for 5xx, the status count of any latency family
-// of server.Known that carries one (mattermost_api_time_count,
+// of serverstats.Known that carries one (mattermost_api_time_count,
 // synapse_http_server_response_time_seconds_count, ...); for CPU and memory,
 // node_cpu_seconds_total and node_memory_MemAvailable_bytes. Pass Store.Has,
 // or a function that asks the external Prometheus. A nil has includes them
@@ -62,7 +62,7 @@ func Defaults(window time.Duration, has func(metric string) bool) []Check {
 	if has == nil {
 		has = func(string) bool { return true }
 	}
-	if c, ok := server5xx(server.Known(), has, q); ok {
+	if c, ok := server5xx(serverstats.Known(), has, q); ok {
 		checks = append(checks, c)
 	}
 	if has("node_cpu_seconds_total") {
@@ -116,7 +116,7 @@ func DroppedArrivals(window time.Duration) Check {
 // with a 5xx status, all families together. Its numerator and denominator
 // add each family's rate, "or vector(0)" where it has none, so any one
 // family present gives a value and none gives 0/0 (fail closed).
-func server5xx(families []server.Family, has func(string) bool, q func(string) string) (Check, bool) {
+func server5xx(families []serverstats.Family, has func(string) bool, q func(string) string) (Check, bool) {
 	var errs, all, requires []string
 	for _, f := range families {
 		e := f.Errors

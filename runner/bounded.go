@@ -16,7 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // Bounded configures a bounded run.
@@ -140,7 +140,7 @@ type boundedRun struct {
 	measured               time.Duration // the seconds merged into steady
 	holes                  bool          // degraded seconds were left out of the window
 	nextTick, nextSave     time.Time
-	from                   *server.Mark // the server's state when the measured window began
+	from                   *serverstats.Mark // the server's state when the measured window began
 	marked                 bool
 	prev                   time.Time // the previous tick
 	// window is when the measured window began (zero until then): the

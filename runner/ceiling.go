@@ -14,7 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -123,7 +123,7 @@ type ceilingRun struct {
 	hold      *control.Level // the measuring hold's judgment so far
 	// from is where the server's figures begin: the measuring hold's
 	// start once it has one (marked), else the search's.
-	from   *server.Mark
+	from   *serverstats.Mark
 	marked bool
 
 	cpuMark time.Duration // the generator's CPU at cpuAt, for its self-check

@@ -22,7 +22,7 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // Common is what every kind of run needs.
@@ -42,8 +42,8 @@ type Common struct {
 	Scrape []string
 	Label  string // the user's description of the run, kept in the result
 	// ServerLatency names latency families of the Scrape endpoints to read
-	// besides server.Known (--server-latency).
-	ServerLatency []server.Family
+	// besides serverstats.Known (--server-latency).
+	ServerLatency []serverstats.Family
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes
@@ -152,9 +152,9 @@ type session struct {
 	degraded  *metrics.Snapshot
 	degradedS float64
 
-	watch    *server.Watch   // nil without Common.Scrape
-	scraper  *health.Scraper // for runs that do not scrape for checks
-	scraping sync.WaitGroup  // the scrape in flight, if any
+	watch    *serverstats.Watch // nil without Common.Scrape
+	scraper  *health.Scraper    // for runs that do not scrape for checks
+	scraping sync.WaitGroup     // the scrape in flight, if any
 	busy     atomic.Bool
 }
 
@@ -207,7 +207,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		return nil, fmt.Errorf("init failed: %w", err)
 	}
 	if len(c.Scrape) > 0 {
-		s.watch = server.New(c.Scrape, s.start, c.ServerLatency...)
+		s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
 		var client *http.Client
 		if c.Dial != nil {
 			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
@@ -327,9 +327,9 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 }
 
 // mark is the server state as of the scrape taken at the tick now (see
-// server.Watch.Mark), to sum up a span from or to; nil when nothing is
+// serverstats.Watch.Mark), to sum up a span from or to; nil when nothing is
 // scraped.
-func (s *session) mark(now time.Time) *server.Mark {
+func (s *session) mark(now time.Time) *serverstats.Mark {
 	if s.watch == nil {
 		return nil
 	}
@@ -337,7 +337,7 @@ func (s *session) mark(now time.Time) *server.Mark {
 }
 
 // server fills the result's server figures over the span from..to.
-func (s *session) server(from, to *server.Mark) {
+func (s *session) server(from, to *serverstats.Mark) {
 	if s.watch == nil {
 		return
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // Step configures a step run: each level's user count in turn, held for
@@ -207,7 +207,7 @@ type stepLevel struct {
 	held       time.Duration
 	cpu0, cpu  time.Duration
 	complete   bool
-	from, to   *server.Mark // the server's state at the start and end of the hold (--scrape)
+	from, to   *serverstats.Mark // the server's state at the start and end of the hold (--scrape)
 }
 
 func (r *stepRun) cur() *stepLevel { return r.levels[r.i] }
@@ -356,7 +356,7 @@ func (r *stepRun) finish(status string) {
 	res.Status, res.EndedAt = status, time.Now()
 	sr.Levels, sr.Stopped = sr.Levels[:0], r.stopped
 	var win time.Duration
-	var from, to *server.Mark
+	var from, to *serverstats.Mark
 	res.Window = result.Window{}
 	for _, l := range r.levels {
 		if l.held == 0 {

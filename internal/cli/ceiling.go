@@ -16,7 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 var ceilingHelp = `
@@ -211,7 +211,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 	set, err := checksFor(*f, sc, defaultsHas)
 	if err == nil && exposed != nil {
-		err = set.checkMetrics(exposed, server.WithFamilies(f.serverLatency), f.scrape)
+		err = set.checkMetrics(exposed, serverstats.WithFamilies(f.serverLatency), f.scrape)
 	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)

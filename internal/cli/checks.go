@@ -12,7 +12,7 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // checkSet is the checks of a ceiling run, with where each of the user's
@@ -86,7 +86,7 @@ func indexOfCheck(cs []health.Check, name string) int {
 // headroom reads (families): a target may show those only once it has
 // served a request. The defaults are not checked: one whose metric is
 // missing is inactive.
-func (set checkSet) checkMetrics(exposed map[string]bool, families []server.Family, scrape []string) error {
+func (set checkSet) checkMetrics(exposed map[string]bool, families []serverstats.Family, scrape []string) error {
 	late := map[string]bool{}
 	for _, f := range families {
 		for _, n := range f.Names() {

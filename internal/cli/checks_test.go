@@ -12,7 +12,7 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -162,9 +162,9 @@ func TestCheckMetricsBeforeTraffic(t *testing.T) {
 		set.checks = append(set.checks, health.Check{Name: s.Name, Query: s.Query, Threshold: 1})
 		set.from[s.Name] = s
 	}
-	rpc, _ := server.ParseFamily("myapp_rpc_seconds:rpc")
+	rpc, _ := serverstats.ParseFamily("myapp_rpc_seconds:rpc")
 	err := set.checkMetrics(map[string]bool{"process_cpu_seconds_total": true, "process_resident_memory_bytes": true},
-		server.WithFamilies([]server.Family{rpc}), []string{"http://user:secret@127.0.0.1:9/metrics"})
+		serverstats.WithFamilies([]serverstats.Family{rpc}), []string{"http://user:secret@127.0.0.1:9/metrics"})
 	if err == nil {
 		t.Fatal("no error")
 	}

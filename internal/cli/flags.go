@@ -16,7 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 )
 
 // loadFlags are the flags of every command that runs users.
@@ -97,7 +97,7 @@ func (v *scenarioVars) Set(s string) error {
 
 // families is --server-latency: latency families of the target to read
 // besides the ones headroom knows.
-type families []server.Family
+type families []serverstats.Family
 
 func (fs *families) String() string {
 	if fs == nil {
@@ -111,7 +111,7 @@ func (fs *families) String() string {
 }
 
 func (fs *families) Set(s string) error {
-	f, err := server.ParseFamily(s)
+	f, err := serverstats.ParseFamily(s)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,12 @@
-// Package server keeps what the system under test exposes on its /metrics
-// endpoints during a run — CPU, memory, goroutines over time and its own
-// latency histograms or summaries (time by handler, servlet, URI or view:
-// the families of [Known], and any named with [New]) — and sums them up
-// over the spans a result reports on.
+// Package serverstats keeps the server's own figures, what the system
+// under test exposes on its /metrics endpoints during a run: CPU, memory,
+// goroutines over time and its own latency histograms or summaries (time
+// by handler, servlet, URI or view: the families of [Known], and any named
+// with [New]), summed up over the spans a result reports on.
 //
 // It is fed by health.Scraper (its Gathered hook), so a ceiling run scrapes
 // each endpoint once a tick for both its checks and its result.
-package server
+package serverstats
 
 import (
 	"math"

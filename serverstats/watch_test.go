@@ -1,4 +1,4 @@
-package server
+package serverstats
 
 import (
 	"math"

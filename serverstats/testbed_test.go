@@ -1,4 +1,4 @@
-package server_test
+package serverstats_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/result"
-	"github.com/headroom-dev/headroom/server"
+	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -24,7 +24,7 @@ func TestWatchTestbed(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	start := time.Now()
-	w := server.New([]string{ts.URL + "/metrics"}, start)
+	w := serverstats.New([]string{ts.URL + "/metrics"}, start)
 	sc, err := health.NewScraper(nil, []string{ts.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
