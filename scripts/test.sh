@@ -9,10 +9,11 @@
 # (a module of its own), runs every test (35 hostile servers among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector, and a 2-minute run against a
-# real token bucket beside two busy loops. Takes about 14 minutes on 2
-# cores (14m07s with CI=true on 2026-11-27; 8m49s before the token bucket's
-# run and before the runner's searches grew), most of it real ceiling
-# searches against the testbed (the first time a few more: Synapse's venv,
+# real token bucket beside two busy loops. Takes about 9 minutes on 2
+# cores (9m03s with CI=true from a fresh clone on 2026-11-28; 14m07s the day
+# before, when the runner's searches ran on the wall clock rather than in
+# virtual time), most of it the end-to-end tests of cmd/headroom and the
+# token bucket's 2 minutes (the first time a few more: Synapse's venv,
 # Centrifugo's build).
 #
 #   ./scripts/test.sh
