@@ -16,7 +16,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
-      -ldflags "-s -w -X github.com/headroom-dev/headroom/internal/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/headroom-dev/headroom/cli.Version=${VERSION}" \
       -o /out/headroom ./cmd/headroom
 
 FROM gcr.io/distroless/static-debian12:nonroot

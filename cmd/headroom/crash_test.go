@@ -48,7 +48,7 @@ func TestFatalErrorDiesBySIGABRTWithItsReport(t *testing.T) {
 	}
 	// The runtime copies the report from the stacks on (its first line,
 	// "fatal error: ...", goes to stderr only).
-	if !strings.Contains(string(report), "runtime.fatal") || !strings.Contains(string(report), "internal/cli.testHook") {
+	if !strings.Contains(string(report), "runtime.fatal") || !strings.Contains(string(report), "headroom/cli.testHook") {
 		t.Errorf("crash report:\n%.2000s", report)
 	}
 	if !strings.Contains(stderr, "fatal error: sync: unlock of unlocked mutex") {

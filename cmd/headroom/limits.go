@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/headroom-dev/headroom/internal/cli"
+	"github.com/headroom-dev/headroom/cli"
 )
 
 // limits reads what this process may use. Go's os package has already

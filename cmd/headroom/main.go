@@ -12,7 +12,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
-	"github.com/headroom-dev/headroom/internal/cli"
+	"github.com/headroom-dev/headroom/cli"
 	"golang.org/x/term"
 )
 

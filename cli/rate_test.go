@@ -273,7 +273,7 @@ func TestStepAtRatesOnTheExampleAPI(t *testing.T) {
 	tb := httptest.NewServer(testbed.New(testbed.Config{Workers: 8, Scale: 10}).Handler())
 	defer tb.Close()
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := headroom(t, "step", filepath.Join("..", "..", "examples", "api.star"), "--target", tb.URL,
+	code, stdout, stderr := headroom(t, "step", filepath.Join("..", "examples", "api.star"), "--target", tb.URL,
 		"--rates", "40,120,360", "--hold", "2s", "--settle", "1s", "--max-users", "120", "--out", out, "--no-report", "--quiet")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)

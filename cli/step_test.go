@@ -19,7 +19,7 @@ func TestStepChatAgainstTestbed(t *testing.T) {
 	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
 	defer tb.Close()
 	out := filepath.Join(t.TempDir(), "step")
-	code, stdout, stderr := headroom(t, "step", "../../examples/chat.star", "--target", tb.URL,
+	code, stdout, stderr := headroom(t, "step", "../examples/chat.star", "--target", tb.URL,
 		"--levels", "20, 40", "--hold", "2s", "--out", out, "--scrape", tb.URL+"/metrics")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)

@@ -16,7 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/runner"
 )
 
-// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+// Version is set at build time with -ldflags "-X .../cli.Version=...".
 var Version = "0.1.0-dev"
 
 // Exit codes (README.md, "Exit codes"; compare's 3 is ExitRegression).

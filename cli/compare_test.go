@@ -14,7 +14,7 @@ import (
 func fixtures(names ...string) []string {
 	var out []string
 	for _, n := range names {
-		out = append(out, filepath.Join("..", "..", "report", "testdata", "runs", n))
+		out = append(out, filepath.Join("..", "report", "testdata", "runs", n))
 	}
 	return out
 }
@@ -89,7 +89,7 @@ func TestCompareBadInput(t *testing.T) {
 		{"different kinds", args([]string{"compare"}, base, []string{"--vs"}, fixtures("ceil-1")), ExitUsage, `the base runs are "run" results and the new runs "ceiling" results`},
 		{"kinds mixed on a side", args([]string{"compare"}, fixtures("base-1", "step-1"), []string{"--vs"}, base), ExitError, "the repeats of one side must be of one kind"},
 		{"open against closed", args([]string{"compare"}, base, []string{"--vs"}, fixtures("open-1")), ExitUsage, "a result of the closed model and " +
-			filepath.Join("..", "..", "report", "testdata", "runs", "open-1") + " of the open model: compare refuses"},
+			filepath.Join("..", "report", "testdata", "runs", "open-1") + " of the open model: compare refuses"},
 		{"models mixed on a side", args([]string{"compare"}, fixtures("open-1", "base-2"), []string{"--vs"}, base), ExitUsage, "compare open-model results with open-model ones"},
 		{"missing directory", args([]string{"compare"}, base, []string{"--vs", filepath.Join(dir, "nope")}), ExitError, "nope: no such directory"},
 		{"corrupt result.json", args([]string{"compare"}, base, []string{"--vs", corrupt}), ExitError, "corrupt: corrupt result.json"},

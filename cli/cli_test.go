@@ -116,7 +116,7 @@ func TestRunChatAgainstTestbed(t *testing.T) {
 	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
 	defer tb.Close()
 	out := filepath.Join(t.TempDir(), "first")
-	code, stdout, stderr := headroom(t, "run", "../../examples/chat.star", "--target", tb.URL,
+	code, stdout, stderr := headroom(t, "run", "../examples/chat.star", "--target", tb.URL,
 		"--users", "30", "--ramp", "1s", "--duration", "3s", "--out", out, "--seed", "7")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
