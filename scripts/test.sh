@@ -10,7 +10,7 @@
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector, and a 2-minute run against a
 # real token bucket beside two busy loops. Takes about 9 minutes on 2
-# cores (9m03s with CI=true from a fresh clone on 2026-11-28; 14m07s the day
+# cores (9m03s and 8m28s with CI=true from fresh clones on 2026-11-28; 14m07s the day
 # before, when the runner's searches ran on the wall clock rather than in
 # virtual time), most of it the end-to-end tests of cmd/headroom and the
 # token bucket's 2 minutes (the first time a few more: Synapse's venv,
