@@ -161,49 +161,62 @@ func (s *Search) Decide(o Observation) Decision {
 		return s.moveTo(s.cfg.Start, o, fmt.Sprintf("start at %s", s.n(s.cfg.Start)))
 	}
 
-	// Moving: ramp up at most RampRate users a second; go down at once.
 	if s.reached < 0 {
-		if o.Healthy() {
-			s.badSince = -1
-		} else if s.badSince < 0 {
-			s.badSince = o.Elapsed
-		}
-		// Checks firing for FailFast seconds on the way up: stop the ramp
-		// here and judge this level the usual way (settled, by majority),
-		// rather than pile on users. The firing may be the new users' own
-		// logins, so it is not yet a verdict.
-		if cur := int(s.target); float64(s.level) > s.target && s.badSince >= 0 && cur > s.lo && cur > 0 &&
-			o.Elapsed-s.badSince >= time.Duration(s.cfg.FailFast)*time.Second {
-			why := fmt.Sprintf("checks firing for %v on the way to %s: hold at %d and judge it",
-				(o.Elapsed - s.badSince).Round(time.Second), s.n(s.level), cur)
-			s.level, s.badSince = cur, -1
-			return Decision{Users: cur, Reason: why}
-		}
-		if float64(s.level) > s.target {
-			s.target = math.Min(float64(s.level), s.target+s.cfg.RampRate*dt.Seconds())
-		} else {
-			s.target = float64(s.level)
-		}
-		// Reached when every user is set up. A level whose users are not
-		// all set up SetupTimeout after its ramp should have ended cannot
-		// be held: it is unhealthy, and says why.
-		late := o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.SetupTimeout
-		switch {
-		case int(s.target) >= s.level && o.Users >= s.level:
-			s.reached = o.Elapsed
-			s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
-		case int(s.target) >= s.level && late:
-			l := Level{Users: s.level, Start: s.movedAt.Seconds(), End: o.Elapsed.Seconds(), SetUp: o.Users, Verdict: "unhealthy",
-				Why: s.setupShort(o)}
-			s.levels = append(s.levels, l)
-			s.hi = minPos(s.hi, l.Users)
-			d := s.after(fmt.Sprintf("%s unhealthy: %s", s.n(l.Users), l.Why), o)
-			d.Judged = true
-			return d
-		}
-		return Decision{Users: int(s.target)}
+		return s.move(o, dt)
 	}
+	return s.hold(o)
+}
 
+// move is a decision while moving to a level: ramp up at most RampRate
+// users a second, go down at once; stop the ramp where checks keep
+// firing; the level is reached once every user is set up, or unhealthy
+// when they cannot be.
+func (s *Search) move(o Observation, dt time.Duration) Decision {
+	if o.Healthy() {
+		s.badSince = -1
+	} else if s.badSince < 0 {
+		s.badSince = o.Elapsed
+	}
+	// Checks firing for FailFast seconds on the way up: stop the ramp
+	// here and judge this level the usual way (settled, by majority),
+	// rather than pile on users. The firing may be the new users' own
+	// logins, so it is not yet a verdict.
+	if cur := int(s.target); float64(s.level) > s.target && s.badSince >= 0 && cur > s.lo && cur > 0 &&
+		o.Elapsed-s.badSince >= time.Duration(s.cfg.FailFast)*time.Second {
+		why := fmt.Sprintf("checks firing for %v on the way to %s: hold at %d and judge it",
+			(o.Elapsed - s.badSince).Round(time.Second), s.n(s.level), cur)
+		s.level, s.badSince = cur, -1
+		return Decision{Users: cur, Reason: why}
+	}
+	if float64(s.level) > s.target {
+		s.target = math.Min(float64(s.level), s.target+s.cfg.RampRate*dt.Seconds())
+	} else {
+		s.target = float64(s.level)
+	}
+	// Reached when every user is set up. A level whose users are not
+	// all set up SetupTimeout after its ramp should have ended cannot
+	// be held: it is unhealthy, and says why.
+	late := o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.SetupTimeout
+	switch {
+	case int(s.target) >= s.level && o.Users >= s.level:
+		s.reached = o.Elapsed
+		s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
+	case int(s.target) >= s.level && late:
+		l := Level{Users: s.level, Start: s.movedAt.Seconds(), End: o.Elapsed.Seconds(), SetUp: o.Users, Verdict: "unhealthy",
+			Why: s.setupShort(o)}
+		s.levels = append(s.levels, l)
+		s.hi = minPos(s.hi, l.Users)
+		d := s.after(fmt.Sprintf("%s unhealthy: %s", s.n(l.Users), l.Why), o)
+		d.Judged = true
+		return d
+	}
+	return Decision{Users: int(s.target)}
+}
+
+// hold is a decision while a reached level is held: settle, then judge
+// it over Judge by majority (longer while mixed and undecided, at most
+// MaxJudge), or at once when it fails fast.
+func (s *Search) hold(o Observation) Decision {
 	held := o.Elapsed - s.reached
 	if held < s.cfg.Settle {
 		return Decision{Users: s.level}
