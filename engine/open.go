@@ -363,7 +363,8 @@ func (o *openModel) due(now time.Time) (next time.Time, grow int, more bool) {
 			break
 		}
 		o.count++
-		a := arrival{due: now.Add(wait), at: now}
+		a := arrival{due: now.Add(wait)}
+		a.at = a.due // its wait for a user counts from when it was due
 		if -wait > replayAfter {
 			a.at = now.Add(-wait)
 			heap.Push(&o.replay, a)
