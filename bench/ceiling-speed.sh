@@ -30,7 +30,7 @@ run() { # name, extra flags...
   start_testbed "$PORT" --workers 8 --scale 2
   echo "== $name"
   bin/headroom ceiling bench/ceiling.star --target "http://127.0.0.1:$PORT" --max-users 3000 --max-duration 60m \
-    --out "$OUT/$name" --quiet "$@" | sed -n '/^supported users/,/^levels/p' || true
+    --out "$OUT/$name" --quiet "$@" | sed -n '/^\(Supported users\|No ceiling\)/,/^Requests$/p' || true
   stop_testbed
 }
 

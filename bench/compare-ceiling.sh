@@ -26,7 +26,7 @@ trap stop_testbed EXIT
 search() { # dir scale
   start_testbed "$PORT" --workers 4 --scale "$2"
   bin/headroom ceiling bench/ceiling.star --target "http://127.0.0.1:$PORT" --scrape "http://127.0.0.1:$PORT/metrics" \
-    --start-users 50 --precision 3% --measure 10s --out "$1" --quiet --no-report | grep '^supported users' || true
+    --start-users 50 --precision 3% --measure 10s --out "$1" --quiet --no-report | grep -E '^(Supported users|No ceiling)' || true
   stop_testbed
 }
 

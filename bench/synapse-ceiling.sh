@@ -75,7 +75,7 @@ for i in $(seq 1 "$RUNS"); do
 	# shellcheck disable=SC2086 # CEILING_ARGS is a list of flags
 	pin "$HEADROOM_CPU" "$HEADROOM" ceiling examples/matrix.star --target "http://127.0.0.1:$port" \
 		--scrape "http://127.0.0.1:$metrics/_synapse/metrics" "${checks[@]}" "${members[@]}" $CEILING_ARGS \
-		--out "$WORK/ceiling-$i" --quiet --no-report | sed -n '/^supported users/,/^levels/p' >&2 || true
+		--out "$WORK/ceiling-$i" --quiet --no-report | sed -n '/^\(Supported users\|No ceiling\)/,/^Requests$/p' >&2 || true
 	stop_synapse
 done
 

@@ -249,7 +249,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 	started = true
 	res, err := c.Run(ctx)
-	code = finish(env, out, res, err, f.noReport, printCeiling)
+	code = finish(env, out, res, err, f.noReport)
 	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}

@@ -68,8 +68,8 @@ func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
 	if !strings.Contains(stderr, "warning:") || !strings.Contains(stderr, "http://127.0.0.1:1/metrics") {
 		t.Errorf("no warning naming the scrape URL:\n%s", stderr)
 	}
-	for _, w := range []string{"NOT FOUND", "unhealthy from the start", "could not be evaluated: no data"} {
-		if !strings.Contains(stdout, w) {
+	for _, w := range []string{"No ceiling found:", "unhealthy from the start", "Could not be evaluated, counted as firing: app cpu (%)", "no data"} {
+		if !says(stdout, w) {
 			t.Errorf("summary lacks %q:\n%s", w, stdout)
 		}
 	}

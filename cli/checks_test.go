@@ -213,7 +213,7 @@ func TestCheckWithoutSourceIsInactive(t *testing.T) {
 	if c.NoSource(0) || c.NoSource(len(c.Checks)-1) {
 		t.Error("a client check or the firing one reported inactive")
 	}
-	if !strings.Contains(stdout, "  server 5xx errors (%)        inactive, never evaluated: no scraped target exposed mattermost_api_time_count or ") {
+	if !says(stdout, "server 5xx errors (%) 0.025 inactive") || !says(stdout, "Inactive, never evaluated (no scraped target exposed what they need): server 5xx errors (%) (mattermost_api_time_count or") {
 		t.Errorf("the summary does not say the server 5xx check was inactive:\n%s", stdout)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))

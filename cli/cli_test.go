@@ -24,6 +24,13 @@ func headroom(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// says reports whether out says want, word for word: the summary is
+// wrapped and its tables aligned, so spaces and line breaks are not
+// compared.
+func says(out, want string) bool {
+	return strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " "))
+}
+
 func write(t *testing.T, dir, name, src string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)

@@ -58,10 +58,10 @@ func splitVs(args []string) (baseArgs, newArgs []string) {
 // what moved per request and action, the notes and what was left out.
 func printComparison(w io.Writer, c *compare.Comparison, bl, nl string, nBase, nNew int) {
 	fmt.Fprintf(w, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, nNew, bl, nBase, c.Kind)
-	printTable(w, report.VerdictTable(c))
+	report.TextTable(w, report.VerdictTable(c))
 	if len(c.Levels) > 0 {
 		fmt.Fprintln(w, "\nlevel by level:")
-		printTable(w, report.LevelsTable(c))
+		report.TextTable(w, report.LevelsTable(c))
 	}
 	if moved := movers(c); len(moved) > 0 {
 		fmt.Fprintln(w, "\nper request and action:")

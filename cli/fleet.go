@@ -4,14 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net/url"
-	"text/tabwriter"
 	"time"
 
 	"github.com/headroom-dev/headroom/agents"
 	"github.com/headroom-dev/headroom/engine"
-	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 	"google.golang.org/grpc/credentials"
@@ -128,42 +125,4 @@ func (f *fleetFlags) await(ctx context.Context, env Env) (*agents.Coordinator, e
 		return nil, fmt.Errorf("%d of %d agents joined within --agents-wait %v: %v", n, f.remote, f.wait, err)
 	}
 	return coord, nil
-}
-
-// printAgents prints a run's agents: one line each, and what was lost.
-func printAgents(w io.Writer, r *result.Result) {
-	a := r.Agents
-	if a == nil {
-		return
-	}
-	fmt.Fprintf(w, "\nagents: %d, coverage %.0f%%", len(a.Agents), 100*a.Coverage)
-	if a.DegradedS > 0 {
-		fmt.Fprintf(w, ", %.0f s degraded (kept out of the figures: %d requests)", a.DegradedS, r.DegradedTotals.Count)
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	open := r.Config.Open()
-	arrivals := ""
-	if open {
-		arrivals = "ARRIVALS\tDROPPED\t"
-	}
-	fmt.Fprintln(tw, "  AGENT\tNAME\tCORES\tPEAK USERS\t"+arrivals+"REQUESTS\treq/s\tp50\tp99\tCPU\tRSS\tLATE\t")
-	for _, ag := range a.Agents {
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t", ag.Index, ag.Name, ag.Cores, ag.Peak)
-		if open {
-			fmt.Fprintf(tw, "%d\t%d\t", ag.Arrivals, ag.Dropped)
-		}
-		fmt.Fprintf(tw, "%d\t%.1f\t%s\t%s\t%.0f%%\t%.0f MB\t%d\t", ag.Requests, ag.RPS,
-			ms(ag.P50Ms), ms(ag.P99Ms), ag.CPUPct, ag.RSSMB, ag.Late)
-		switch {
-		case ag.Lost != "":
-			fmt.Fprintf(tw, "  lost at %.1f s: %s", ag.LeftS, ag.Lost)
-		case ag.Outlier != "":
-			fmt.Fprint(tw, "  slow: see the note")
-		case ag.JoinedS > 1:
-			fmt.Fprintf(tw, "  joined at %.1f s", ag.JoinedS)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
 }

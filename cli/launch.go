@@ -3,13 +3,13 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/report"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 )
@@ -57,16 +57,16 @@ func (o *outDir) release() {
 	}
 }
 
-// finish reports a run that went its course: the tables (print), where
-// the result is, the report, and the exit code. err is Run's error; a
-// run that returned no result never started.
-func finish(env Env, out *outDir, res *result.Result, err error, noReport bool, print func(io.Writer, *result.Result)) int {
+// finish reports a run that went its course: its summary (the report's
+// words, as text), where the result is, the report, and the exit code.
+// err is Run's error; a run that returned no result never started.
+func finish(env Env, out *outDir, res *result.Result, err error, noReport bool) int {
 	if res == nil {
 		out.release()
 		return fail(env, ExitError, "%v", err)
 	}
 	defer out.undo()
-	print(env.Stdout, res)
+	_ = report.Text(env.Stdout, report.Summary(res))
 	where := out.path
 	var we *runner.WriteError
 	if errors.As(err, &we) {

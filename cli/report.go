@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/report"
@@ -124,14 +121,4 @@ func writeReports(env Env, out string, res *result.Result, skip bool) {
 		return
 	}
 	fmt.Fprintf(env.Stdout, "report: %s\n        %s\n", md, html)
-}
-
-// printTable prints a report table as aligned text.
-func printTable(w io.Writer, t *report.Table) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.Header, "\t")+"\t")
-	for _, r := range t.Rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-	}
-	tw.Flush()
 }

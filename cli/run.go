@@ -132,7 +132,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	if pr != nil {
 		pr.done()
 	}
-	return finish(env, out, res, err, f.noReport, printSummary)
+	return finish(env, out, res, err, f.noReport)
 }
 
 func parseTarget(s string) (*url.URL, error) {

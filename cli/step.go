@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -164,7 +162,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	res, err := st.Run(ctx)
 	pr.done()
-	return finish(env, out, res, err, f.noReport, printStep)
+	return finish(env, out, res, err, f.noReport)
 }
 
 // parseLevels reads "48,96,162" and checks the levels increase.
@@ -274,108 +272,6 @@ func levelIndex(levels []int, users int) int {
 		}
 	}
 	return -1
-}
-
-// printStep prints a step result: one table per level, the levels side
-// by side, the knee in words.
-func printStep(w io.Writer, r *result.Result) {
-	s := r.Step
-	fmt.Fprintf(w, "\nstep: %s, %d of %d levels held %s each after %s settling; setup and settling are in no figure\n",
-		r.Status, len(s.Levels), len(s.Planned), secs(s.HoldS), secs(s.SettleS))
-	for _, l := range s.Levels {
-		cut := ""
-		if !l.Complete {
-			cut = ", cut short"
-		}
-		fmt.Fprintf(w, "\n%s (held %s from %s%s):\n", result.Amount(float64(l.Users), s.Unit), secs(l.Window.Seconds), clock(time.Duration(l.Window.Start*float64(time.Second))), cut)
-		if l.ServiceTimes != nil {
-			fmt.Fprintln(w, "latency (from intended start):")
-		}
-		stepTable(w, "REQUEST", append(l.Requests, l.Totals))
-		stepTable(w, "ACTION", l.Actions)
-		if sv := l.ServiceTimes; sv != nil {
-			fmt.Fprintln(w, "service time (from the actual send):")
-			stepTable(w, "REQUEST", append(sv.Requests, sv.Totals))
-		}
-		if l.Arrivals != nil {
-			arrivalsTable(w, l.Arrivals)
-		}
-		printConnected(w, l.Connected)
-	}
-	if len(s.Levels) > 0 && s.UnitName() == result.UnitRate {
-		fmt.Fprintln(w, "\nlevels (all requests; latency from the intended start, service time from the actual send):")
-		levelTable(w, r)
-	} else if len(s.Levels) > 0 {
-		fmt.Fprintln(w, "\nlevels (all requests):")
-		levelTable(w, r)
-	}
-	fmt.Fprintf(w, "\n%s\n", s.Knee.Summary)
-	printAgents(w, r)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	for _, l := range s.Levels {
-		if warning := l.Omission.Warning(); warning != "" {
-			fmt.Fprintf(w, "\nwarning: at %d users, %s\n", l.Users, warning)
-		}
-	}
-}
-
-func stepTable(w io.Writer, head string, rows []metrics.Summary) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	noReq := newNoRequestColumn(rows)
-	fmt.Fprintf(tw, "%s\tcount\treq/s\terrors\terr%%\ttimeouts\tmean\tp50\tp95\tp99\t%s\n", head, noReq.head())
-	for _, s := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Count, s.RPS, s.Errors, failedPct(s), s.Timeouts,
-			ms(s.MeanMs), ms(s.P50Ms), ms(s.P95Ms), ms(s.P99Ms), noReq.cell(s))
-	}
-	tw.Flush()
-	noReq.note(w)
-}
-
-// levelTable has a row per level; with --scrape, a column of server CPU
-// (cores, mean over the held window) per scraped endpoint.
-func levelTable(w io.Writer, r *result.Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	open := r.Step.UnitName() == result.UnitRate
-	if open {
-		fmt.Fprint(tw, "rate/s\tachieved/s\tdropped%\tlate\treq/s\terrors\terr%\ttimeouts\tmean\tp50\tp95\tp99\tservice p95")
-	} else {
-		fmt.Fprint(tw, "users\treq/s\terrors\terr%\ttimeouts\tmean\tp50\tp95\tp99")
-	}
-	if r.Server != nil {
-		for _, t := range r.Server.Targets {
-			fmt.Fprintf(tw, "\tcpu %s", t.Instance)
-		}
-	}
-	fmt.Fprint(tw, "\t\n")
-	for _, l := range r.Step.Levels {
-		t := l.Totals
-		fmt.Fprintf(tw, "%d\t", l.Users)
-		if open {
-			a, sv := l.Arrivals, l.ServiceTimes
-			if a == nil {
-				a = &result.Arrivals{}
-			}
-			svc := "-"
-			if sv != nil {
-				svc = ms(sv.Totals.P95Ms)
-			}
-			fmt.Fprintf(tw, "%.1f\t%.2f\t%d\t", a.StartedRPS, a.DroppedPct, a.Late)
-			fmt.Fprintf(tw, "%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%s", t.RPS, t.Errors, failedPct(t), t.Timeouts, ms(t.MeanMs), ms(t.P50Ms), ms(t.P95Ms), ms(t.P99Ms), svc)
-		} else {
-			fmt.Fprintf(tw, "%.1f\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s", t.RPS, t.Errors, failedPct(t), t.Timeouts, ms(t.MeanMs), ms(t.P50Ms), ms(t.P95Ms), ms(t.P99Ms))
-		}
-		for _, sw := range l.Server {
-			fmt.Fprintf(tw, "\t%.2f", sw.CPUCoresMean)
-		}
-		fmt.Fprint(tw, "\t\n")
-	}
-	tw.Flush()
-}
-
-func secs(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond).String()
 }
 
 // failedPct is the share of requests that failed (timeouts apart), in percent.

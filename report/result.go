@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/headroom-dev/headroom/result"
@@ -11,11 +13,27 @@ import (
 
 // ForResult is the report of one run: its setup, its answer (the
 // ceiling, the knee), its tables and its charts.
-func ForResult(r *result.Result) *Doc {
+func ForResult(r *result.Result) *Doc { return forResult(r, true) }
+
+// Summary is what a terminal shows when a run ends: the report without
+// its setup and its charts, every other block as ForResult has it, so the
+// terminal and the reports say the same thing in the same words.
+func Summary(r *result.Result) *Doc { return forResult(r, false) }
+
+func forResult(r *result.Result, full bool) *Doc {
 	d := &Doc{Title: fmt.Sprintf("headroom %s: %s against %s", r.Kind, filepath.Base(r.Config.Scenario), r.Config.Target)}
-	add := func(b ...Block) { d.Blocks = append(d.Blocks, b...) }
+	add := func(b ...Block) {
+		for _, b := range b {
+			if _, chart := b.(*Chart); chart && !full {
+				continue
+			}
+			d.Blocks = append(d.Blocks, b)
+		}
+	}
 	add(&Para{Text: headline(r)})
-	add(&Heading{Level: 2, Text: "Setup"}, setupTable(r), &Para{Text: "Command: " + strings.Join(r.Config.Command, " ")})
+	if full {
+		add(&Heading{Level: 2, Text: "Setup"}, setupTable(r), &Para{Text: "Command: " + strings.Join(r.Config.Command, " ")})
+	}
 	if len(r.Config.UserTypes) > 0 {
 		add(&Heading{Level: 3, Text: "User types"}, typesTable(r))
 	}
@@ -25,52 +43,136 @@ func ForResult(r *result.Result) *Doc {
 	add(omissionBlocks(r)...)
 	switch {
 	case r.Ceiling != nil:
-		add(ceilingBlocks(r)...)
+		add(ceilingBlocks(r, full)...)
 	case r.Step != nil:
 		add(stepBlocks(r)...)
 	}
-	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", r.Requests))
-	add(openBlocks(r)...)
-	if len(r.Actions) > 0 {
-		add(&Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
-		if anyNoRequest(r.Actions) {
-			add(&Para{Text: NoRequestNote})
-		}
-	}
+	add(requestBlocks(r)...)
 	add(connectedBlocks(r.Connected)...)
-	if st := r.Setup; st != nil {
-		add(&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: setupText(st)})
-		if len(st.Requests) > 0 {
-			add(summaryTable("setup request", append(st.Requests, st.Totals)))
-		}
-	}
+	add(setupBlocks(r.Setup)...)
+	add(errorBlocks(r)...)
+	add(&Heading{Level: 2, Text: "Generator"}, &Para{Text: generatorText(r.Generator)})
 	add(agentBlocks(r)...)
-	add(&Heading{Level: 2, Text: "Over time"})
-	add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
-	if r.Server != nil {
-		add(&Heading{Level: 2, Text: "Server"})
-		for _, tg := range r.Server.Targets {
-			w := tg.Window
-			txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
-				tg.URL, tg.Kind, num(w.CPUCoresMean), num(w.CPUCoresMax), num(w.MemoryMBMean), num(w.MemoryMBMax))
-			if tg.Memory != "" {
-				txt += " (" + tg.Memory + ")"
-			}
-			if has(tg.Has, "goroutines") {
-				txt += fmt.Sprintf("; goroutines %s mean, %s max", num(w.GoroutinesMean), num(w.GoroutinesMax))
-			}
-			if tg.Failed > 0 {
-				txt += fmt.Sprintf(". %d of %d scrapes failed (last: %s)", tg.Failed, tg.Scrapes+tg.Failed, tg.LastError)
-			}
-			add(&Para{Text: txt + "."})
-			add(timingTables(w)...)
-		}
-		add(serverCharts("", []namedRun{{name: "run", res: r}})...)
+	if full {
+		add(&Heading{Level: 2, Text: "Over time"})
+		add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
 	}
+	add(serverBlocks(r)...)
 	return d
 }
 
+// requestBlocks are the requests' and actions' tables of the measured
+// window, with the open model's service times and arrivals.
+func requestBlocks(r *result.Result) []Block {
+	out := []Block{&Heading{Level: 2, Text: "Requests"}, &Para{Text: windowText(r)}, summaryTable("request", append(r.Requests, r.Totals))}
+	if n := r.StoppingTotals.Count; n > 0 {
+		out = append(out, &Para{Text: fmt.Sprintf("%s more requests ended while users stopped, after the window: in stopping_totals, in no figure above.", count(n))})
+	}
+	out = append(out, openBlocks(r)...)
+	if len(r.Actions) > 0 {
+		out = append(out, &Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
+		if anyNoRequest(r.Actions) {
+			out = append(out, &Para{Text: NoRequestNote})
+		}
+	}
+	return out
+}
+
+// setupBlocks sum up users' setups, which no other figure holds.
+func setupBlocks(st *result.Setup) []Block {
+	if st == nil {
+		return nil
+	}
+	out := []Block{&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: setupText(st)}}
+	if len(st.Requests) > 0 {
+		out = append(out, summaryTable("setup request", append(st.Requests, st.Totals)))
+	}
+	return out
+}
+
+// serverBlocks are the scraped server's figures over the measured window.
+func serverBlocks(r *result.Result) []Block {
+	if r.Server == nil {
+		return nil
+	}
+	out := []Block{&Heading{Level: 2, Text: "Server"}}
+	for _, tg := range r.Server.Targets {
+		w := tg.Window
+		txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
+			tg.URL, tg.Kind, num(w.CPUCoresMean), num(w.CPUCoresMax), num(w.MemoryMBMean), num(w.MemoryMBMax))
+		if tg.Memory != "" {
+			txt += " (" + tg.Memory + ")"
+		}
+		if has(tg.Has, "goroutines") {
+			txt += fmt.Sprintf("; goroutines %s mean, %s max", num(w.GoroutinesMean), num(w.GoroutinesMax))
+		}
+		if tg.Failed > 0 {
+			txt += fmt.Sprintf(". %d of %d scrapes failed (last: %s)", tg.Failed, tg.Scrapes+tg.Failed, tg.LastError)
+		}
+		out = append(out, &Para{Text: txt + "."})
+		out = append(out, timingTables(w)...)
+	}
+	return append(out, serverCharts("", []namedRun{{name: "run", res: r}})...)
+}
+
+// errorBlocks list the most common error messages of the actions and
+// of users' setups, most first: ten at most.
+func errorBlocks(r *result.Result) []Block {
+	type message struct {
+		text string
+		n    int64
+	}
+	var ms []message
+	actions := r.Actions
+	if r.Setup != nil {
+		actions = append(slices.Clip(actions), r.Setup.Attempts)
+	}
+	for _, s := range actions {
+		for m, n := range s.Messages {
+			ms = append(ms, message{s.Name + ": " + m, n})
+		}
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		if ms[i].n != ms[j].n {
+			return ms[i].n > ms[j].n
+		}
+		return ms[i].text < ms[j].text
+	})
+	items := []string{}
+	for _, m := range ms[:min(len(ms), 10)] {
+		items = append(items, fmt.Sprintf("%s × %s", count(m.n), m.text))
+	}
+	return []Block{&Heading{Level: 2, Text: "Errors"}, &List{Items: items}}
+}
+
+// generatorText is the generator's own figures: what it cost, and how
+// true its schedule was.
+func generatorText(g result.Generator) string {
+	s := fmt.Sprintf("%s, %d cores: CPU %s%% of a core, peak RSS %s MB, %d late wake-ups.", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups)
+	if line := result.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
+		s += " Its schedule: " + line + "."
+	}
+	return s
+}
+
 func headline(r *result.Result) string {
+	switch r.Status {
+	case result.Interrupted:
+		return fmt.Sprintf("This %s was interrupted: its figures cover what it measured before. %s", r.Kind, answer(r))
+	case result.Stopped:
+		return fmt.Sprintf("This %s was stopped early by headroom (the notes say why): its figures cover what it measured before. %s", r.Kind, answer(r))
+	case result.Failed:
+		return fmt.Sprintf("This %s measured nothing (the notes say why). %s", r.Kind, answer(r))
+	}
+	return answer(r)
+}
+
+// answer is a run's answer in a sentence or two: the supported users, the
+// knee, or the load and its latency.
+func answer(r *result.Result) string {
 	switch {
 	case r.Ceiling != nil:
 		su := r.Ceiling.SupportedUsers
@@ -172,11 +274,6 @@ func setupTable(r *result.Result) *Table {
 	row("seed", fmt.Sprint(c.Seed))
 	row("started", r.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
 	row("took", seconds(r.EndedAt.Sub(r.StartedAt).Seconds()))
-	g := r.Generator
-	row("generator", fmt.Sprintf("%s, %d cores, CPU %s%% of a core, peak RSS %s MB, %d late wake-ups", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups))
-	if line := result.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
-		row("generator's schedule", line)
-	}
 	row("headroom", r.Headroom)
 	return t
 }
@@ -227,11 +324,13 @@ func windowText(r *result.Result) string {
 	return fmt.Sprintf("The measured window: %s after the ramp (the ramp's %s requests are left out).", seconds(r.Window.Seconds), count(r.RampTotals.Count))
 }
 
-func ceilingBlocks(r *result.Result) []Block {
+// ceilingBlocks are a ceiling run's checks and levels; full adds each
+// check's query and its chart.
+func ceilingBlocks(r *result.Result, full bool) []Block {
 	ci := r.Ceiling
 	out := []Block{&Heading{Level: 2, Text: "Health checks"}}
-	t := &Table{Header: []string{"check", "threshold", "fired", "first", "query"}, Right: []int{1, 2}}
-	var inactive []string
+	t := &Table{Header: []string{"check", "threshold", "fired", "first"}, Right: []int{1, 2}}
+	var inactive, failed, queries []string
 	for i, b := range ci.Bottleneck {
 		first := ""
 		if b.First {
@@ -244,9 +343,8 @@ func ceilingBlocks(r *result.Result) []Block {
 				thr = "below " + thr
 			}
 		}
-		q := ""
 		if i < len(ci.Checks) {
-			q = ci.Checks[i].Query
+			queries = append(queries, b.Check+": "+ci.Checks[i].Query)
 		}
 		fired := fmt.Sprintf("%d of %d", b.Fired, b.Evaluations-b.Inactive)
 		switch {
@@ -256,11 +354,20 @@ func ceilingBlocks(r *result.Result) []Block {
 		case b.Inactive > 0:
 			fired += fmt.Sprintf(" (inactive in %d more)", b.Inactive)
 		}
-		t.Rows = append(t.Rows, []string{b.Check, thr, fired, first, q})
+		if b.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("%s %d times (last: %s)", b.Check, b.Failed, b.LastError))
+		}
+		t.Rows = append(t.Rows, []string{b.Check, thr, fired, first})
 	}
 	out = append(out, t)
 	if len(inactive) > 0 {
 		out = append(out, &Para{Text: "Inactive, never evaluated (no scraped target exposed what they need): " + strings.Join(inactive, "; ") + "."})
+	}
+	if len(failed) > 0 {
+		out = append(out, &Para{Text: "Could not be evaluated, counted as firing: " + strings.Join(failed, "; ") + "."})
+	}
+	if full && len(queries) > 0 {
+		out = append(out, &Para{Text: "Their queries:"}, &List{Items: queries})
 	}
 	if len(ci.Levels) > 0 {
 		lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
@@ -290,7 +397,7 @@ func ceilingBlocks(r *result.Result) []Block {
 		out = append(out, &Heading{Level: 3, Text: "Levels the search held"}, lt)
 	}
 	for i, ch := range ci.Checks {
-		if ci.NoSource(i) {
+		if !full || ci.NoSource(i) {
 			continue // no value to draw
 		}
 		c := &Chart{Name: fmt.Sprintf("check%d", i+1), Title: "Check: " + ch.Name, XLabel: "time since start (s)", YLabel: "value"}
@@ -320,7 +427,7 @@ func needs(ci *result.Ceiling, i int) string {
 
 func stepBlocks(r *result.Result) []Block {
 	st := r.Step
-	out := []Block{&Heading{Level: 2, Text: "Levels"}, &Para{Text: st.Knee.Summary}}
+	out := []Block{&Heading{Level: 2, Text: "Levels"}} // the knee is the headline
 	unit := "users"
 	open := st.UnitName() == result.UnitRate
 	if open {
@@ -332,6 +439,12 @@ func stepBlocks(r *result.Result) []Block {
 		t.Right = append(t.Right, 8, 9, 10)
 		out = append(out, &Para{Text: "Latencies count from each arrival's intended start; the service time from the request's actual send. " +
 			"Dropped: arrivals that found no user of the pool free; late: those that started more than 10 ms after they were due."})
+	}
+	if r.Server != nil { // the server's CPU at each level, cores, mean over the held window
+		for _, tg := range r.Server.Targets {
+			t.Right = append(t.Right, len(t.Header))
+			t.Header = append(t.Header, "server CPU (cores) "+tg.Instance)
+		}
 	}
 	thr := &Chart{Name: "step-throughput", Title: "Throughput by level", XLabel: unit, YLabel: "requests/s"}
 	lat := &Chart{Name: "step-latency", Title: "Latency by level", XLabel: unit, YLabel: "ms"}
@@ -352,6 +465,9 @@ func stepBlocks(r *result.Result) []Block {
 				svc = num(sv.Totals.P95Ms)
 			}
 			row = append(row, dropped, late, svc)
+		}
+		for _, sw := range l.Server {
+			row = append(row, num(sw.CPUCoresMean))
 		}
 		t.Rows = append(t.Rows, row)
 		u := float64(l.Users)

@@ -28,7 +28,7 @@ func TestPanicExitsInternalAndKeepsTheResult(t *testing.T) {
 	if err != nil || res.Status != result.Stopped {
 		t.Fatalf("result: %v %+v", err, res)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "internal error") || !strings.Contains(stdout, "run: stopped") {
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "internal error") || !says(stdout, "This run was stopped early by headroom") {
 		t.Errorf("notes %v; stdout:\n%s", res.Notes, stdout)
 	}
 }
@@ -68,8 +68,8 @@ func TestFileSizeLimitExits1WithTheTables(t *testing.T) {
 	if code != 1 || sig != 0 {
 		t.Fatalf("exit %d (signal %v), want 1\n%s\n%s", code, sig, stdout, stderr)
 	}
-	for _, w := range []string{"all requests", "ACTION", "SETUP REQUEST"} {
-		if !strings.Contains(stdout, w) {
+	for _, w := range []string{"all requests", "action count req/s", "setup request count req/s"} {
+		if !says(stdout, w) {
 			t.Errorf("no table (%q) on stdout:\n%s", w, stdout)
 		}
 	}

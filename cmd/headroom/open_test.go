@@ -113,8 +113,8 @@ func TestOpenModelSeesAFreeze(t *testing.T) {
 		if a := res.Arrivals; a.Late < 150 || a.Lateness.MaxMs < 800 {
 			t.Errorf("%d arrivals late, at most %.0f ms; want the ~200 of the freezes, waiting up to a second for a user", a.Late, a.Lateness.MaxMs)
 		}
-		for _, want := range []string{"latency (from intended start)", "service time: from the request's actual send", "ARRIVALS"} {
-			if !strings.Contains(stdout, want) {
+		for _, want := range []string{"Latency from the intended start", "The same requests timed from their actual send", "Arrivals: "} {
+			if !says(stdout, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, stdout)
 			}
 		}
@@ -153,7 +153,7 @@ func testClosedModelWarns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "warning: users were held up by the target") || !strings.Contains(stdout, "--rate") {
+	if !says(stdout, "Warning: coordinated omission") || !says(stdout, "- Users were held up by the target") || !strings.Contains(stdout, "--rate") {
 		t.Errorf("no warning pointing to --rate:\n%s", stdout)
 	}
 	res, err := result.Read(out)
