@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/headroom-dev/headroom/starjson"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -190,8 +191,8 @@ func dataJSON(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 		return nil, err
 	}
 	const hint = "fix the file; it must hold one JSON value"
-	v, err := decodeJSON(string(content))
-	if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
+	v, err := starjson.Decode(string(content))
+	if lim := (*starjson.LimitError)(nil); errors.As(err, &lim) {
 		return nil, &argError{fmt.Sprintf("%s: %s: %v", b.Name(), path, err), hint}
 	} else if err != nil {
 		return nil, &argError{fmt.Sprintf("%s: %s", b.Name(), jsonErrorAt(path, content, err)), hint}

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/starjson"
 	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
@@ -441,7 +442,7 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 			}
 			return string(r.body()), nil
 		}, func(err error) error {
-			if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
+			if lim := (*starjson.LimitError)(nil); errors.As(err, &lim) {
 				return fmt.Errorf("response.json: %w", err)
 			}
 			return fmt.Errorf("response.json: status %d body is not JSON (%v): %s", r.r.Status, err, clip(string(r.r.Body), 80))

@@ -4,20 +4,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/headroom-dev/headroom/starjson"
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
 
-// Limits on the JSON that json.decode and response.json() read. A body
-// comes from the target, and Starlark's decoder trusts it: it recurses
-// once per level of nesting (five million '[' overflow Go's stack, which
-// is fatal, and a million balanced levels take about 1 GB), and it parses
-// a number of n digits in time that grows as n² (three million digits,
-// some 15 s, in a builtin that cannot be interrupted).
+// Limits on the JSON that json.decode, response.json(), message.json()
+// and data.json read: starjson's, which says why they are needed.
 const (
-	MaxJSONDepth  = 1000 // levels of nested arrays and objects
-	MaxJSONNumber = 1000 // characters of one number
+	MaxJSONDepth  = starjson.MaxDepth  // levels of nested arrays and objects
+	MaxJSONNumber = starjson.MaxNumber // characters of one number
 )
 
 // jsonModule is Starlark's json module with a decode that checks the
@@ -66,7 +63,7 @@ func jsonEncode(enc starlark.Value) starlarkBuiltin {
 	}
 }
 
-// jsonDecode is json.decode(x, default=...) on decodeJSON: it returns
+// jsonDecode is json.decode(x, default=...) on starjson.Decode: it returns
 // default, when given, for a text over the limits as for any it cannot
 // decode.
 func jsonDecode(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
@@ -78,7 +75,7 @@ func jsonDecode(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if len(args) < 1 {
 		return nil, fmt.Errorf("%s: unexpected keyword argument x", b.Name()) // x is positional only
 	}
-	v, err := decodeJSON(s)
+	v, err := starjson.Decode(s)
 	if err != nil {
 		if d != nil {
 			return d, nil
@@ -86,4 +83,47 @@ func jsonDecode(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
 	return v, nil
+}
+
+// jsonMethod is r.json() and msg.json(): the whole text decoded, or with a path only the
+// value there (default= when it is missing, else an error that says what is there).
+// describe turns a decoding error into the method's own message.
+func jsonMethod(name string, text func() (string, error), describe func(error) error) *starlark.Builtin {
+	return starlark.NewBuiltin(name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		var path string
+		var dflt starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), args, kw, "path?", &path, "default?", &dflt); err != nil {
+			return nil, err
+		}
+		s, err := text()
+		if err != nil {
+			return nil, err
+		}
+		if path == "" {
+			if dflt != nil {
+				return nil, fmt.Errorf("%s: default= is for a path: %s(path, default=...)", name, name)
+			}
+			v, err := starjson.Decode(s)
+			if err != nil {
+				return nil, describe(err)
+			}
+			return v, nil
+		}
+		p, err := starjson.ParsePath(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		v, found, err := p.Lookup(s)
+		if err != nil {
+			return nil, describe(err)
+		}
+		if found {
+			return v, nil
+		}
+		if dflt != nil {
+			return dflt, nil
+		}
+		whole, _ := starjson.Decode(s) // it decoded above
+		return nil, fmt.Errorf("%s(%q): %s (default= gives a value for this case)", name, path, starjson.WhyMissing(whole, path))
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/starjson"
 	"go.starlark.net/starlark"
 )
 
@@ -48,12 +49,12 @@ func (c *wsConn) fields(typ int, data []byte) (mt string, seq int64, hasSeq bool
 		return mt, 0, false
 	}
 	text := unsafe.String(unsafe.SliceData(data), len(data))
-	if t, ok := topField(text, c.typeField); ok && len(t) > 1 && t[0] == '"' {
-		if v, err := decodeJSON(t); err == nil && v.(starlark.String) != "" {
+	if t, ok := starjson.TopField(text, c.typeField); ok && len(t) > 1 && t[0] == '"' {
+		if v, err := starjson.Decode(t); err == nil && v.(starlark.String) != "" {
 			mt = string(v.(starlark.String))
 		}
 	}
-	if n, ok := topField(text, c.seqField); ok {
+	if n, ok := starjson.TopField(text, c.seqField); ok {
 		if v, err := strconv.ParseInt(n, 10, 64); err == nil {
 			seq, hasSeq = v, true
 		}
@@ -100,7 +101,7 @@ func (v *messageValue) Attr(name string) (starlark.Value, error) {
 		return jsonMethod("message.json", func() (string, error) {
 			return unsafe.String(unsafe.SliceData(v.m.data), len(v.m.data)), nil
 		}, func(err error) error {
-			if lim := (*jsonLimit)(nil); errors.As(err, &lim) {
+			if lim := (*starjson.LimitError)(nil); errors.As(err, &lim) {
 				return fmt.Errorf("message.json: %w", err)
 			}
 			return fmt.Errorf("message.json: the message is not JSON (%v): %q", err, clip(string(v.m.data), 80))

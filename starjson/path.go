@@ -1,4 +1,4 @@
-package scenario
+package starjson
 
 import (
 	"fmt"
@@ -12,40 +12,43 @@ import (
 )
 
 // This file reads parts of a JSON text without decoding the rest: the value at a path (r.json(path)),
-// and a top-level field of a WebSocket message (topField).
+// and a top-level field of a WebSocket message (TopField).
 
-// jsonPath is a path into a JSON text, as r.json("posts.0.id") gives it: object keys, list
+// Path is a path into a JSON text, as r.json("posts.0.id") gives it: object keys, list
 // indexes and "#" (every element of a list), dot-separated, as k6's res.json(selector) reads
-// the simplest of its selectors (GJSON's).
-type jsonPath struct {
-	*pathSteps
-	all [][]starlark.Value // for a "#" step, what the rest of the path found in each element so far; nil without one
-
-	v     starlark.Value // the value found, once found
-	found bool
-}
-
-// pathSteps is a path parsed: shared by every read of it, never changed.
-type pathSteps struct {
+// the simplest of its selectors (GJSON's). A Path is parsed once and never changed: any
+// number of goroutines may look it up at once.
+type Path struct {
 	keys    []string
 	index   []int  // keys[i] as a list index, or -1
 	each    []bool // keys[i] is "#"
 	hasEach bool
 }
 
+// lookup is one read of a Path: what it has found so far.
+type lookup struct {
+	*Path
+	all [][]starlark.Value // for a "#" step, what the rest of the path found in each element so far; nil without one
+
+	v     starlark.Value // the value found, once found
+	found bool
+}
+
 // parsedPaths keeps the paths parsed so far, up to maxParsedPaths: a
 // scenario names a few, and reads each on every request (r.json("order")).
 var (
-	parsedPaths    sync.Map // path -> *pathSteps
+	parsedPaths    sync.Map // path -> *Path
 	parsedCount    atomic.Int64
 	maxParsedPaths = int64(4096)
 )
 
-func parsePath(path string) (*jsonPath, error) {
+// ParsePath parses path, or returns the Path it parsed before; an error for
+// a path that ends in "#".
+func ParsePath(path string) (*Path, error) {
 	if p, ok := parsedPaths.Load(path); ok {
-		return newJSONPath(p.(*pathSteps)), nil
+		return p.(*Path), nil
 	}
-	p := &pathSteps{keys: strings.Split(path, ".")}
+	p := &Path{keys: strings.Split(path, ".")}
 	p.index, p.each = make([]int, len(p.keys)), make([]bool, len(p.keys))
 	for i, k := range p.keys {
 		p.index[i] = -1
@@ -61,30 +64,23 @@ func parsePath(path string) (*jsonPath, error) {
 	if parsedCount.Add(1) <= maxParsedPaths { // past it (paths built from data), parsed each time
 		parsedPaths.Store(path, p)
 	}
-	return newJSONPath(p), nil
+	return p, nil
 }
 
-func newJSONPath(p *pathSteps) *jsonPath {
-	sel := &jsonPath{pathSteps: p}
+func newLookup(p *Path) *lookup {
+	sel := &lookup{Path: p}
 	if p.hasEach {
 		sel.all = make([][]starlark.Value, len(p.keys))
 	}
 	return sel
 }
 
-// decodeJSONAt decodes only the value at path in s: the rest of s is checked as decodeJSON
+// Lookup decodes only the value at p in s: the rest of s is checked as Decode
 // checks it (the same errors), but not built, so reading one field of a large body costs
 // little more than passing over its bytes. Where s has a key twice, the last one counts, as
-// in decodeJSON's dict. found is false when s has no value at path.
-func decodeJSONAt(s, path string) (v starlark.Value, found bool, err error) {
-	sel, err := parsePath(path)
-	if err != nil {
-		return nil, false, err
-	}
-	return decodeAt(s, sel)
-}
-
-func decodeAt(s string, sel *jsonPath) (v starlark.Value, found bool, err error) {
+// in Decode's dict. found is false when s has no value at p.
+func (p *Path) Lookup(s string) (v starlark.Value, found bool, err error) {
+	sel := newLookup(p)
 	if _, err := decodeWith(s, sel); err != nil {
 		return nil, false, err
 	}
@@ -93,7 +89,7 @@ func decodeAt(s string, sel *jsonPath) (v starlark.Value, found bool, err error)
 
 // step reads a value of a container that the first on steps of d.sel lead to; match tells
 // whether its key or index is the next step.
-func (d *jsonDecoder) step(on int, match bool) starlark.Value {
+func (d *decoder) step(on int, match bool) starlark.Value {
 	sel := d.sel
 	switch {
 	case !match:
@@ -117,7 +113,7 @@ func (d *jsonDecoder) step(on int, match bool) starlark.Value {
 
 // every reads an element of a list that a "#" step (the on-th) applies to: what the rest of
 // the path finds in it, if anything, joins the list of what it found in the others.
-func (d *jsonDecoder) every(on int) starlark.Value {
+func (d *decoder) every(on int) starlark.Value {
 	sel := d.sel
 	d.step(on, true)
 	if sel.found {
@@ -126,12 +122,12 @@ func (d *jsonDecoder) every(on int) starlark.Value {
 	return starlark.None
 }
 
-// keyText is the text of a quoted object key, unescaped as decodeJSON unescapes it.
+// keyText is the text of a quoted object key, unescaped as Decode unescapes it.
 func keyText(quoted string) string {
 	raw := quoted[1 : len(quoted)-1]
 	for i := 0; i < len(raw); i++ {
 		if !plainByte[raw[i]] {
-			d := jsonDecoder{s: quoted}
+			d := decoder{s: quoted}
 			if v, ok := d.str().(starlark.String); ok {
 				return string(v)
 			}
@@ -141,9 +137,9 @@ func keyText(quoted string) string {
 	return raw
 }
 
-// whyMissing says where path leads nowhere in v, the whole decoded text:
+// WhyMissing says where path leads nowhere in v, the whole decoded text:
 // `no "order" in the body's object; its keys: error, message`.
-func whyMissing(v starlark.Value, path string) string {
+func WhyMissing(v starlark.Value, path string) string {
 	at := "the top level"
 	for _, k := range strings.Split(path, ".") {
 		if _, ok := v.(*starlark.List); !ok && k == "#" {
@@ -185,58 +181,15 @@ func whyMissing(v starlark.Value, path string) string {
 	return "" // found
 }
 
-// jsonMethod is r.json() and msg.json(): the whole text decoded, or with a path only the
-// value there (default= when it is missing, else an error that says what is there).
-// describe turns a decoding error into the method's own message.
-func jsonMethod(name string, text func() (string, error), describe func(error) error) *starlark.Builtin {
-	return starlark.NewBuiltin(name, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-		var path string
-		var dflt starlark.Value
-		if err := starlark.UnpackArgs(b.Name(), args, kw, "path?", &path, "default?", &dflt); err != nil {
-			return nil, err
-		}
-		s, err := text()
-		if err != nil {
-			return nil, err
-		}
-		if path == "" {
-			if dflt != nil {
-				return nil, fmt.Errorf("%s: default= is for a path: %s(path, default=...)", name, name)
-			}
-			v, err := decodeJSON(s)
-			if err != nil {
-				return nil, describe(err)
-			}
-			return v, nil
-		}
-		sel, err := parsePath(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", name, err)
-		}
-		v, found, err := decodeAt(s, sel)
-		if err != nil {
-			return nil, describe(err)
-		}
-		if found {
-			return v, nil
-		}
-		if dflt != nil {
-			return dflt, nil
-		}
-		whole, _ := decodeJSON(s) // it decoded above
-		return nil, fmt.Errorf("%s(%q): %s (default= gives a value for this case)", name, path, whyMissing(whole, path))
-	})
-}
-
-// topField finds key among the keys of the JSON object s and returns its
+// TopField finds key among the keys of the JSON object s and returns its
 // value's text, without decoding anything else: how a WebSocket message's
 // type and sequence number are read for every message, handler or not. A
 // key with escapes is not matched; a malformed object ends the search.
-func topField(s, key string) (string, bool) {
+func TopField(s, key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	d := jsonDecoder{s: s}
+	d := decoder{s: s}
 	if !d.space() || s[d.i] != '{' {
 		return "", false
 	}
@@ -271,7 +224,7 @@ func topField(s, key string) (string, bool) {
 
 // skip passes over one value (strings and brackets matched, nothing
 // checked inside) and reports whether it ended before the input did.
-func (d *jsonDecoder) skip() bool {
+func (d *decoder) skip() bool {
 	s := d.s
 	depth := 0
 	for d.i < len(s) {

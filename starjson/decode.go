@@ -1,4 +1,6 @@
-package scenario
+// Package starjson decodes JSON text into Starlark values, as Starlark's
+// json.decode does but faster and within limits, and looks values up by path.
+package starjson
 
 import (
 	"encoding/json"
@@ -14,9 +16,21 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// decodeJSON turns JSON text into Starlark values, as Starlark's json.decode
+// Limits on the JSON that Decode and Path.Lookup read. A body comes from
+// the target, and Starlark's decoder trusts it: it recurses once per level
+// of nesting (five million '[' overflow Go's stack, which is fatal, and a
+// million balanced levels take about 1 GB), and it parses a number of n
+// digits in time that grows as n² (three million digits, some 15 s, in a
+// builtin that cannot be interrupted).
+const (
+	MaxDepth  = 1000 // levels of nested arrays and objects
+	MaxNumber = 1000 // characters of one number
+)
+
+// Decode turns JSON text into Starlark values, as Starlark's json.decode
 // does (the same values, types and refusals: FuzzDecodeJSON compares the two),
-// with the limits of MaxJSONDepth and MaxJSONNumber checked as it goes.
+// with the limits of MaxDepth and MaxNumber checked as it goes (a
+// *LimitError past them).
 //
 // It is headroom's own because r.json() and msg.json() are what a chat user
 // spends most of its CPU on: a page of 30 posts is ~250 values. Strings are
@@ -25,14 +39,14 @@ import (
 // elements are gathered on a reused stack and the list or dict made once at
 // its size; an integer of up to 18 digits is parsed without math/big. Errors
 // read "at offset N, why", as Starlark's do (data files turn N into a line).
-func decodeJSON(s string) (starlark.Value, error) {
+func Decode(s string) (starlark.Value, error) {
 	return decodeWith(s, nil)
 }
 
 // decodeWith decodes s, or with sel only sel's value (in sel.v; None is
 // returned), the rest read in discard mode.
-func decodeWith(s string, sel *jsonPath) (starlark.Value, error) {
-	d := decoders.Get().(*jsonDecoder)
+func decodeWith(s string, sel *lookup) (starlark.Value, error) {
+	d := decoders.Get().(*decoder)
 	d.s, d.i, d.depth, d.err = s, 0, 0, nil
 	d.sel, d.on, d.discard = sel, -1, sel != nil
 	if sel != nil {
@@ -56,9 +70,9 @@ func decodeWith(s string, sel *jsonPath) (starlark.Value, error) {
 	return v, nil
 }
 
-var decoders = sync.Pool{New: func() any { return &jsonDecoder{stack: make([]starlark.Value, 0, 64)} }}
+var decoders = sync.Pool{New: func() any { return &decoder{stack: make([]starlark.Value, 0, 64)} }}
 
-type jsonDecoder struct {
+type decoder struct {
 	s     string
 	i     int
 	depth int
@@ -67,16 +81,16 @@ type jsonDecoder struct {
 	keys  map[string]starlark.Value // the object keys met in s, as Values
 
 	// While discard is set, values are checked as they are read but not
-	// built (value returns None): how decodeJSONAt passes over what its path
+	// built (value returns None): how Path.Lookup passes over what its path
 	// does not lead to.
 	discard bool
-	sel     *jsonPath // decodeJSONAt's path, when on is not -1
-	on      int       // how many of sel's steps lead to the container being read; -1: none
+	sel     *lookup // Path.Lookup's path, when on is not -1
+	on      int     // how many of sel's steps lead to the container being read; -1: none
 }
 
 // key reads an object key: within one text, the same Value each time the
 // same key comes, so a list of 30 posts holds one "channel_id", not 30.
-func (d *jsonDecoder) key() starlark.Value {
+func (d *decoder) key() starlark.Value {
 	s, start := d.s, d.i
 	j := start + 1
 	for j < len(s) && plainByte[s[j]] {
@@ -101,20 +115,20 @@ func (d *jsonDecoder) key() starlark.Value {
 	return v
 }
 
-// jsonLimit is an input over MaxJSONDepth or MaxJSONNumber: said as such,
-// not as a syntax error at an offset.
-type jsonLimit struct{ msg string }
+// LimitError is an input over MaxDepth or MaxNumber: said as such, not as
+// a syntax error at an offset, and told apart with errors.As.
+type LimitError struct{ msg string }
 
-func (e *jsonLimit) Error() string { return e.msg }
+func (e *LimitError) Error() string { return e.msg }
 
-func (d *jsonDecoder) failf(format string, args ...any) {
+func (d *decoder) failf(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf("at offset %d, %s", d.i, fmt.Sprintf(format, args...))
 	}
 }
 
 // space skips JSON's white space and reports whether anything follows.
-func (d *jsonDecoder) space() bool {
+func (d *decoder) space() bool {
 	for ; d.i < len(d.s); d.i++ {
 		switch d.s[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -127,7 +141,7 @@ func (d *jsonDecoder) space() bool {
 
 // value reads one value after optional white space; on error it sets d.err
 // and returns nil.
-func (d *jsonDecoder) value() starlark.Value {
+func (d *decoder) value() starlark.Value {
 	if !d.space() {
 		d.failf("unexpected end of file")
 		return nil
@@ -137,8 +151,8 @@ func (d *jsonDecoder) value() starlark.Value {
 	case '"':
 		return d.str()
 	case '[', '{':
-		if d.depth++; d.depth > MaxJSONDepth {
-			d.err = &jsonLimit{fmt.Sprintf("JSON nested too deep (more than %d levels, at byte %d)", MaxJSONDepth, d.i)}
+		if d.depth++; d.depth > MaxDepth {
+			d.err = &LimitError{fmt.Sprintf("JSON nested too deep (more than %d levels, at byte %d)", MaxDepth, d.i)}
 			return nil
 		}
 		var v starlark.Value
@@ -170,7 +184,7 @@ func (d *jsonDecoder) value() starlark.Value {
 	return nil
 }
 
-func (d *jsonDecoder) literal(word string) bool {
+func (d *decoder) literal(word string) bool {
 	if len(d.s)-d.i >= len(word) && d.s[d.i:d.i+len(word)] == word {
 		d.i += len(word)
 		return true
@@ -181,7 +195,7 @@ func (d *jsonDecoder) literal(word string) bool {
 // keep copies a string of s, so that the values do not hold s's memory.
 // One allocation each, sized to it: shared chunks were tried, and a user
 // keeping 40 ids from 40 bodies kept 40 chunks.
-func (d *jsonDecoder) keep(x string) string { return strings.Clone(x) }
+func (d *decoder) keep(x string) string { return strings.Clone(x) }
 
 // plainByte marks the bytes a string can hold and still be its own value: not
 // a quote, a backslash, a control character or the start of a multi-byte
@@ -197,7 +211,7 @@ var plainByte = func() (t [256]bool) {
 // holds control characters or bytes past ASCII, only if they are valid
 // UTF-8 without control characters, where unquoting changes nothing);
 // otherwise encoding/json unquotes it, as Starlark's decoder does.
-func (d *jsonDecoder) str() starlark.Value {
+func (d *decoder) str() starlark.Value {
 	s, start := d.s, d.i
 	j := start + 1
 	for j < len(s) && plainByte[s[j]] {
@@ -332,7 +346,7 @@ func hex4(s string) (rune, bool) {
 	return r, true
 }
 
-func (d *jsonDecoder) list() starlark.Value {
+func (d *decoder) list() starlark.Value {
 	d.i++ // '['
 	base, on := len(d.stack), d.on
 	if !d.space() {
@@ -387,7 +401,7 @@ func (d *jsonDecoder) list() starlark.Value {
 	return starlark.NewList(elems)
 }
 
-func (d *jsonDecoder) object() starlark.Value {
+func (d *decoder) object() starlark.Value {
 	d.i++ // '{'
 	base, on := len(d.stack), d.on
 	if !d.space() {
@@ -472,7 +486,7 @@ func (d *jsonDecoder) object() starlark.Value {
 // number reads what Starlark's decoder reads as a number: a run of digits,
 // signs, points and exponents; an int when it is an optional minus and
 // digits, else a float.
-func (d *jsonDecoder) number() starlark.Value {
+func (d *decoder) number() starlark.Value {
 	s, start := d.s, d.i
 	float := false
 	j := start + 1
@@ -487,8 +501,8 @@ func (d *jsonDecoder) number() starlark.Value {
 		}
 		break
 	}
-	if j-start > MaxJSONNumber {
-		d.err = &jsonLimit{fmt.Sprintf("JSON number too long (more than %d characters, at byte %d)", MaxJSONNumber, start)}
+	if j-start > MaxNumber {
+		d.err = &LimitError{fmt.Sprintf("JSON number too long (more than %d characters, at byte %d)", MaxNumber, start)}
 		return nil
 	}
 	num := s[start:j]
