@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/control"
-	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
@@ -266,7 +266,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceiling) (exposed map[string]bool, defaultsHas func(string) bool, code int, ok bool) {
 	switch {
 	case f.prometheus != "":
-		remote, err := health.NewRemote(f.prometheus)
+		remote, err := prom.NewRemote(f.prometheus)
 		if err != nil {
 			return nil, nil, fail(env, ExitUsage, "--prometheus: %v", err), false
 		}
@@ -280,8 +280,8 @@ func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceilin
 		}
 		return nil, nil, 0, true
 	}
-	c.Store = health.NewStore(15 * time.Minute)
-	emb := health.NewEmbedded(c.Store)
+	c.Store = prom.NewStore(15 * time.Minute)
+	emb := prom.NewEmbedded(c.Store)
 	emb.Timeout = time.Second // one tick: a query slower than that fails closed instead of holding the run's clock
 	c.Evaluator, c.EvaluatorName = emb, "embedded"
 	if len(f.scrape) == 0 {
@@ -289,7 +289,7 @@ func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceilin
 		return nil, c.Has, 0, true
 	}
 	var err error
-	if c.Scraper, err = health.NewScraper(c.Store, f.scrape, &http.Client{}); err != nil {
+	if c.Scraper, err = prom.NewScraper(c.Store, f.scrape, &http.Client{}); err != nil {
 		return nil, nil, fail(env, ExitUsage, "--scrape: %v", err), false
 	}
 	exposed = exposedBeforeTraffic(ctx, env, c.Scraper)
@@ -314,7 +314,7 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--max-judge %v is shorter than --judge %v: give at least --judge, or 0 for 4 x --judge", f.maxJudge, f.judge)
 	case f.prometheus != "" && f.metricsAddr == "" && f.fleet.remote == 0: // with --agents it may scrape them
 		return fmt.Errorf("--prometheus needs --metrics-listen so Prometheus can scrape headroom; its scrape config:\n%s"+
-			"(on agents, Prometheus scrapes this or the agents, never both: docs/PROMETHEUS.md)", health.ScrapeConfig("127.0.0.1:9465"))
+			"(on agents, Prometheus scrapes this or the agents, never both: docs/PROMETHEUS.md)", prom.ScrapeConfig("127.0.0.1:9465"))
 	}
 	return nil
 }

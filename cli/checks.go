@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/serverstats"
@@ -80,7 +81,7 @@ func indexOfCheck(cs []health.Check, name string) int {
 }
 
 // checkMetrics refuses, before any traffic, a user's check that names a
-// metric no scraped endpoint exposes (exposed: health.Scraper.Exposed),
+// metric no scraped endpoint exposes (exposed: prom.Scraper.Exposed),
 // with the nearest names they do expose. Headroom's own metrics
 // (health.Synthetic) pass, and so do the samples of the latency families
 // headroom reads (families): a target may show those only once it has
@@ -146,8 +147,8 @@ func printChecks(w io.Writer, checks []health.Check) {
 // exposedBeforeTraffic scrapes every --scrape endpoint once and returns
 // the metric names they expose, or nil (with a warning) when one does not
 // answer: then nothing can be said of the names.
-func exposedBeforeTraffic(ctx context.Context, env Env, sc *health.Scraper) map[string]bool {
-	ctx, cancel := context.WithTimeout(ctx, health.ScrapeTimeout+time.Second)
+func exposedBeforeTraffic(ctx context.Context, env Env, sc *prom.Scraper) map[string]bool {
+	ctx, cancel := context.WithTimeout(ctx, prom.ScrapeTimeout+time.Second)
 	defer cancel()
 	exposed, err := sc.Exposed(ctx)
 	if err != nil {

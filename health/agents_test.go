@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/model/labels"
@@ -21,7 +22,7 @@ import (
 // for what --scrape or Prometheus adds beside them.
 type agentsRun struct {
 	t0         time.Time
-	one, split *Store
+	one, split *prom.Store
 }
 
 // agentsSeconds is how long agentsRun plays: long enough that a [1m]
@@ -31,7 +32,7 @@ const agentsSeconds = 75
 
 func playAgents(t *testing.T) *agentsRun {
 	t.Helper()
-	r := &agentsRun{t0: time.Unix(1_700_000_000, 0), one: NewStore(time.Hour), split: NewStore(time.Hour)}
+	r := &agentsRun{t0: time.Unix(1_700_000_000, 0), one: prom.NewStore(time.Hour), split: prom.NewStore(time.Hour)}
 	one := metrics.NewProm()
 	agents := []*metrics.Prom{metrics.NewProm(), metrics.NewProm()}
 	gathers := []func() ([]*dto.MetricFamily, error){
@@ -155,7 +156,7 @@ func (m *targetMetrics) serve(sec int) {
 // series. A query that does not aggregate is shown to tell the two apart.
 func TestDefaultsAcrossAgents(t *testing.T) {
 	r := playAgents(t)
-	one, split := NewEmbedded(r.one), NewEmbedded(r.split)
+	one, split := prom.NewEmbedded(r.one), prom.NewEmbedded(r.split)
 	const w = 10 * time.Second
 	checks := Defaults(w, nil) // every one, the target's and node's included
 	if len(checks) != 7 {

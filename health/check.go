@@ -1,23 +1,22 @@
 // Package health evaluates health checks: PromQL queries with a threshold,
 // the way the reference coordinator decides whether a system is healthy.
 //
-// The same query text runs on the embedded engine ([Embedded], the Prometheus
-// promql package over an in-memory [Store] that headroom feeds from its own
-// metrics and from the endpoints a [Scraper] scrapes) or on a real Prometheus
-// server ([Remote]). A check that cannot be evaluated counts as fired: a
-// controller never adds users on a health it could not measure.
+// The same query text runs on any [Evaluator]: package prom's embedded
+// engine over what headroom scraped, or a real Prometheus server. A check
+// that cannot be evaluated counts as fired: a controller never adds users
+// on a health it could not measure.
 package health
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -50,7 +49,6 @@ func (c Check) Active(has func(metric string) bool) bool {
 
 // promql is the parser every check is validated with: the same options as the
 // embedded engine, so a query that validates also runs there.
-var queryParser = parser.NewParser(parser.Options{})
 
 // Validate parses the query and returns an error naming the check and the
 // position in the query (line:column, e.g.
@@ -62,7 +60,7 @@ func (c Check) Validate() error {
 	if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
 		return fmt.Errorf("check %q: threshold is %v, want a finite number", c.Name, c.Threshold)
 	}
-	expr, err := parseChecked(c.Query)
+	expr, err := prom.ParseChecked(c.Query)
 	if err != nil {
 		return fmt.Errorf("check %q: %w", c.Name, err)
 	}
@@ -78,7 +76,7 @@ func (c Check) Validate() error {
 // there is none or the query does not parse. A subquery counts its range
 // (5m for max_over_time(rate(x[30s])[5m:])).
 func (c Check) Window() time.Duration {
-	expr, err := queryParser.ParseExpr(c.Query)
+	expr, err := prom.Parse(c.Query)
 	if err != nil {
 		return 0
 	}
@@ -153,14 +151,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 // Evaluator runs instant queries. Implementations are safe for concurrent use.
 type Evaluator interface {
 	// Query evaluates an instant PromQL query at t and returns its single value.
-	// No data (empty vector) is an error wrapping ErrNoData; more than one series is an error.
+	// No data (empty vector) is an error wrapping prom.ErrNoData; more than one series is an error.
 	Query(ctx context.Context, query string, t time.Time) (float64, error)
 }
-
-// ErrNoData is returned (possibly wrapped) by Evaluator.Query when the query
-// yields an empty vector: the metric does not exist (yet), or has no sample
-// within the lookback delta.
-var ErrNoData = errors.New("no data")
 
 // maxParallel caps the queries one Evaluate call runs at once.
 const maxParallel = 8

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -25,7 +26,7 @@ func TestDroppedArrivalsCheck(t *testing.T) {
 		fired            bool
 	}{{0, 100, 0, false}, {1, 99, 1, false}, {2, 98, 2, true}, {0, 0, math.NaN(), true}} {
 		p := metrics.NewProm()
-		store := NewStore(time.Hour)
+		store := prom.NewStore(time.Hour)
 		t0 := time.Unix(1_700_000_000, 0)
 		for sec := range 20 {
 			for range c.started {
@@ -44,7 +45,7 @@ func TestDroppedArrivalsCheck(t *testing.T) {
 		if err := check.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		r := Evaluate(context.Background(), NewEmbedded(store), []Check{check}, t0.Add(19*time.Second))[0]
+		r := Evaluate(context.Background(), prom.NewEmbedded(store), []Check{check}, t0.Add(19*time.Second))[0]
 		switch {
 		case math.IsNaN(c.want):
 			if !r.Fired || !strings.Contains(r.Err, "NaN") {

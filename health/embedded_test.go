@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -50,7 +51,7 @@ func newLoadMetrics() *loadMetrics {
 // on, no timeouts. The registry is gathered at t0+i s after second i's traffic.
 type simulation struct {
 	t0    time.Time
-	store *Store
+	store *prom.Store
 	lat   [][]float64 // latencies observed in each second
 }
 
@@ -59,7 +60,7 @@ const simSeconds = 76
 func simulate(t *testing.T) *simulation {
 	t.Helper()
 	m := newLoadMetrics()
-	sim := &simulation{t0: time.Unix(1_700_000_000, 0), store: NewStore(time.Hour)}
+	sim := &simulation{t0: time.Unix(1_700_000_000, 0), store: prom.NewStore(time.Hour)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range simSeconds {
 		var lat []float64
@@ -110,7 +111,7 @@ func query(t *testing.T, ev Evaluator, q string, at time.Time) float64 {
 
 func TestEmbeddedRateQuantileMean(t *testing.T) {
 	sim := simulate(t)
-	ev := NewEmbedded(sim.store)
+	ev := prom.NewEmbedded(sim.store)
 	end := simSeconds - 1
 	at := sim.at(end)
 	// A [30s] range at t0+75s holds the samples of seconds 46..75 (the range
@@ -143,15 +144,15 @@ func TestEmbeddedRateQuantileMean(t *testing.T) {
 
 func TestEmbeddedOrVectorZero(t *testing.T) {
 	sim := simulate(t)
-	ev := NewEmbedded(sim.store)
+	ev := prom.NewEmbedded(sim.store)
 	ctx := context.Background()
 	// Before second 40 there is no 5xx series at all, and there are never
 	// timeouts: without "or vector(0)" those numerators are no data.
-	if _, err := ev.Query(ctx, `sum(rate(loadtest_http_errors_total{status_code=~"5.."}[30s]))`, sim.at(35)); !errors.Is(err, ErrNoData) {
-		t.Fatalf("5xx rate before any 5xx: err = %v, want ErrNoData", err)
+	if _, err := ev.Query(ctx, `sum(rate(loadtest_http_errors_total{status_code=~"5.."}[30s]))`, sim.at(35)); !errors.Is(err, prom.ErrNoData) {
+		t.Fatalf("5xx rate before any 5xx: err = %v, want prom.ErrNoData", err)
 	}
-	if _, err := ev.Query(ctx, `sum(rate(loadtest_http_timeouts_total[30s]))`, sim.at(75)); !errors.Is(err, ErrNoData) {
-		t.Fatalf("timeout rate with no timeouts: err = %v, want ErrNoData", err)
+	if _, err := ev.Query(ctx, `sum(rate(loadtest_http_timeouts_total[30s]))`, sim.at(75)); !errors.Is(err, prom.ErrNoData) {
+		t.Fatalf("timeout rate with no timeouts: err = %v, want prom.ErrNoData", err)
 	}
 	checks := Defaults(30*time.Second, noServer)
 	for _, at := range []int{35, 75} {
@@ -169,12 +170,12 @@ func TestEmbeddedOrVectorZero(t *testing.T) {
 
 func TestEmbeddedErrors(t *testing.T) {
 	sim := simulate(t)
-	ev := NewEmbedded(sim.store)
+	ev := prom.NewEmbedded(sim.store)
 	ctx := context.Background()
 	at := sim.at(75)
 
-	if _, err := ev.Query(ctx, `sum(rate(no_such_metric[30s]))`, at); !errors.Is(err, ErrNoData) {
-		t.Errorf("missing metric: err = %v, want ErrNoData", err)
+	if _, err := ev.Query(ctx, `sum(rate(no_such_metric[30s]))`, at); !errors.Is(err, prom.ErrNoData) {
+		t.Errorf("missing metric: err = %v, want prom.ErrNoData", err)
 	}
 	_, err := ev.Query(ctx, `sum by (name) (rate(loadtest_http_request_time_count[30s]))`, at)
 	if err == nil || err.Error() != "2 series, want 1" {
@@ -196,16 +197,16 @@ func TestEmbeddedErrors(t *testing.T) {
 	if _, err := ev.Query(ctx, `sum(loadtest_http_request_time_count)`, later); err != nil {
 		t.Errorf("default lookback: %v", err)
 	}
-	short := NewEmbedded(sim.store)
+	short := prom.NewEmbedded(sim.store)
 	short.Lookback = 10 * time.Second
-	if _, err := short.Query(ctx, `sum(loadtest_http_request_time_count)`, later); !errors.Is(err, ErrNoData) {
-		t.Errorf("10s lookback, 20s after the last sample: err = %v, want ErrNoData", err)
+	if _, err := short.Query(ctx, `sum(loadtest_http_request_time_count)`, later); !errors.Is(err, prom.ErrNoData) {
+		t.Errorf("10s lookback, 20s after the last sample: err = %v, want prom.ErrNoData", err)
 	}
 }
 
 func TestEvaluateFailsClosed(t *testing.T) {
 	sim := simulate(t)
-	ev := NewEmbedded(sim.store)
+	ev := prom.NewEmbedded(sim.store)
 	checks := []Check{
 		{Name: "missing", Query: `sum(rate(no_such_metric[30s]))`, Threshold: 1},
 		{Name: "two", Query: `sum by (name) (rate(loadtest_http_request_time_count[30s]))`, Threshold: 1e9},
@@ -239,8 +240,8 @@ func TestEvaluateFailsClosed(t *testing.T) {
 
 func TestEmbeddedConcurrentAppendAndQuery(t *testing.T) {
 	m := newLoadMetrics()
-	s := NewStore(5 * time.Second)
-	ev := NewEmbedded(s)
+	s := prom.NewStore(5 * time.Second)
+	ev := prom.NewEmbedded(s)
 	t0 := time.Unix(1_700_000_000, 0)
 	done := make(chan struct{})
 	go func() {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/headroom-dev/headroom/prom"
 )
 
 // FuzzCheckQuery: any query text is refused by Validate with a reason
@@ -28,8 +30,8 @@ func FuzzCheckQuery(f *testing.F) {
 	} {
 		f.Add(q)
 	}
-	store := NewStore(time.Minute)
-	e := NewEmbedded(store)
+	store := prom.NewStore(time.Minute)
+	e := prom.NewEmbedded(store)
 	e.Timeout = 200 * time.Millisecond
 	now := time.Unix(1_800_000_000, 0)
 	f.Fuzz(func(t *testing.T, q string) {

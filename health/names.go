@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/headroom-dev/headroom/internal/textdist"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -15,7 +16,7 @@ import (
 // if the query does not parse. A selector by a regular expression on the
 // name names none.
 func (c Check) Metrics() []string {
-	expr, err := queryParser.ParseExpr(c.Query)
+	expr, err := prom.Parse(c.Query)
 	if err != nil {
 		return nil
 	}

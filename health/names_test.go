@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/headroom-dev/headroom/prom"
 )
 
 func TestCheckMetrics(t *testing.T) {
@@ -57,7 +59,7 @@ http_server_requests_seconds_sum{uri="/"} 0.1
 		w.Write([]byte(page))
 	}))
 	defer srv.Close()
-	sc, err := NewScraper(nil, []string{srv.URL + "/metrics"}, nil)
+	sc, err := prom.NewScraper(nil, []string{srv.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ http_server_requests_seconds_sum{uri="/"} 0.1
 		t.Errorf("exposed %v: want only the names a query can select", got)
 	}
 
-	down, _ := NewScraper(nil, []string{srv.URL + "/metrics", "http://127.0.0.1:1/metrics"}, nil)
+	down, _ := prom.NewScraper(nil, []string{srv.URL + "/metrics", "http://127.0.0.1:1/metrics"}, nil)
 	got, err = down.Exposed(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:1/metrics") || !got["process_cpu_seconds_total"] {
 		t.Errorf("one target down: %v, %d names; want an error naming it, and the other's names", err, len(got))

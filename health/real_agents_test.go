@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
@@ -26,7 +27,7 @@ import (
 // one Prometheus can be judged apart.
 func inJob(t *testing.T, query, job string) string {
 	t.Helper()
-	expr, err := queryParser.ParseExpr(query)
+	expr, err := prom.Parse(query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +51,8 @@ func serveGather(t *testing.T, gather func() ([]*dto.MetricFamily, error)) strin
 
 // TestRealPrometheusScrapesAgents runs a real Prometheus 2.42 with the
 // scrape configs headroom prints: job "headroom" scrapes one process that
-// observes every request (ScrapeConfig), job "headroom-agents" two agents
-// that each observe half of them (AgentsScrapeConfig), live, 200 requests a
+// observes every request (prom.ScrapeConfig), job "headroom-agents" two agents
+// that each observe half of them (prom.AgentsScrapeConfig), live, 200 requests a
 // second. Every client default check, confined to one job, gives the same
 // value on both within what different scrape times allow. A third job
 // shows what the Kubernetes config's honor_labels does: a target's agent
@@ -100,8 +101,8 @@ func TestRealPrometheusScrapesAgents(t *testing.T) {
 	defer wg.Wait()
 	defer close(stop)
 
-	config := ScrapeConfig(oneAddr) +
-		strings.TrimPrefix(AgentsScrapeConfig(a0, a1), "scrape_configs:\n") +
+	config := prom.ScrapeConfig(oneAddr) +
+		strings.TrimPrefix(prom.AgentsScrapeConfig(a0, a1), "scrape_configs:\n") +
 		fmt.Sprintf(`  - job_name: honor
     scrape_interval: 1s
     scrape_timeout: 1s
@@ -122,7 +123,7 @@ func TestRealPrometheusScrapesAgents(t *testing.T) {
 		"--web.listen-address="+strings.TrimPrefix(promURL, "http://"), "--log.level=warn")
 	waitOK(t, promURL+"/-/ready", 20*time.Second)
 	ctx := context.Background()
-	remote, err := NewRemote(promURL)
+	remote, err := prom.NewRemote(promURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestRealPrometheusScrapesAgents(t *testing.T) {
 			t.Errorf("%s = %v (%v), want %v", c.query, v, err, c.want)
 		}
 	}
-	if _, err := remote.Query(ctx, `loadtest_users_active{job="honor", agent="pod-b"}`, at); !errors.Is(err, ErrNoData) {
+	if _, err := remote.Query(ctx, `loadtest_users_active{job="honor", agent="pod-b"}`, at); !errors.Is(err, prom.ErrNoData) {
 		t.Errorf("an agent's series labelled by its target: %v, want none (honor_labels keeps the agent's own)", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -59,8 +60,8 @@ func traffic(m *loadMetrics, stop <-chan struct{}) {
 }
 
 // TestRealPrometheusAgrees runs a real Prometheus that scrapes a registry every
-// second, while a Scraper scrapes the same registry into a Store every second,
-// then evaluates the same queries through Remote and Embedded.
+// second, while a prom.Scraper scrapes the same registry into a prom.Store every second,
+// then evaluates the same queries through prom.Remote and prom.Embedded.
 func TestRealPrometheusAgrees(t *testing.T) {
 	t.Parallel()
 	requireBinary(t, prometheusBin, "prometheus")
@@ -78,7 +79,7 @@ func TestRealPrometheusAgrees(t *testing.T) {
 	dir := t.TempDir()
 	targetAddr := strings.TrimPrefix(target.URL, "http://")
 	config := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(config, []byte(ScrapeConfig(targetAddr)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(prom.ScrapeConfig(targetAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	promURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
@@ -90,7 +91,7 @@ func TestRealPrometheusAgrees(t *testing.T) {
 	waitOK(t, promURL+"/-/ready", 20*time.Second)
 
 	ctx := context.Background()
-	remote, err := NewRemote(promURL)
+	remote, err := prom.NewRemote(promURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +99,12 @@ func TestRealPrometheusAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store := NewStore(time.Minute)
-	sc, err := NewScraper(store, []string{target.URL + "/metrics"}, nil)
+	store := prom.NewStore(time.Minute)
+	sc, err := prom.NewScraper(store, []string{target.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Job = "headroom" // as ScrapeConfig names it
+	sc.Job = "headroom" // as prom.ScrapeConfig names it
 
 	// Prometheus 2.42 starts scraping about 5s after it is ready (its scrape
 	// manager applies target updates every 5s). Scrape every second until
@@ -133,7 +134,7 @@ func TestRealPrometheusAgrees(t *testing.T) {
 	// Let Prometheus commit any scrape that started before last.
 	time.Sleep(1100 * time.Millisecond)
 
-	embedded := NewEmbedded(store)
+	embedded := prom.NewEmbedded(store)
 	checks := append(Defaults(w, store.Has),
 		Check{Name: "request rate (/s)", Query: `sum(rate(loadtest_http_request_time_count[10s]))`},
 		Check{Name: "targets up", Query: fmt.Sprintf(`sum(up{job="headroom",instance=%q})`, targetAddr)},
@@ -171,8 +172,8 @@ func TestRealPrometheusAgrees(t *testing.T) {
 	if _, err := remote.Query(ctx, `sum by (name) (rate(loadtest_http_request_time_count[10s]))`, last); err == nil || err.Error() != "2 series, want 1" {
 		t.Errorf("two series on prometheus: %v", err)
 	}
-	if _, err := remote.Query(ctx, `no_such_metric`, last); err != ErrNoData {
-		t.Errorf("missing metric on prometheus: %v, want ErrNoData", err)
+	if _, err := remote.Query(ctx, `no_such_metric`, last); err != prom.ErrNoData {
+		t.Errorf("missing metric on prometheus: %v, want prom.ErrNoData", err)
 	}
 	if _, err := remote.Query(ctx, `rate(x[1m]`, last); err == nil || !strings.HasPrefix(err.Error(), "query error: ") {
 		t.Errorf("bad syntax on prometheus: %v, want a query error", err)
@@ -181,7 +182,7 @@ func TestRealPrometheusAgrees(t *testing.T) {
 
 func TestRemotePingClosedPort(t *testing.T) {
 	t.Parallel()
-	r, err := NewRemote("http://127.0.0.1:1")
+	r, err := prom.NewRemote("http://127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +192,8 @@ func TestRemotePingClosedPort(t *testing.T) {
 	}
 	t.Log(err)
 	for _, bad := range []string{"127.0.0.1:9090", "ftp://x", ""} {
-		if _, err := NewRemote(bad); err == nil {
-			t.Errorf("NewRemote(%q) accepted", bad)
+		if _, err := prom.NewRemote(bad); err == nil {
+			t.Errorf("prom.NewRemote(%q) accepted", bad)
 		}
 	}
 }
@@ -208,8 +209,8 @@ func TestRealNodeExporter(t *testing.T) {
 	waitOK(t, url, 10*time.Second)
 
 	ctx := context.Background()
-	store := NewStore(time.Minute)
-	sc, err := NewScraper(store, []string{url}, nil)
+	store := prom.NewStore(time.Minute)
+	sc, err := prom.NewScraper(store, []string{url}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestRealNodeExporter(t *testing.T) {
 			<-tick.C
 		}
 	}
-	ev := NewEmbedded(store)
+	ev := prom.NewEmbedded(store)
 	reference := []Check{
 		{Name: "CPU (reference)", Query: `100 - 100 * (avg(irate(node_cpu_seconds_total{mode="idle"}[5m])))`, Threshold: 85},
 		{Name: "memory (reference)", Query: `100 - 100 * avg(node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)`, Threshold: 85},

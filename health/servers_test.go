@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/prom"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -77,7 +78,7 @@ func TestServer5xxOfEachFamily(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	for name, page := range statusPages {
 		t.Run(name, func(t *testing.T) {
-			s := NewStore(time.Minute)
+			s := prom.NewStore(time.Minute)
 			for k := range 5 { // every 5 s: 5 errors and 995 ok a step, from large counts
 				s.AppendGathered(parsePage(t, fmt.Sprintf(page, 1000+5*k, 100000+995*k)), t0.Add(time.Duration(5*k)*time.Second),
 					labels.FromStrings("job", "scrape", "instance", "127.0.0.1:9"))
@@ -92,7 +93,7 @@ func TestServer5xxOfEachFamily(t *testing.T) {
 				if c.Name != "server 5xx errors (%)" {
 					t.Fatalf("check %q, want the server 5xx one", c.Name)
 				}
-				if got := query(t, NewEmbedded(s), c.Query, at); math.Abs(got-0.5) > 1e-9 {
+				if got := query(t, prom.NewEmbedded(s), c.Query, at); math.Abs(got-0.5) > 1e-9 {
 					t.Errorf("%s = %v, want 0.5", c.Query, got)
 				}
 			}
@@ -103,7 +104,7 @@ func TestServer5xxOfEachFamily(t *testing.T) {
 // A check waiting for a metric no target exposes is inactive: not
 // evaluated, not fired, and its result says so.
 func TestEvaluateActive(t *testing.T) {
-	s := NewStore(time.Minute)
+	s := prom.NewStore(time.Minute)
 	at := time.Unix(1_700_000_000, 0)
 	s.AppendGathered(parsePage(t, "# TYPE present gauge\npresent 3\n"), at, labels.EmptyLabels())
 	checks := []Check{
@@ -111,7 +112,7 @@ func TestEvaluateActive(t *testing.T) {
 		{Name: "waits", Query: "sum(missing)", Threshold: 0, Requires: []string{"missing", "also_missing"}},
 		{Name: "either", Query: "sum(present)", Threshold: 5, Requires: []string{"missing", "present"}},
 	}
-	got := EvaluateActive(context.Background(), NewEmbedded(s), checks, s.Has, at)
+	got := EvaluateActive(context.Background(), prom.NewEmbedded(s), checks, s.Has, at)
 	if !got[0].Fired || got[0].Inactive || got[0].Value != 1 {
 		t.Errorf("always: %+v, want evaluated and fired", got[0])
 	}
@@ -121,7 +122,7 @@ func TestEvaluateActive(t *testing.T) {
 	if got[2].Fired || got[2].Inactive || got[2].Value != 3 || got[2].Name != "either" {
 		t.Errorf("either: %+v, want evaluated at 3, not fired", got[2])
 	}
-	if all := EvaluateActive(context.Background(), NewEmbedded(s), checks, nil, at); all[1].Inactive || !all[1].Fired {
+	if all := EvaluateActive(context.Background(), prom.NewEmbedded(s), checks, nil, at); all[1].Inactive || !all[1].Fired {
 		t.Errorf("with a nil has: %+v, want every check evaluated (no data: fired)", all[1])
 	}
 }

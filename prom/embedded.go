@@ -1,4 +1,4 @@
-package health
+package prom
 
 import (
 	"context"
@@ -25,8 +25,6 @@ type Embedded struct {
 	engine *promql.Engine
 }
 
-var _ Evaluator = (*Embedded)(nil)
-
 // NewEmbedded returns an evaluator over s with a query timeout of
 // QueryTimeout (10 s), at most 50 million samples loaded per query, and
 // subqueries of at most MaxPoints points per series (DefaultSubqueryStep
@@ -51,7 +49,7 @@ func NewEmbedded(s *Store) *Embedded {
 // ErrNoData; more series, a range vector or a string are errors. A query
 // over the limits (MaxPoints) is refused before it runs, with the reason.
 func (e *Embedded) Query(ctx context.Context, query string, t time.Time) (float64, error) {
-	if _, err := parseChecked(query); err != nil {
+	if _, err := ParseChecked(query); err != nil {
 		return 0, fmt.Errorf("query error: %w", err)
 	}
 	if e.Timeout > 0 && e.Timeout < QueryTimeout {

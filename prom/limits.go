@@ -1,6 +1,7 @@
-package health
+package prom
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,9 +60,20 @@ func checkCost(expr parser.Expr) error {
 	return err
 }
 
-// parseChecked parses query and applies checkCost: what every evaluator
+// ErrNoData is returned (possibly wrapped) by Embedded.Query and
+// Remote.Query when the query yields an empty vector: the metric does not
+// exist (yet), or has no sample within the lookback delta.
+var ErrNoData = errors.New("no data")
+
+// queryParser is the PromQL parser both engines' queries go through.
+var queryParser = parser.NewParser(parser.Options{})
+
+// Parse parses a PromQL query as both engines do.
+func Parse(query string) (parser.Expr, error) { return queryParser.ParseExpr(query) }
+
+// ParseChecked parses query and applies checkCost: what every evaluator
 // does before a query runs, so a query that validates also runs.
-func parseChecked(query string) (parser.Expr, error) {
+func ParseChecked(query string) (parser.Expr, error) {
 	expr, err := queryParser.ParseExpr(query)
 	if err != nil {
 		return nil, err

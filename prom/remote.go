@@ -1,4 +1,4 @@
-package health
+package prom
 
 import (
 	"context"
@@ -26,8 +26,6 @@ type Remote struct {
 	address string
 	api     v1.API
 }
-
-var _ Evaluator = (*Remote)(nil)
 
 // NewRemote returns an evaluator on the Prometheus server at address, an http
 // or https URL such as http://127.0.0.1:9090.
@@ -63,7 +61,7 @@ func (r *Remote) Ping(ctx context.Context) error {
 // A query over the limits (MaxPoints) is refused before it is sent, as the
 // embedded engine refuses it.
 func (r *Remote) Query(ctx context.Context, query string, t time.Time) (float64, error) {
-	if _, err := parseChecked(query); err != nil {
+	if _, err := ParseChecked(query); err != nil {
 		return 0, fmt.Errorf("query error: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, QueryTimeout)

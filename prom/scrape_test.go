@@ -1,4 +1,4 @@
-package health
+package prom
 
 import (
 	"context"
@@ -9,14 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestScraper(t *testing.T) {
-	m := newLoadMetrics()
-	m.reqTime.WithLabelValues("GET /a").Observe(0.25)
-	m.errs.WithLabelValues("GET /a", "503").Add(2)
-	srv := httptest.NewServer(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	reg := prometheus.NewRegistry() // two of headroom's client metrics, as the metrics package names them
+	reqTime := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "loadtest_http_request_time", Buckets: prometheus.ExponentialBuckets(0.0005, 1.2, 65)}, []string{"name"})
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "loadtest_http_errors_total"}, []string{"name", "status_code"})
+	reg.MustRegister(reqTime, errs)
+	reqTime.WithLabelValues("GET /a").Observe(0.25)
+	errs.WithLabelValues("GET /a", "503").Add(2)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "this is { not metrics")
@@ -32,11 +36,11 @@ func TestScraper(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Unix(1_700_000_000, 0)
-	errs := sc.Scrape(context.Background(), at)
-	if len(errs) != 2 || !strings.Contains(errs[0].Error(), down) || !strings.Contains(errs[1].Error(), bad) {
-		t.Fatalf("errors %v, want two, naming %s then %s", errs, down, bad)
+	failed := sc.Scrape(context.Background(), at)
+	if len(failed) != 2 || !strings.Contains(failed[0].Error(), down) || !strings.Contains(failed[1].Error(), bad) {
+		t.Fatalf("errors %v, want two, naming %s then %s", failed, down, bad)
 	}
-	t.Logf("errors: %v", errs)
+	t.Logf("errors: %v", failed)
 
 	ev := NewEmbedded(s)
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -119,4 +123,14 @@ func TestScrapeOfRunawayCardinalityFails(t *testing.T) {
 	if _, err := ev.Query(context.Background(), `count(runaway)`, at); err == nil {
 		t.Errorf("the runaway series were stored")
 	}
+}
+
+// query is q's value at at, or the test's end.
+func query(t *testing.T, ev *Embedded, q string, at time.Time) float64 {
+	t.Helper()
+	v, err := ev.Query(context.Background(), q, at)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
 }

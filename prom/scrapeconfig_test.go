@@ -1,4 +1,4 @@
-package health
+package prom
 
 import (
 	"os"
@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/headroom-dev/headroom/internal/servertest"
 )
 
 // scrapeFile is the part of prometheus.yml the scrape configs write.
@@ -149,7 +151,7 @@ func TestKubernetesRelabel(t *testing.T) {
 // TestKubernetesRelabel and by hand (docs/PROMETHEUS.md).
 func TestPromtoolChecksScrapeConfigs(t *testing.T) {
 	const promtool = "/usr/bin/promtool"
-	requireBinary(t, promtool, "prometheus")
+	servertest.Require(t, promtool, "prometheus")
 	dir := t.TempDir()
 	for name, text := range map[string]string{
 		"one.yml":    ScrapeConfig("127.0.0.1:9465"),

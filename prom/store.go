@@ -1,4 +1,11 @@
-package health
+// Package prom is a Prometheus in a box, so a run needs no server to judge
+// its health: a [Scraper] scrapes targets' /metrics into an in-memory
+// [Store] that headroom also feeds with its own metrics, and [Embedded]
+// evaluates PromQL on it with Prometheus's own engine. [Remote] asks a real
+// Prometheus instead; the scrape configs tell one what to scrape. Both
+// answer an instant query with one value, or an error (ErrNoData when the
+// vector is empty).
+package prom
 
 import (
 	"context"

@@ -13,6 +13,7 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/prometheus/prometheus/model/labels"
@@ -25,15 +26,15 @@ type Ceiling struct {
 	Common
 	Checks     []health.Check
 	Controller control.Controller
-	// Evaluator runs the checks' queries: a health.Embedded over Store, or
-	// a health.Remote (a real Prometheus, which scrapes by itself).
+	// Evaluator runs the checks' queries: a prom.Embedded over Store, or
+	// a prom.Remote (a real Prometheus, which scrapes by itself).
 	Evaluator     health.Evaluator
 	EvaluatorName string
-	Store         *health.Store // embedded mode: fed with headroom's own metrics every tick
+	Store         *prom.Store // embedded mode: fed with headroom's own metrics every tick
 	// Has tells whether a metric exists, for checks that require one
 	// (health.Check.Requires); nil means every check is active.
 	Has         func(metric string) bool
-	Scraper     *health.Scraper // embedded mode, optional: scrapes Common.Scrape into Store
+	Scraper     *prom.Scraper // embedded mode, optional: scrapes Common.Scrape into Store
 	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -54,7 +55,7 @@ func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration
 	s := srv.ServiceTime("GetChannelPosts")
 	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, think+time.Duration(threshold*float64(time.Second))-s)
 
-	store := health.NewStore(10 * time.Minute)
+	store := prom.NewStore(10 * time.Minute)
 	checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
 	settle := checks[0].Window() + 3*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
@@ -63,7 +64,7 @@ func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration
 			Dial: dial},
 		Checks:      checks,
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-		Evaluator:   health.NewEmbedded(store),
+		Evaluator:   prom.NewEmbedded(store),
 		Store:       store,
 		MaxDuration: 6 * time.Minute,
 		Settle:      settle,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -38,7 +39,7 @@ func connectedCeiling(t *testing.T) {
 	truth := srv.ConnectedCeiling(mix, think, time.Duration(threshold*float64(time.Second)), reach)
 	httpOnly := srv.Ceiling(mix, think+time.Duration(threshold*float64(time.Second))-srv.ServiceTime("CreatePost"))
 
-	store := health.NewStore(10 * time.Minute)
+	store := prom.NewStore(10 * time.Minute)
 	checks := []health.Check{{Name: "mean latency (s)", Threshold: threshold,
 		Query: `sum(rate(loadtest_http_request_time_sum[5s])) / sum(rate(loadtest_http_request_time_count[5s]))`}}
 	settle := checks[0].Window() + 3*time.Second
@@ -47,7 +48,7 @@ func connectedCeiling(t *testing.T) {
 		Common:      Common{Scenario: load(t, testbed.ConnectedScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
 		Checks:      checks,
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-		Evaluator:   health.NewEmbedded(store),
+		Evaluator:   prom.NewEmbedded(store),
 		Store:       store,
 		MaxDuration: 6 * time.Minute,
 		Settle:      settle,

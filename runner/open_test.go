@@ -17,6 +17,7 @@ import (
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -134,8 +135,8 @@ func TestOpenRunRefusesBadSchedules(t *testing.T) {
 // still hands out its 100 arrivals, none of them late.
 func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 	target := serve(t, func(http.ResponseWriter, *http.Request) { time.Sleep(100 * time.Millisecond) })
-	prom := metrics.NewProm()
-	store := health.NewStore(time.Hour)
+	own := metrics.NewProm()
+	store := prom.NewStore(time.Hour)
 	stop, scraped := make(chan struct{}), make(chan time.Time, 1)
 	go func() { // what a scrape of --metrics-listen would see, twice a second
 		var last time.Time
@@ -147,7 +148,7 @@ func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 			case <-stop:
 				return
 			case now := <-tick.C:
-				mfs, err := prom.Gather()
+				mfs, err := own.Gather()
 				if err != nil {
 					t.Error(err)
 					return
@@ -157,7 +158,7 @@ func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 			}
 		}
 	}()
-	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target, Prom: prom},
+	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target, Prom: own},
 		Open: &Open{Rate: engine.Constant(100, 4*time.Second), MaxUsers: 2, PreUsers: 2}}
 	res := run(t, b)
 	close(stop)
@@ -182,7 +183,7 @@ func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "were dropped: no user of the pool (--max-users 2)") }) {
 		t.Errorf("no note on the dropped arrivals: %q", res.Notes)
 	}
-	r := health.Evaluate(context.Background(), health.NewEmbedded(store), []health.Check{health.DroppedArrivals(2 * time.Second)}, at)[0]
+	r := health.Evaluate(context.Background(), prom.NewEmbedded(store), []health.Check{health.DroppedArrivals(2 * time.Second)}, at)[0]
 	t.Logf("%d intended (%.1f/s), %d started, %d dropped (%.1f%%), %d late; check %q = %.1f, fired %v",
 		a.Intended, a.IntendedRPS, a.Started, a.Dropped, a.DroppedPct, a.Late, r.Name, r.Value, r.Fired)
 	if !r.Fired || r.Value < 70 || r.Value > 90 {

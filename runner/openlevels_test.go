@@ -15,6 +15,7 @@ import (
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -42,7 +43,7 @@ func openSearchTestbed(t *testing.T) {
 		t.Fatalf("the testbed's model changed: capacity %.1f req/s; update this test", capacity)
 	}
 	const window = 2 * time.Second
-	store := health.NewStore(10 * time.Minute)
+	store := prom.NewStore(10 * time.Minute)
 	checks := health.OpenDefaults(window, func(string) bool { return false })
 	settle := window + 2*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
@@ -51,7 +52,7 @@ func openSearchTestbed(t *testing.T) {
 		Checks: checks,
 		Controller: control.NewSearch(control.SearchConfig{Start: 120, Max: 5000, Precision: 0.04, Settle: settle, Judge: 3 * time.Second,
 			RampRate: math.MaxInt32, Window: window, Unit: result.UnitRate, MaxFlag: "--max-rate"}),
-		Evaluator:   health.NewEmbedded(store),
+		Evaluator:   prom.NewEmbedded(store),
 		Store:       store,
 		MaxDuration: 4 * time.Minute,
 		Settle:      settle,

@@ -22,6 +22,7 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/servertest"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -54,9 +55,9 @@ func TestRealPrometheusAgreesWithEmbeddedOnARun(t *testing.T) {
 	target, _ := url.Parse(tbSrv.URL)
 
 	// headroom's own metrics, served as `headroom run --metrics` serves them.
-	prom := metrics.NewProm()
+	own := metrics.NewProm()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", prom.Handler())
+	mux.Handle("GET /metrics", own.Handler())
 	hrSrv := httptest.NewServer(mux)
 	t.Cleanup(hrSrv.Close)
 	hrAddr, tbAddr := strings.TrimPrefix(hrSrv.URL, "http://"), target.Host
@@ -86,20 +87,20 @@ scrape_configs:
 		"--web.listen-address="+strings.TrimPrefix(promURL, "http://"),
 		"--log.level=warn")
 	servertest.WaitOK(t, promURL+"/-/ready", 20*time.Second)
-	remote, err := health.NewRemote(promURL)
+	remote, err := prom.NewRemote(promURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The embedded store, fed from the same endpoints with the same job and
 	// instance labels as Prometheus gives them.
-	store := health.NewStore(2 * time.Minute)
-	hrScraper, err := health.NewScraper(store, []string{hrSrv.URL + "/metrics"}, nil)
+	store := prom.NewStore(2 * time.Minute)
+	hrScraper, err := prom.NewScraper(store, []string{hrSrv.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hrScraper.Job = "headroom"
-	tbScraper, err := health.NewScraper(store, []string{tbSrv.URL + "/metrics"}, nil)
+	tbScraper, err := prom.NewScraper(store, []string{tbSrv.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ scrape_configs:
 	at := runStart.Add(ramp + 14*time.Second)
 	res, err := (&Bounded{
 		Common: Common{Scenario: load(t, postsScenario(200*time.Millisecond)), Target: target, Seed: 1,
-			Timeout: 5 * time.Second, Grace: time.Second, Prom: prom},
+			Timeout: 5 * time.Second, Grace: time.Second, Prom: own},
 		Users: users, Ramp: ramp, Duration: duration,
 	}).Run(ctx)
 	if err != nil {
@@ -178,7 +179,7 @@ scrape_configs:
 	t.Logf("run: %d requests in the steady window, mean %.1f ms, p99 %.1f ms, %d errors, %d timeouts",
 		res.Totals.Count, res.Totals.MeanMs, res.Totals.P99Ms, res.Totals.Errors, res.Totals.Timeouts)
 
-	embedded := health.NewEmbedded(store)
+	embedded := prom.NewEmbedded(store)
 	defaults := health.Defaults(w, nil)
 	if len(defaults) != 7 {
 		t.Fatalf("%d default checks with has = nil, want 7", len(defaults))
@@ -223,7 +224,7 @@ scrape_configs:
 			t.Errorf("%s: a check this test does not compare", c.Name)
 			continue
 		case math.IsNaN(tol):
-			if r.Err != health.ErrNoData.Error() || e.Err != r.Err || !r.Fired || !e.Fired {
+			if r.Err != prom.ErrNoData.Error() || e.Err != r.Err || !r.Fired || !e.Fired {
 				t.Errorf("%s: prometheus (%v, fired %v, %q) and embedded (%v, fired %v, %q), want no data and fired on both",
 					c.Name, r.Value, r.Fired, r.Err, e.Value, e.Fired, e.Err)
 			}

@@ -17,9 +17,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/headroom-dev/headroom/engine"
-	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/serverstats"
@@ -153,7 +153,7 @@ type session struct {
 	degradedS float64
 
 	watch    *serverstats.Watch // nil without Common.Scrape
-	scraper  *health.Scraper    // for runs that do not scrape for checks
+	scraper  *prom.Scraper      // for runs that do not scrape for checks
 	scraping sync.WaitGroup     // the scrape in flight, if any
 	busy     atomic.Bool
 }
@@ -212,7 +212,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		if c.Dial != nil {
 			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
 		}
-		sc, err := health.NewScraper(nil, c.Scrape, client)
+		sc, err := prom.NewScraper(nil, c.Scrape, client)
 		if err != nil {
 			s.cancel(err)
 			return nil, err

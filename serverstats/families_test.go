@@ -14,7 +14,7 @@ import (
 )
 
 // parse reads an exposition in the Prometheus text format, as
-// health.Scraper does.
+// prom.Scraper does.
 func parse(t *testing.T, text string) []*dto.MetricFamily {
 	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)

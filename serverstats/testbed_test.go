@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/headroom-dev/headroom/testbed"
@@ -25,7 +25,7 @@ func TestWatchTestbed(t *testing.T) {
 	defer ts.Close()
 	start := time.Now()
 	w := serverstats.New([]string{ts.URL + "/metrics"}, start)
-	sc, err := health.NewScraper(nil, []string{ts.URL + "/metrics"}, nil)
+	sc, err := prom.NewScraper(nil, []string{ts.URL + "/metrics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

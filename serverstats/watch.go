@@ -4,7 +4,7 @@
 // by handler, servlet, URI or view: the families of [Known], and any named
 // with [New]), summed up over the spans a result reports on.
 //
-// It is fed by health.Scraper (its Gathered hook), so a ceiling run scrapes
+// It is fed by prom.Scraper (its Gathered hook), so a ceiling run scrapes
 // each endpoint once a tick for both its checks and its result.
 package serverstats
 
@@ -70,7 +70,7 @@ func New(urls []string, start time.Time, extra ...Family) *Watch {
 }
 
 // Attempted counts one scrape of every endpoint and the errors it gave
-// (errors name the URL they are about, as health.Scraper's do).
+// (errors name the URL they are about, as prom.Scraper's do).
 func (w *Watch) Attempted(errs []error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -85,7 +85,7 @@ func (w *Watch) Attempted(errs []error) {
 }
 
 // Gathered takes one successful scrape of the endpoint at url (the
-// signature of health.Scraper.Gathered).
+// signature of prom.Scraper.Gathered).
 func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	byName := make(map[string]*dto.MetricFamily, len(mfs))
 	for _, mf := range mfs {

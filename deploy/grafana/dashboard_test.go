@@ -17,6 +17,7 @@ import (
 
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
 )
 
 type dashboard struct {
@@ -341,7 +342,7 @@ func TestDashboardShowsTheChecks(t *testing.T) {
 // misspelled (outcome="okay") parses, but shows nothing.
 func TestDashboardQueriesHaveData(t *testing.T) {
 	d, _ := load(t)
-	store := health.NewStore(time.Hour)
+	store := prom.NewStore(time.Hour)
 	t0 := time.Unix(1_700_000_000, 0)
 	agents := []*metrics.Prom{metrics.NewProm(), metrics.NewProm()}
 	for sec := range 30 {
