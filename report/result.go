@@ -369,35 +369,50 @@ func ceilingBlocks(r *result.Result, full bool) []Block {
 	if full && len(queries) > 0 {
 		out = append(out, &Para{Text: "Their queries:"}, &List{Items: queries})
 	}
-	if len(ci.Levels) > 0 {
-		lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
-		if ci.UnitName() == result.UnitRate {
-			lt.Header[0], lt.Header[1] = "arrivals/s", "reached"
-		}
-		for _, l := range ci.Levels {
-			verdict := l.Verdict
-			switch {
-			case l.Hold:
-				verdict += " (hold at the answer)"
-			case l.Undecided:
-				verdict += " (undecided)"
-			}
-			if l.Why != "" {
-				verdict += ": " + l.Why
-			}
-			if l.KeptOut > 0 {
-				verdict += fmt.Sprintf("; %d firing evaluations kept out, the generator's load untrue (%s)", l.KeptOut, l.Untrue)
-			}
-			setUp := fmt.Sprint(l.SetUp)
-			if l.SetUp == 0 && l.Evaluations > 0 { // a result from before set-up counts
-				setUp = "–"
-			}
-			lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), setUp, fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), verdict})
-		}
-		out = append(out, &Heading{Level: 3, Text: "Levels the search held"}, lt)
+	out = append(out, levelBlocks(ci)...)
+	if full {
+		out = append(out, checkCharts(ci)...)
 	}
+	return out
+}
+
+// levelBlocks are the levels a search held, with their verdicts.
+func levelBlocks(ci *result.Ceiling) []Block {
+	if len(ci.Levels) == 0 {
+		return nil
+	}
+	lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
+	if ci.UnitName() == result.UnitRate {
+		lt.Header[0], lt.Header[1] = "arrivals/s", "reached"
+	}
+	for _, l := range ci.Levels {
+		verdict := l.Verdict
+		switch {
+		case l.Hold:
+			verdict += " (hold at the answer)"
+		case l.Undecided:
+			verdict += " (undecided)"
+		}
+		if l.Why != "" {
+			verdict += ": " + l.Why
+		}
+		if l.KeptOut > 0 {
+			verdict += fmt.Sprintf("; %d firing evaluations kept out, the generator's load untrue (%s)", l.KeptOut, l.Untrue)
+		}
+		setUp := fmt.Sprint(l.SetUp)
+		if l.SetUp == 0 && l.Evaluations > 0 { // a result from before set-up counts
+			setUp = "–"
+		}
+		lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), setUp, fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), verdict})
+	}
+	return []Block{&Heading{Level: 3, Text: "Levels the search held"}, lt}
+}
+
+// checkCharts draw each check's value against its threshold over the run.
+func checkCharts(ci *result.Ceiling) []Block {
+	var out []Block
 	for i, ch := range ci.Checks {
-		if !full || ci.NoSource(i) {
+		if ci.NoSource(i) {
 			continue // no value to draw
 		}
 		c := &Chart{Name: fmt.Sprintf("check%d", i+1), Title: "Check: " + ch.Name, XLabel: "time since start (s)", YLabel: "value"}
