@@ -20,14 +20,33 @@ func ForComparison(c *compare.Comparison) *Doc {
 		"the interval of a change is %.0f%% (Welch's t over the runs), and a change is called a regression or an improvement only when the interval "+
 		"excludes zero and the change is at least %.0f%% (%.2f points for error rates).",
 		b, len(c.Base.Dirs), n, len(c.New.Dirs), 100*c.Options.Confidence, 100*c.Options.MinEffect, c.Options.MinErrorPoints)})
-
 	add(&Heading{Level: 2, Text: "Verdict"}, VerdictTable(c))
 	if len(c.Notes) > 0 {
 		add(&List{Items: c.Notes})
 	}
+	add(&Heading{Level: 2, Text: "Setup"}, sidesTable(c))
+	add(windowBlocks(c)...)
+	add(setupsBlocks(c)...)
+	add(levelsBlocks(c)...)
+	for i, s := range c.Server {
+		add(serverSideBlocks(i, s, b, n)...)
+	}
+	add(&Heading{Level: 2, Text: "Over time"}, &Para{Text: b + " dashed, " + n + " solid; one line per run."})
+	var runs []namedRun
+	for i, r := range c.Base.Results {
+		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", b, i+1), res: r, dashed: true})
+	}
+	for i, r := range c.New.Results {
+		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", n, i+1), res: r})
+	}
+	add(timelineCharts("", runs)...)
+	add(serverCharts("", runs)...)
+	return d
+}
 
-	add(&Heading{Level: 2, Text: "Setup"})
-	st := &Table{Header: []string{"", b, n}}
+// sidesTable is each side's runs, scenario, target, load and build.
+func sidesTable(c *compare.Comparison) *Table {
+	st := &Table{Header: []string{"", c.Base.Label, c.New.Label}}
 	for _, r := range [][3]string{
 		{"runs", strings.Join(c.Base.Dirs, ", "), strings.Join(c.New.Dirs, ", ")},
 		{"scenario", c.Base.Scenario + " (" + short(c.Base.ScenarioHash) + ")", c.New.Scenario + " (" + short(c.New.ScenarioHash) + ")"},
@@ -40,96 +59,104 @@ func ForComparison(c *compare.Comparison) *Doc {
 	if len(c.Base.Knee) > 0 {
 		st.Rows = append(st.Rows, []string{"knee", strings.Join(c.Base.Knee, " / "), strings.Join(c.New.Knee, " / ")})
 	}
-	add(st)
+	return st
+}
 
-	add(&Heading{Level: 2, Text: "Requests"}, &Para{Text: spanText(c.Kind)})
-	add(rowsTable("request", b, n, c.Window.Requests), &Para{Text: fmt.Sprintf("Each cell: %s → %s (change). Intervals are in compare.json. Rows with fewer than %d requests on a side get no verdict.", b, n, c.Options.MinCount)})
-	add(apart("requests", b, n, c.Window.OnlyBase, c.Window.OnlyNew)...)
+// windowBlocks are the requests and actions of the compared window.
+func windowBlocks(c *compare.Comparison) []Block {
+	b, n := c.Base.Label, c.New.Label
+	out := []Block{&Heading{Level: 2, Text: "Requests"}, &Para{Text: spanText(c.Kind)},
+		rowsTable("request", b, n, c.Window.Requests), &Para{Text: fmt.Sprintf("Each cell: %s → %s (change). Intervals are in compare.json. Rows with fewer than %d requests on a side get no verdict.", b, n, c.Options.MinCount)}}
+	out = append(out, apart("requests", b, n, c.Window.OnlyBase, c.Window.OnlyNew)...)
 	if len(c.Window.Weights) > 1 {
 		wt := &Table{Header: []string{"request", "common mix", b + " share", n + " share"}, Right: []int{1, 2, 3}}
 		for _, w := range c.Window.Weights {
 			wt.Rows = append(wt.Rows, []string{w.Name, pctText(100 * w.Weight), pctText(100 * w.Base), pctText(100 * w.New)})
 		}
-		add(&Para{Text: "The common mix weighs each request by the mean of its share on the two sides, so a request that became more frequent does not pass for a slower system:"}, wt)
+		out = append(out, &Para{Text: "The common mix weighs each request by the mean of its share on the two sides, so a request that became more frequent does not pass for a slower system:"}, wt)
 	}
 	if len(c.Window.Actions) > 0 {
-		add(&Heading{Level: 3, Text: "Actions"}, rowsTable("action", b, n, c.Window.Actions))
-		add(apart("actions", b, n, c.Window.OnlyBaseActions, c.Window.OnlyNewActions)...)
+		out = append(out, &Heading{Level: 3, Text: "Actions"}, rowsTable("action", b, n, c.Window.Actions))
+		out = append(out, apart("actions", b, n, c.Window.OnlyBaseActions, c.Window.OnlyNewActions)...)
 	}
+	return out
+}
 
-	if s := c.Setup; s != nil {
-		add(&Heading{Level: 2, Text: "Users' setups"}, &Para{Text: "Every user's setup over the whole run (a login, a sign-up, its first page), " +
-			"which every figure above leaves out: a release that made logins slower shows here. " +
-			"(setup) is each attempt, (time to set up) a user's first attempt to ready, retries included."})
-		t := metricTable(b, n)
-		for _, m := range []*compare.Metric{&s.MixMean, &s.MixP99, &s.MixErrors} {
+// setupsBlocks compare users' setups over the whole runs; none without.
+func setupsBlocks(c *compare.Comparison) []Block {
+	s := c.Setup
+	if s == nil {
+		return nil
+	}
+	b, n := c.Base.Label, c.New.Label
+	out := []Block{&Heading{Level: 2, Text: "Users' setups"}, &Para{Text: "Every user's setup over the whole run (a login, a sign-up, its first page), " +
+		"which every figure above leaves out: a release that made logins slower shows here. " +
+		"(setup) is each attempt, (time to set up) a user's first attempt to ready, retries included."}}
+	t := metricTable(b, n)
+	for _, m := range []*compare.Metric{&s.MixMean, &s.MixP99, &s.MixErrors} {
+		metricRow(t, m.Name, m)
+	}
+	out = append(out, t, rowsTable("setup request", b, n, s.Requests))
+	out = append(out, apart("setup requests", b, n, s.OnlyBase, s.OnlyNew)...)
+	if len(s.Actions) > 0 {
+		out = append(out, rowsTable("setup", b, n, s.Actions))
+	}
+	return out
+}
+
+// levelsBlocks compare a step's or a ceiling's levels, with their charts.
+func levelsBlocks(c *compare.Comparison) []Block {
+	if len(c.Levels) == 0 {
+		return nil
+	}
+	b, n := c.Base.Label, c.New.Label
+	out := []Block{&Heading{Level: 2, Text: "Levels"}, &Para{Text: fmt.Sprintf("Each level's held window, over the requests both sides made, with one mix. Each cell: %s → %s (change); compare.json has the intervals.", b, n)},
+		LevelsTable(c)}
+	for _, k := range []struct {
+		name, title, y string
+		m              func(*compare.LevelSpan) *compare.Metric
+	}{
+		{"levels-rps", "Throughput by level", "requests/s", func(l *compare.LevelSpan) *compare.Metric { return &l.Throughput }},
+		{"levels-p99", "p99 latency by level (common mix)", "p99 (ms)", func(l *compare.LevelSpan) *compare.Metric { return &l.MixP99 }},
+	} {
+		ch := &Chart{Name: k.name, Title: k.title, XLabel: levelUnit(c), YLabel: k.y}
+		bs, ns := Series{Name: b, Dashed: true}, Series{Name: n}
+		for i := range c.Levels {
+			m, u := k.m(&c.Levels[i]), float64(c.Levels[i].Users)
+			bs.X, bs.Y = append(bs.X, u), append(bs.Y, m.Base)
+			ns.X, ns.Y = append(ns.X, u), append(ns.Y, m.New)
+		}
+		ch.Series = []Series{bs, ns}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// serverSideBlocks compare scraped server i: its resources and timings.
+func serverSideBlocks(i int, s compare.ServerComparison, b, n string) []Block {
+	out := []Block{&Heading{Level: 2, Text: fmt.Sprintf("Server %d: %s / %s (%s)", i+1, s.Base, s.New, s.Kind)}}
+	t := metricTable(b, n)
+	for _, m := range []*compare.Metric{&s.CPU, &s.Memory, &s.Goroutines} {
+		if m.Base != 0 || m.New != 0 {
 			metricRow(t, m.Name, m)
 		}
-		add(t, rowsTable("setup request", b, n, s.Requests))
-		add(apart("setup requests", b, n, s.OnlyBase, s.OnlyNew)...)
-		if len(s.Actions) > 0 {
-			add(rowsTable("setup", b, n, s.Actions))
-		}
 	}
-
-	if len(c.Levels) > 0 {
-		add(&Heading{Level: 2, Text: "Levels"}, &Para{Text: fmt.Sprintf("Each level's held window, over the requests both sides made, with one mix. Each cell: %s → %s (change); compare.json has the intervals.", b, n)},
-			LevelsTable(c))
-		for _, k := range []struct {
-			name, title, y string
-			m              func(*compare.LevelSpan) *compare.Metric
-		}{
-			{"levels-rps", "Throughput by level", "requests/s", func(l *compare.LevelSpan) *compare.Metric { return &l.Throughput }},
-			{"levels-p99", "p99 latency by level (common mix)", "p99 (ms)", func(l *compare.LevelSpan) *compare.Metric { return &l.MixP99 }},
-		} {
-			ch := &Chart{Name: k.name, Title: k.title, XLabel: levelUnit(c), YLabel: k.y}
-			bs, ns := Series{Name: b, Dashed: true}, Series{Name: n}
-			for i := range c.Levels {
-				m, u := k.m(&c.Levels[i]), float64(c.Levels[i].Users)
-				bs.X, bs.Y = append(bs.X, u), append(bs.Y, m.Base)
-				ns.X, ns.Y = append(ns.X, u), append(ns.Y, m.New)
-			}
-			ch.Series = []Series{bs, ns}
-			add(ch)
-		}
+	for j := range s.Timings {
+		metricRow(t, s.Timings[j].Title+": mean, common mix (ms)", &s.Timings[j].Mix)
 	}
-
-	for i, s := range c.Server {
-		add(&Heading{Level: 2, Text: fmt.Sprintf("Server %d: %s / %s (%s)", i+1, s.Base, s.New, s.Kind)})
-		t := metricTable(b, n)
-		for _, m := range []*compare.Metric{&s.CPU, &s.Memory, &s.Goroutines} {
-			if m.Base != 0 || m.New != 0 {
-				metricRow(t, m.Name, m)
-			}
+	out = append(out, t)
+	for _, tc := range s.Timings {
+		tt := metricTable(b, n)
+		tt.Header[0] = tc.Title
+		for k := range tc.Items {
+			it := &tc.Items[k]
+			metricRow(tt, it.Name+": mean (ms)", &it.Mean)
+			metricRow(tt, it.Name+": p99 (ms)", &it.P99)
 		}
-		for j := range s.Timings {
-			metricRow(t, s.Timings[j].Title+": mean, common mix (ms)", &s.Timings[j].Mix)
-		}
-		add(t)
-		for _, tc := range s.Timings {
-			tt := metricTable(b, n)
-			tt.Header[0] = tc.Title
-			for k := range tc.Items {
-				it := &tc.Items[k]
-				metricRow(tt, it.Name+": mean (ms)", &it.Mean)
-				metricRow(tt, it.Name+": p99 (ms)", &it.P99)
-			}
-			add(&Heading{Level: 3, Text: tc.Title + " (" + tc.Metric + ")"}, tt)
-			add(apart(tc.Title, b, n, tc.OnlyBase, tc.OnlyNew)...)
-		}
+		out = append(out, &Heading{Level: 3, Text: tc.Title + " (" + tc.Metric + ")"}, tt)
+		out = append(out, apart(tc.Title, b, n, tc.OnlyBase, tc.OnlyNew)...)
 	}
-
-	add(&Heading{Level: 2, Text: "Over time"}, &Para{Text: b + " dashed, " + n + " solid; one line per run."})
-	var runs []namedRun
-	for i, r := range c.Base.Results {
-		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", b, i+1), res: r, dashed: true})
-	}
-	for i, r := range c.New.Results {
-		runs = append(runs, namedRun{name: fmt.Sprintf("%s %d", n, i+1), res: r})
-	}
-	add(timelineCharts("", runs)...)
-	add(serverCharts("", runs)...)
-	return d
+	return out
 }
 
 // VerdictTable is the headline figures of a comparison, each with both
