@@ -54,8 +54,8 @@ type AgentOptions struct {
 // breaks and it cannot resume (see AgentOptions.Redial), or ctx ends (its
 // users are stopped either way).
 func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
-	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0), Proto: protoOpen}
-	w, err := Greet(s, opt.Token, h)
+	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0), Proto: protoSealed}
+	w, s, err := Greet(s, opt.Token, h)
 	if err != nil {
 		return err
 	}
@@ -551,7 +551,7 @@ func (a *agent) redial(ctx context.Context, deadline time.Time) error {
 	late := time.AfterFunc(time.Until(deadline), hang) // a handshake that hangs ends with the lease
 	h := a.hello
 	h.Resume = a.session
-	_, err = Greet(s, a.opt.Token, h)
+	_, s, err = Greet(s, a.opt.Token, h)
 	if !late.Stop() && err == nil {
 		err = errors.New("resumed past its lease")
 	}

@@ -157,52 +157,70 @@ func refuseFor(s Stream, err error) error {
 // Accept is the coordinator's side of the handshake on s. It returns the
 // agent's Hello once the agent has proved it knows token (and, for a
 // resume, the session it names); place then gives the agent its Welcome
-// (its index, or the place it resumes; an error refuses it).
-func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, error) {
+// (its index, or the place it resumes; an error refuses it). Every frame
+// after the welcome goes through the returned stream, sealed.
+func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, Stream, error) {
 	mine := nonce()
 	if err := send(s, KindChallenge, Challenge{Nonce: mine}); err != nil {
-		return Hello{}, err
+		return Hello{}, nil, err
 	}
 	var h Hello
 	if err := recv(s, KindHello, &h); err != nil {
-		return Hello{}, err
+		return Hello{}, nil, err
 	}
 	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, prove(token, "agent", mine, h.Nonce, h.Resume)) {
-		return Hello{}, refuse(s, "the agent's token does not match the coordinator's (--token-file)")
+		return Hello{}, nil, refuse(s, "the agent's token does not match the coordinator's (--token-file)")
+	}
+	if h.Proto < protoSealed {
+		return Hello{}, nil, refuse(s, fmt.Sprintf("this agent's headroom (%s) predates sealed frames, which the coordinator requires: upgrade it", h.Version))
 	}
 	w, err := place(h)
 	if err != nil {
-		return Hello{}, refuseFor(s, err)
+		return Hello{}, nil, refuseFor(s, err)
 	}
 	w.MAC = prove(token, "coordinator", h.Nonce, mine, h.Resume)
-	return h, send(s, KindWelcome, w)
+	if err := send(s, KindWelcome, w); err != nil {
+		return h, nil, err
+	}
+	return h, seal(s, sessionKey(token, mine, h.Nonce, h.Resume), "coordinator"), nil
 }
 
 // Greet is the agent's side of the handshake on s: it answers the
 // coordinator's challenge with h (its nonce and proof filled in here) and
-// returns the Welcome once the coordinator has proved it knows token.
-func Greet(s Stream, token []byte, h Hello) (Welcome, error) {
+// returns the Welcome once the coordinator has proved it knows token, and
+// the stream every later frame goes through, sealed.
+func Greet(s Stream, token []byte, h Hello) (Welcome, Stream, error) {
+	w, key, err := handshake(s, token, h)
+	if err != nil {
+		return Welcome{}, nil, err
+	}
+	return w, seal(s, key, "agent"), nil
+}
+
+// handshake is Greet's handshake; it returns the Welcome and the session key.
+func handshake(s Stream, token []byte, h Hello) (Welcome, []byte, error) {
+	h.Proto = max(h.Proto, protoSealed) // the frames after it are sealed
 	var c Challenge
 	if err := recv(s, KindChallenge, &c); err != nil {
-		return Welcome{}, err
+		return Welcome{}, nil, err
 	}
 	if len(c.Nonce) != nonceSize {
-		return Welcome{}, refuse(s, "a challenge of the wrong size")
+		return Welcome{}, nil, refuse(s, "a challenge of the wrong size")
 	}
 	h.Nonce = nonce()
 	h.MAC = prove(token, "agent", c.Nonce, h.Nonce, h.Resume)
 	if err := send(s, KindHello, h); err != nil {
-		return Welcome{}, err
+		return Welcome{}, nil, err
 	}
 	var w Welcome
 	if err := recv(s, KindWelcome, &w); err != nil {
-		return Welcome{}, err
+		return Welcome{}, nil, err
 	}
 	if !hmac.Equal(w.MAC, prove(token, "coordinator", h.Nonce, c.Nonce, h.Resume)) {
-		return Welcome{}, refuse(s, "the coordinator's token does not match the agent's (--token-file)")
+		return Welcome{}, nil, refuse(s, "the coordinator's token does not match the agent's (--token-file)")
 	}
 	if h.Resume != "" && !w.Resumed {
-		return Welcome{}, refuse(s, "the coordinator took a resuming agent as a new one")
+		return Welcome{}, nil, refuse(s, "the coordinator took a resuming agent as a new one")
 	}
-	return w, nil
+	return w, sessionKey(token, c.Nonce, h.Nonce, h.Resume), nil
 }

@@ -25,7 +25,7 @@ func coordinator(t *testing.T, token string) (string, <-chan error) {
 	srv := grpc.NewServer(ServerOptions()...)
 	ended := make(chan error, 10)
 	Register(srv, func(s Stream) error {
-		_, err := Accept(s, []byte(token), func(h Hello) (Welcome, error) {
+		_, _, err := Accept(s, []byte(token), func(h Hello) (Welcome, error) {
 			if h.Name == "unwanted" {
 				return Welcome{}, errors.New("no room for unwanted")
 			}
@@ -53,7 +53,8 @@ func greet(t *testing.T, addr, token, name string) (Welcome, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Greet(s, []byte(token), Hello{Version: "test", Name: name, Cores: 2})
+	w, _, err := Greet(s, []byte(token), Hello{Version: "test", Name: name, Cores: 2})
+	return w, err
 }
 
 // Over a real gRPC stream on loopback: an agent with the coordinator's token
@@ -188,12 +189,12 @@ func TestResumeProofCoversTheSession(t *testing.T) {
 		defer l.cut()
 		accepted := make(chan error, 1)
 		go func() {
-			_, err := Accept(rewrite{linkEnd{l: l}, fn}, []byte(testToken), func(h Hello) (Welcome, error) {
+			_, _, err := Accept(rewrite{linkEnd{l: l}, fn}, []byte(testToken), func(h Hello) (Welcome, error) {
 				return Welcome{Index: 3, Session: h.Resume, Resumed: true}, nil
 			})
 			accepted <- err
 		}()
-		w, err := Greet(linkEnd{l: l, agent: true}, []byte(testToken), Hello{Name: "a", Cores: 1, Resume: "mine"})
+		w, _, err := Greet(linkEnd{l: l, agent: true}, []byte(testToken), Hello{Name: "a", Cores: 1, Resume: "mine"})
 		return w, err, <-accepted
 	}
 	if w, err, acc := resume(func(*Frame) {}); err != nil || acc != nil || !w.Resumed || w.Index != 3 {

@@ -150,21 +150,22 @@ func (r *remote) String() string { return fmt.Sprintf("agent %d (%s)", r.index, 
 // Listen starts a coordinator on addr (host:port; port 0 picks one).
 // creds may be nil: no TLS, for loopback (docs/AGENTS.md, "Security").
 func Listen(addr string, token []byte, creds credentials.TransportCredentials) (*Coordinator, error) {
-	if len(token) == 0 {
-		return nil, errors.New("agents: an empty token")
+	if err := CheckToken(token); err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	opts := ServerOptions()
+	opts := serverOptions()
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	c := newCoordinator(token)
-	c.srv, c.ln = grpc.NewServer(opts...), ln
-	Register(c.srv, c.join)
-	go c.srv.Serve(ln)
+	c.srv, c.ln = grpc.NewServer(opts...), &capped{Listener: ln, max: maxConns}
+	g := newGuard()
+	Register(c.srv, func(s Stream) error { return g.serve(s, c.join) })
+	go c.srv.Serve(c.ln)
 	go c.watch()
 	return c, nil
 }
@@ -206,10 +207,11 @@ func (c *Coordinator) notify() {
 	c.changed = make(chan struct{})
 }
 
-// join is one agent's stream: the handshake, then its frames until it
-// ends, the coordinator gives up on the agent, or the agent resumes on
-// another stream.
-func (c *Coordinator) join(s Stream) error {
+// join is one agent's stream: the handshake (proved is called once the
+// agent has proved the token), then its frames until it ends, the
+// coordinator gives up on the agent, or the agent resumes on another
+// stream.
+func (c *Coordinator) join(s Stream, proved func()) error {
 	att := &attachment{s: s, replaced: make(chan struct{})}
 	// Nothing else is sent on s before the welcome (and a resume's catch-up).
 	att.mu.Lock()
@@ -223,7 +225,7 @@ func (c *Coordinator) join(s Stream) error {
 	var w Welcome
 	var onJoin func(int, Hello)
 	var late *Fleet // the run had begun when r joined: it is r's to start
-	_, err := Accept(s, c.token, func(h Hello) (Welcome, error) {
+	_, sealed, err := Accept(s, c.token, func(h Hello) (Welcome, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var err error
@@ -237,6 +239,10 @@ func (c *Coordinator) join(s Stream) error {
 		c.notify()
 		return w, err
 	})
+	if err == nil {
+		proved()
+		att.s, s = sealed, sealed // every frame from here on sealed; att.mu held
+	}
 	if lost != nil {
 		c.tellLost(lost)
 	}

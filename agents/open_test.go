@@ -24,7 +24,7 @@ func (n *testNet) sentBy(t *testing.T, name string) *metrics.Snapshot {
 		for _, f := range l.sent {
 			if f.Kind == KindSnapshot && !seen[f.Seq] {
 				seen[f.Seq] = true
-				if _, err := metrics.MergeEncoded(f.Body, out); err != nil {
+				if _, err := metrics.MergeEncoded(unsealed(f), out); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -220,7 +220,7 @@ func TestOpenModelAgentResumes(t *testing.T) {
 		for _, f := range l.got {
 			if f.Kind == KindPacer && again == nil {
 				again = &Pacer{}
-				if err := json.Unmarshal(f.Body, again); err != nil {
+				if err := json.Unmarshal(unsealed(f), again); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -24,13 +24,14 @@ const (
 	KindRefused                   // either way: why the other side is not trusted; the stream ends
 	KindSnapshot                  // agent → coordinator: a drained snapshot, Seq numbered (metrics.AppendSnapshot)
 	KindAck                       // coordinator → agent: snapshots (and a numbered Done) up to Seq are merged
+	KindPart                      // either way, after the handshake: the first part of a longer frame's body (seal.go)
 )
 
 func (k Kind) String() string {
 	if s, ok := map[Kind]string{KindChallenge: "challenge", KindHello: "hello", KindWelcome: "welcome",
 		KindRefused: "refused", KindSnapshot: "snapshot", KindAck: "ack", KindStart: "start", KindUsers: "users",
 		KindStatus: "status", KindStop: "stop", KindDone: "done", KindMetrics: "metrics", KindFlush: "flush",
-		KindOpen: "open", KindPacer: "pacer"}[k]; ok {
+		KindOpen: "open", KindPacer: "pacer", KindPart: "part"}[k]; ok {
 		return s
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
@@ -44,8 +45,9 @@ type Frame struct {
 	Body []byte
 }
 
-// maxFrame bounds a frame (gRPC's own default receive limit is 4 MiB);
-// an agent's snapshot of 1,000 request names is far below it.
+// maxFrame bounds a frame's body once put together from its parts
+// (seal.go), after the handshake; an agent's snapshot of 1,000 request
+// names is far below it. On the wire a message is at most maxMessage.
 const maxFrame = 64 << 20
 
 // codec is the gRPC codec of frames: the kind, the sequence number as a
@@ -122,13 +124,13 @@ func Register(srv *grpc.Server, join func(Stream) error) {
 // ServerOptions are the options a coordinator's gRPC server needs for
 // frames, besides its credentials.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxFrame), grpc.MaxSendMsgSize(maxFrame)}
+	return []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
 }
 
 // Join opens an agent's stream on conn.
 func Join(ctx context.Context, conn *grpc.ClientConn) (Stream, error) {
 	s, err := conn.NewStream(ctx, &joinDesc, "/"+service+"/Join",
-		grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxFrame), grpc.MaxCallSendMsgSize(maxFrame))
+		grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage))
 	if err != nil {
 		return nil, err
 	}

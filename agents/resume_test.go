@@ -37,7 +37,7 @@ type testNet struct {
 // ends when join returns.
 func (n *testNet) serve(l *link) {
 	n.joins.Go(func() {
-		err := n.c.join(linkEnd{l: l})
+		err := n.c.join(linkEnd{l: l}, func() {})
 		l.end()
 		n.mu.Lock()
 		n.served = append(n.served, err)
@@ -148,7 +148,8 @@ func (n *testNet) resumeAs(token, session string) (Welcome, error) {
 	l := newLink()
 	n.serve(l)
 	defer l.cut()
-	return Greet(linkEnd{l: l, agent: true}, []byte(token), Hello{Version: "test", Name: "x", Cores: 1, Resume: session})
+	w, _, err := Greet(linkEnd{l: l, agent: true}, []byte(token), Hello{Version: "test", Name: "x", Cores: 1, Resume: session})
+	return w, err
 }
 
 // session is the session the coordinator gave agent name at its first join.
@@ -185,7 +186,7 @@ func (n *testNet) sent() *metrics.Snapshot {
 			for _, f := range l.sent {
 				if f.Kind == KindSnapshot && !seen[f.Seq] {
 					seen[f.Seq] = true
-					if _, err := metrics.MergeEncoded(f.Body, out); err != nil {
+					if _, err := metrics.MergeEncoded(unsealed(f), out); err != nil {
 						n.t.Fatal(err)
 					}
 				}

@@ -52,6 +52,11 @@ const (
 // first frame it does not know).
 const protoOpen = 1
 
+// protoSealed is the Hello.Proto of an agent that seals its frames after
+// the handshake (seal.go), as every coordinator now requires: one of
+// before is refused at its hello, told to upgrade.
+const protoSealed = 2
+
 // Open is an agent's share of the open model's pool (engine.OpenModel):
 // sent when the runner starts the open model, and again, larger, when the
 // agent takes on a lost agent's share. Each says the share whole: the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -32,9 +33,12 @@ every second. It ends when the coordinator's run ends. An agent that
 joins a run already going takes the place of one the run lost.
 
 An agent runs whatever scenario its coordinator sends: keep the token as
-secret as a password to this machine. Off loopback give --tls-ca, so the
-agent knows it talks to the coordinator and nobody else reads the
-scenario (the coordinator then needs --tls-cert and --tls-key).
+secret as a password to this machine (128 random bits or more: openssl
+rand -hex 32; a weak one is refused). Every frame after the handshake is
+sealed with a key of that stream, so no one can forge or change one. Off
+loopback give --tls-ca, so nobody else reads the scenario either (the
+coordinator then needs --tls-cert and --tls-key), or --plaintext on a
+network you trust.
 
 Examples:
   headroom agent --coordinator 127.0.0.1:7070 --token-file /etc/headroom/token
@@ -48,6 +52,7 @@ broke off, 2 bad flags, 5 an internal error (a bug in headroom).
 func agentCmd(ctx context.Context, env Env, args []string) int {
 	var coordinator, tokenFile, name, tlsCA, metricsAddr string
 	var wait time.Duration
+	var plaintext bool
 	mem := memory{text: "50%"}
 	fs := newFlags(env, "agent", "--coordinator HOST:PORT --token-file FILE [flags]", agentHelp)
 	fs.Var(&mem, "max-memory", "memory this agent may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it the agent cancels its users and its coordinator stops the run (status stopped), as a run of one process does; 0: no limit")
@@ -57,6 +62,7 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&name, "name", host, "this agent's name in the coordinator's result; an agent of the same name takes a lost one's place first")
 	fs.StringVar(&tlsCA, "tls-ca", "", "a PEM file of the certificate authority that signed the coordinator's --tls-cert: TLS, and the coordinator checked to be the one named in --coordinator")
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "serve this agent's Prometheus metrics (its users' samples, labelled agent=NAME) at this address, e.g. 0.0.0.0:9465 for a Prometheus that scrapes agents; off by default")
+	fs.BoolVar(&plaintext, "plaintext", false, "dial a coordinator off loopback without TLS: only on a network you trust (frames are sealed, but the scenario, the target's credentials and the figures cross it in clear)")
 	fs.DurationVar(&wait, "wait", 5*time.Minute, "how long to keep dialing a coordinator that does not answer, or that has no place yet")
 	pos, code, ok := parse(env, fs, args)
 	if !ok {
@@ -69,6 +75,8 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--coordinator and --token-file are required")
 	case wait <= 0:
 		return fail(env, ExitUsage, "--wait must be positive")
+	case tlsCA == "" && !plaintext && !loopbackHost(coordinator):
+		return fail(env, ExitUsage, "--coordinator %s is not on this machine: give --tls-ca (the coordinator's --tls-cert then proves it is the one named), or --plaintext if the network between them is trusted (the scenario, the target's credentials and the figures would cross it in clear)", coordinator)
 	}
 	token, err := readToken(tokenFile, env)
 	if err != nil {
@@ -130,7 +138,8 @@ func joinOnce(ctx context.Context, conn *grpc.ClientConn, opt agents.AgentOption
 	return agents.Serve(ctx, s, opt)
 }
 
-// readToken reads a token file ("-": standard input), trimmed of white space.
+// readToken reads a token file ("-": standard input), trimmed of white
+// space, and refuses a weak token.
 func readToken(path string, env Env) ([]byte, error) {
 	var b []byte
 	var err error
@@ -145,11 +154,46 @@ func readToken(path string, env Env) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--token-file: %v", err)
 	}
-	t := strings.TrimSpace(string(b))
-	if len(t) < 16 {
-		return nil, fmt.Errorf("--token-file: the token is %d characters; use 16 or more (e.g. openssl rand -hex 32)", len(t))
+	t := []byte(strings.TrimSpace(string(b)))
+	if err := agents.CheckToken(t); err != nil {
+		return nil, fmt.Errorf("--token-file %s: %v", path, err)
 	}
-	return []byte(t), nil
+	return t, nil
+}
+
+// loopbackHost says whether addr (host:port) names this machine.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// makeToken writes a new token to path, if no file is there, and says
+// so: what a coordinator's --token-file does the first time.
+func makeToken(path string, env Env) error {
+	if path == "-" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--token-file: %v", err)
+	}
+	_, err = fmt.Fprintln(f, agents.MakeToken())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("--token-file: %v", err)
+	}
+	fmt.Fprintf(env.Stderr, "wrote a new token (256 random bits) to %s: give each agent a copy (--token-file), as you would a password\n", path)
+	return nil
 }
 
 // localAgents is --local-agents: n agent processes of this binary on this

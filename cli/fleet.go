@@ -21,6 +21,7 @@ type fleetFlags struct {
 	local, remote     int
 	listen, tokenFile string
 	tlsCert, tlsKey   string
+	plaintext         bool
 	wait              time.Duration
 }
 
@@ -28,9 +29,10 @@ func (f *fleetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.local, "local-agents", 0, "run the users on this many agent processes on this machine, each with an equal share of the cores (docs/AGENTS.md); 0: in this process")
 	fs.IntVar(&f.remote, "agents", 0, "run the users on this many agents that dial in to --listen (`headroom agent --coordinator ADDR --token-file F` on each machine), split by their cores; the run begins when all have joined")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7070", "with --agents: where agents dial in, host:port (0.0.0.0:7070 for other machines: then give --tls-cert)")
-	fs.StringVar(&f.tokenFile, "token-file", "", "with --agents: a file holding the token agents must prove they know (16 characters or more, e.g. openssl rand -hex 32 > token), - for standard input")
+	fs.StringVar(&f.tokenFile, "token-file", "", "with --agents: a file holding the token agents must prove they know (128 random bits or more, e.g. openssl rand -hex 32 > token; a file that does not exist yet is made, mode 0600), - for standard input")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --agents: a PEM certificate for --listen, so agents can check it is this coordinator and nobody reads the scenario or figures (agents: --tls-ca)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: its PEM private key")
+	fs.BoolVar(&f.plaintext, "plaintext", false, "with --agents, take agents without TLS on a --listen off loopback: only on a network you trust. Frames are sealed (no one can forge or change one), but anyone on the path reads the scenario, the target's credentials and the figures")
 	fs.DurationVar(&f.wait, "agents-wait", 5*time.Minute, "with --agents: how long to wait for them all to join before giving up")
 }
 
@@ -96,6 +98,9 @@ func (f *loadFlags) attachFleet(ctx context.Context, env Env, sc *scenario.Scena
 
 // await listens for --agents agents and waits until all have joined.
 func (f *fleetFlags) await(ctx context.Context, env Env) (*agents.Coordinator, error) {
+	if err := makeToken(f.tokenFile, env); err != nil {
+		return nil, err
+	}
 	token, err := readToken(f.tokenFile, env)
 	if err != nil {
 		return nil, err
@@ -106,7 +111,10 @@ func (f *fleetFlags) await(ctx context.Context, env Env) (*agents.Coordinator, e
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %v", err)
 		}
 	} else if who, _ := exposure(f.listen); who != "" {
-		fmt.Fprintf(env.Stderr, "warning: --listen %s takes agents %s without TLS: the scenario, the target's credentials and the figures cross the network in clear after the handshake; give --tls-cert and --tls-key\n", f.listen, who)
+		if !f.plaintext {
+			return nil, fmt.Errorf("--listen %s takes agents %s without TLS: give --tls-cert and --tls-key (agents: --tls-ca), or --plaintext if the network between them is trusted (the scenario, the target's credentials and the figures would cross it in clear)", f.listen, who)
+		}
+		fmt.Fprintf(env.Stderr, "warning: --listen %s takes agents %s without TLS (--plaintext): the scenario, the target's credentials and the figures cross the network in clear; frames are sealed, so no one can forge or change one\n", f.listen, who)
 	}
 	coord, err := agents.Listen(f.listen, token, creds)
 	if err != nil {

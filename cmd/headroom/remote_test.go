@@ -31,7 +31,7 @@ func TestRemoteAgents(t *testing.T) {
 	star, token, bad := filepath.Join(dir, "ping.star"), filepath.Join(dir, "token"), filepath.Join(dir, "bad")
 	cert, key := selfSigned(t, dir)
 	scenario := strings.NewReplacer(`names = data.csv("names.csv")`, `names = [{"name": "ax"}, {"name": "bo"}, {"name": "cy"}]`).Replace(agentScenario)
-	for name, content := range map[string]string{star: scenario, token: "0123456789abcdef0123", bad: "fedcba9876543210fedc"} {
+	for name, content := range map[string]string{star: scenario, token: "b4e1f07c9a3d52e8a6c0d1f93b7e2a45", bad: "7d2c9e0b41fa863c5e17ab09d4f2c6e8"} {
 		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
