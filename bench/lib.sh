@@ -203,11 +203,25 @@ wait_quiet() {
 # from their EXIT trap and between runs.
 TESTBED=""
 start_testbed() {
-	local port=$1
+	local port=$1 log
 	shift
-	bin/headroom testbed --listen "127.0.0.1:$port" "$@" 2>/dev/null &
+	# Only a testbed this script started is loaded: a port that answers
+	# already is another server's, and the testbed is up once it says it
+	# listens, not when the port answers.
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		die "127.0.0.1:$port is taken by another server; the benchmarks load only the testbed they start: choose a free port"
+	fi
+	log=$(mktemp)
+	bin/headroom testbed --listen "127.0.0.1:$port" "$@" 2>"$log" &
 	TESTBED=$!
-	wait_port "$port" 5 || die "testbed did not start on port $port"
+	for _ in $(seq 50); do
+		grep -q "testbed listening on http://127.0.0.1:$port " "$log" && { rm -f "$log"; return 0; }
+		kill -0 "$TESTBED" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$log" >&2
+	rm -f "$log"
+	die "testbed did not start on port $port"
 }
 stop_testbed() {
 	[[ -n $TESTBED ]] && kill "$TESTBED" 2>/dev/null && wait "$TESTBED" 2>/dev/null

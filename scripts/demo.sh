@@ -17,15 +17,28 @@ command -v go >/dev/null || { echo "demo: Go 1.26 is needed (https://go.dev/dl/)
 echo "== building headroom"
 go build -o bin/headroom ./cmd/headroom
 
+# The demo loads only the testbed it starts: a port that answers already is
+# someone else's server (8065 is Mattermost's own default), and the testbed
+# counts as started once it says it listens on the port, not when the port
+# answers.
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  echo "demo: 127.0.0.1:$PORT is taken by another server, and the demo loads only the testbed it starts (8065 is also Mattermost's default port): set PORT to a free one, e.g. PORT=18065 ./scripts/demo.sh" >&2
+  exit 1
+fi
 # 2 workers, every service time x10: a small server, so the demo is quick;
 # short check windows (5 s; 10 s by default) for the same reason.
 echo "== starting the testbed on 127.0.0.1:$PORT (2 workers, scale 10)"
-bin/headroom testbed --listen "127.0.0.1:$PORT" --workers 2 --scale 10 &
+LOG=$(mktemp)
+bin/headroom testbed --listen "127.0.0.1:$PORT" --workers 2 --scale 10 2>"$LOG" &
 TESTBED=$!
-trap 'kill "$TESTBED" 2>/dev/null || true; wait "$TESTBED" 2>/dev/null || true' EXIT
-for _ in $(seq 50); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-  kill -0 "$TESTBED" 2>/dev/null || { echo "demo: the testbed did not start (is port $PORT taken? set PORT=...)" >&2; exit 1; }
+trap 'kill "$TESTBED" 2>/dev/null || true; wait "$TESTBED" 2>/dev/null || true; rm -f "$LOG"' EXIT
+for i in $(seq 100); do
+  grep -q "testbed listening on http://127.0.0.1:$PORT " "$LOG" && break
+  if ! kill -0 "$TESTBED" 2>/dev/null || [[ $i == 100 ]]; then
+    echo "demo: the testbed did not start on 127.0.0.1:$PORT (set PORT to a free port):" >&2
+    cat "$LOG" >&2
+    exit 1
+  fi
   sleep 0.1
 done
 
