@@ -1,11 +1,14 @@
 package starjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"go.starlark.net/starlark"
 )
@@ -209,4 +212,34 @@ func TestParsedPathsAreShared(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// FuzzTopField feeds any message to TopField, as every WebSocket message
+// is: it never panics, and a value it finds in a valid object is that
+// key's value there (one of them, if the key repeats), as encoding/json
+// reads it.
+//
+//	go test -run='^$' -fuzz=FuzzTopField -fuzztime=2m ./starjson/
+func FuzzTopField(f *testing.F) {
+	for _, s := range []string{`{"event":"posted","seq":12,"data":{"post":"{\"id\":1}"}}`, `{"a":"}","seq":3}`, ` { "seq" : 5 , "event" : "a\"b" } `,
+		`{"seq":`, `[{"seq":1}]`, `{"s\"eq":1,"seq":2}`, `{"seq":1,"seq":2}`, ``} {
+		f.Add(s, "seq")
+		f.Add(s, "event")
+	}
+	f.Fuzz(func(t *testing.T, s, key string) {
+		got, ok := TopField(s, key)
+		if !ok || !json.Valid([]byte(s)) || !utf8.ValidString(s) { // encoding/json reads invalid UTF-8 as U+FFFD
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &m) != nil {
+			t.Fatalf("TopField(%q, %q) found %q in what is no object", s, key, got)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Fatalf("TopField(%q, %q) = %q: not a JSON value", s, key, got)
+		}
+		if strings.Count(s, `"`+key+`"`) == 1 && !bytes.Equal(bytes.TrimSpace(m[key]), []byte(got)) {
+			t.Fatalf("TopField(%q, %q) = %q; encoding/json reads %q", s, key, got, m[key])
+		}
+	})
 }
