@@ -180,6 +180,7 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
 		ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
+		Warn:      func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 		OnAction:  testHook(env),
 		MaxMemory: f.maxMemory(env),
 		MaxBody:   int(f.maxBody.bytes), SourceAddrs: f.sources.addrs,

@@ -151,6 +151,14 @@ func readHistogramsFile(dir string) (*Histograms, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	if h.Written != "" {
+		var r struct {
+			Written string `json:"written"`
+		}
+		if b, err := readFile(dir, ResultFile); err == nil && json.Unmarshal(b, &r) == nil && r.Written != h.Written {
+			return nil, fmt.Errorf("%s: %s is of another write than %s (a run that stopped between the two, or a later checkpoint): its histograms are not this result's", dir, HistogramsFile, ResultFile)
+		}
+	}
 	return h, nil
 }
 

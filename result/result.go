@@ -31,7 +31,11 @@ const (
 
 // Result is result.json.
 type Result struct {
-	Format    string    `json:"format"`
+	Format string `json:"format"`
+	// Written names the write that made this file, and the histograms.json
+	// written with it (the same value): a reader refuses histograms of
+	// another write. Absent in results of before.
+	Written   string    `json:"written,omitempty"`
 	Kind      string    `json:"kind"` // "run" (bounded), "step", "ceiling"
 	Headroom  string    `json:"headroom"`
 	Status    string    `json:"status"`
@@ -189,6 +193,7 @@ type Generator struct {
 // Histograms is histograms.json: exact latency histograms, microseconds.
 type Histograms struct {
 	Format   string            `json:"format"`
+	Written  string            `json:"written,omitempty"` // as Result.Written`
 	Unit     string            `json:"unit"` // "us"
 	Window   string            `json:"window"`
 	Requests map[string]string `json:"requests"` // name -> base64 HDR V2 compressed

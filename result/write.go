@@ -1,6 +1,8 @@
 package result
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,7 @@ type FS interface {
 	WriteFile(name string, data []byte, perm fs.FileMode) error
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
+	SyncDir(path string) error // makes the renames in directory path durable
 }
 
 // OS is the operating system's file system.
@@ -30,8 +33,34 @@ var _ FS = OS{}
 
 func (OS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
 func (OS) Mkdir(path string, perm fs.FileMode) error    { return os.Mkdir(path, perm) }
+// WriteFile writes data to name and syncs it to the disk.
 func (OS) WriteFile(name string, data []byte, perm fs.FileMode) error {
-	return os.WriteFile(name, data, perm)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SyncDir syncs directory path, so the files renamed into it stay there
+// after a crash.
+func (OS) SyncDir(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 func (OS) Remove(name string) error             { return os.Remove(name) }
@@ -50,29 +79,51 @@ func (w Writer) fs() FS {
 }
 
 // Write writes r (and, if snap is not nil, its histograms) into dir,
-// creating it. Each file is written to a temporary name and renamed, so a
-// crash leaves the previous checkpoint, never half a file; a write that
-// fails (a full disk) removes its temporary file.
+// creating it. Each file is written to a temporary name, synced and
+// renamed, so a crash leaves the previous checkpoint, never half a file; a
+// write that fails (a full disk) removes its temporary file. histograms.json
+// goes first and result.json last, both naming this write (Written): a
+// reader never takes the histograms of one write with the result of
+// another.
 func (w Writer) Write(dir string, r *Result, snap *metrics.Snapshot) error {
 	if err := w.fs().MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create result dir: %w", err)
 	}
-	r.Format = Format
+	r.Format, r.Written = Format, newWritten()
+	if snap != nil {
+		h := Histograms{Format: Format, Written: r.Written, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
+		if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
+			return err
+		}
+		var err error
+		if h.Setup, err = encodeSetup(snap); err != nil {
+			return err
+		}
+		return w.writePair(dir, &h, r)
+	}
+	return w.writeJSON(filepath.Join(dir, ResultFile), r)
+}
+
+// writePair writes histograms.json, then result.json; when result.json
+// cannot be written, the histograms.json of this write goes too, so the
+// directory holds no histograms of a result it does not have.
+func (w Writer) writePair(dir string, h *Histograms, r *Result) error {
+	hist := filepath.Join(dir, HistogramsFile)
+	if err := w.writeJSON(hist, h); err != nil {
+		return err
+	}
 	if err := w.writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
+		_ = w.fs().Remove(hist)
 		return err
 	}
-	if snap == nil {
-		return nil
-	}
-	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
-	if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
-		return err
-	}
-	var err error
-	if h.Setup, err = encodeSetup(snap); err != nil {
-		return err
-	}
-	return w.writeJSON(filepath.Join(dir, HistogramsFile), &h)
+	return nil
+}
+
+// newWritten is a name for one write of a result directory.
+func newWritten() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // WriteStep writes a step run's result into dir, as Write does, and adds
@@ -82,11 +133,8 @@ func (w Writer) WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels 
 	if err := w.fs().MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create result dir: %w", err)
 	}
-	r.Format = Format
-	if err := w.writeJSON(filepath.Join(dir, ResultFile), r); err != nil {
-		return err
-	}
-	h := Histograms{Format: Format, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
+	r.Format, r.Written = Format, newWritten()
+	h := Histograms{Format: Format, Written: r.Written, Unit: "us", Window: "window", Requests: map[string]string{}, Actions: map[string]string{}}
 	if snap != nil {
 		if err := encodeSnapshot(snap, h.Requests, h.Actions); err != nil {
 			return err
@@ -104,7 +152,7 @@ func (w Writer) WriteStep(dir string, r *Result, snap *metrics.Snapshot, levels 
 		}
 		h.Levels[strconv.Itoa(users)] = lh
 	}
-	return w.writeJSON(filepath.Join(dir, HistogramsFile), &h)
+	return w.writePair(dir, &h, r)
 }
 
 // writeJSON writes v to path through a temporary file, which it removes
@@ -123,6 +171,9 @@ func (w Writer) writeJSON(path string, v any) error {
 	if err := fsys.Rename(tmp, path); err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("write %s: sync its directory: %w", path, err)
 	}
 	return nil
 }

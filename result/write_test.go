@@ -159,3 +159,27 @@ func TestCheckOut(t *testing.T) {
 		t.Errorf("an older result, overwrite: %v", err)
 	}
 }
+
+// histograms.json and result.json name the write that made them: the
+// histograms of one write are never read as another's result's (a
+// checkpoint of result.json alone after them, or a stop between the two).
+func TestHistogramsOfAnotherWriteAreRefused(t *testing.T) {
+	r, snap := sample()
+	dir := filepath.Join(t.TempDir(), "r")
+	if err := Write(dir, r, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadHistograms(dir); err != nil {
+		t.Fatalf("the histograms of the same write: %v", err)
+	}
+	if err := Write(dir, r, nil); err != nil { // a later checkpoint, result.json alone
+		t.Fatal(err)
+	}
+	if _, err := ReadHistograms(dir); err == nil || !strings.Contains(err.Error(), "of another write") {
+		t.Errorf("histograms of an earlier write: %v, want refused", err)
+	}
+	back, err := Read(dir)
+	if err != nil || back.Written == "" || back.Written != r.Written {
+		t.Errorf("result.json: %v, written %q, want %q", err, back.Written, r.Written)
+	}
+}

@@ -281,7 +281,7 @@ func (r *boundedRun) finish(status string) {
 	res.Actions = steady.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(steady, win)
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
-	res.Notes = nil
+	res.Notes = s.notes()
 	if r.setupShort != "" {
 		res.Notes = append(res.Notes, r.setupShort)
 	}

@@ -476,7 +476,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status str
 		res.Omission = result.OmissionOf(snap, meanThink(s.c.Scenario))
 		res.Config.Users = int(est.Value)
 	}
-	res.Notes = nil
+	res.Notes = s.notes()
 	if note := s.generator(snap); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

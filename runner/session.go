@@ -47,6 +47,7 @@ type Common struct {
 
 	Prom     *metrics.Prom     // optional for bounded runs: live Prometheus exposition
 	Print    func(int, string) // optional: where scenario print() goes
+	Warn     func(string)      // optional: told at once of what the result's notes will say went wrong (a failed checkpoint)
 	OnAction func(int, string) // optional: see engine.Config
 	Tick     time.Duration     // collection period; default 1 s
 	Save     time.Duration     // checkpoint period; default 10 s
@@ -151,6 +152,11 @@ type session struct {
 	// how long they were.
 	degraded  *metrics.Snapshot
 	degradedS float64
+
+	// failedSaves counts the checkpoints Out did not take; saveNote says
+	// so, in every result from the first on.
+	failedSaves int
+	saveNote    string
 
 	watch    *serverstats.Watch // nil without Common.Scrape
 	scraper  *prom.Scraper      // for runs that do not scrape for checks
@@ -441,11 +447,34 @@ func (s *session) namesNote() string {
 func (c *Common) writer() result.Writer { return result.Writer{FS: c.FS} }
 
 // checkpoint writes the result so far into Out, if there is one, with
-// write. A failed checkpoint is retried at the next one and at the end.
+// write. A failed checkpoint is retried at the next one and at the end;
+// the first failure is said at once (Common.Warn) and in the notes.
 func (s *session) checkpoint(write func(w result.Writer, dir string) error) {
-	if s.c.Out != "" {
-		_ = write(s.c.writer(), s.c.Out)
+	if s.c.Out == "" {
+		return
 	}
+	err := write(s.c.writer(), s.c.Out)
+	if err == nil {
+		return
+	}
+	if s.failedSaves++; s.failedSaves == 1 {
+		msg := fmt.Sprintf("a checkpoint of the result into %s failed %s into the run: %v; headroom tries again at every checkpoint and at the end, "+
+			"where a result %s cannot take goes to a new directory (said then)", s.c.Out, time.Since(s.start).Round(time.Second), err, s.c.Out)
+		s.saveNote = msg
+		s.res.Notes = append(s.res.Notes, msg)
+		if s.c.Warn != nil {
+			s.c.Warn(msg)
+		}
+	}
+}
+
+// notes are the notes every result of the run starts with: a failed
+// checkpoint's, if one failed.
+func (s *session) notes() []string {
+	if s.saveNote == "" {
+		return nil
+	}
+	return []string{s.saveNote}
 }
 
 // save writes the final result into Out, if there is one, with write;

@@ -384,7 +384,7 @@ func (r *stepRun) finish(status string) {
 	res.RampTotals = r.excluded.Total(metrics.Request, scratch).Summarize("setup and settling", r.exclTime)
 	res.Setup = setupOf(r.s.all, r.s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
 
-	res.Notes = nil
+	res.Notes = r.s.notes()
 	if note := r.s.generator(nil); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

@@ -42,7 +42,8 @@ func (d *fillingDisk) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-// A disk that fills up during a run: the run goes its length, its result
+// A disk that fills up during a run: the run goes its length, the first
+// checkpoint that fails is said at once (and in the notes), its result
 // lands in a named fallback directory, and the output directory is left
 // with neither temporary files nor the stale checkpoint.
 func TestFullDiskResultGoesToAFallback(t *testing.T) {
@@ -51,9 +52,21 @@ func TestFullDiskResultGoesToAFallback(t *testing.T) {
 	base := t.TempDir()
 	out, fallback := filepath.Join(base, "out"), filepath.Join(base, "tmp")
 	disk := &fillingDisk{dir: out}
+	var warned []string
+	var warnedAt time.Time
 	b := &Bounded{Common: Common{Scenario: sc, Target: target, Out: out, FS: disk, FallbackDir: fallback,
-		Save: 300 * time.Millisecond, Grace: time.Second}, Users: 2, Duration: 1500 * time.Millisecond}
+		Save: 300 * time.Millisecond, Grace: time.Second, Warn: func(msg string) {
+			warned = append(warned, msg)
+			warnedAt = time.Now()
+		}}, Users: 2, Duration: 1500 * time.Millisecond}
 	res, err := b.Run(context.Background())
+	ended := time.Now()
+	if len(warned) != 1 || !strings.Contains(warned[0], "checkpoint") || !strings.Contains(warned[0], out) || !warnedAt.Before(ended) {
+		t.Errorf("warned %q at %v, the run ended at %v; want once, during the run", warned, warnedAt, ended)
+	}
+	if res != nil && !strings.Contains(strings.Join(res.Notes, "\n"), "a checkpoint of the result into "+out+" failed") {
+		t.Errorf("the notes do not say a checkpoint failed: %q", res.Notes)
+	}
 	var we *WriteError
 	if !errors.As(err, &we) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("err = %v, want a WriteError for ENOSPC", err)
