@@ -37,6 +37,13 @@ type AgentOptions struct {
 	// coordinator gave it (Welcome.Lease). Nil: it stops its users, and
 	// Serve returns (Retry says to join again).
 	Redial func(context.Context) (Stream, error)
+	// Leave, once closed (SIGTERM), makes the agent leave the run in good
+	// order: its users stop (each within the grace period), its last
+	// snapshot and a Done saying it leaves go, and Serve returns ErrLeft
+	// once the coordinator has acknowledged them all (at most ackWait
+	// later; past it, an error counting what was not delivered). The
+	// coordinator moves its users to the other agents. Nil: never.
+	Leave <-chan struct{}
 	// MaxMemory, in bytes, is how much memory this agent may use (its
 	// --max-memory): past it, its users are cancelled and its status
 	// says so (Status.Memory), for the coordinator to stop the run. 0: no
@@ -60,8 +67,15 @@ func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
 		return err
 	}
 	var st Start
-	if err := recv(s, KindStart, &st); err != nil {
-		return err
+	started := make(chan error, 1)
+	go func() { started <- recv(s, KindStart, &st) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return err
+		}
+	case <-opt.Leave: // nothing ran here yet: nothing to deliver
+		return fmt.Errorf("%w (before its run began)", ErrLeft)
 	}
 	prom := opt.Prom
 	if prom == nil && st.Metrics {
@@ -207,6 +221,7 @@ type agent struct {
 	families bool
 	flushed  uint64       // the coordinator's last tick answered (KindFlush)
 	stopping bool         // told to stop: its users stopped, it waits for acks
+	leaving  bool         // stopping because it leaves the run (AgentOptions.Leave)
 	beat     *time.Ticker // a status when nothing else was sent for a second
 	acked    *time.Timer  // once stopping: the wait for the last acknowledgements
 	done     *Frame       // its Done, once numbered
@@ -281,6 +296,7 @@ func (a *agent) run(ctx context.Context) error {
 	a.acked.Stop() // until stopping
 	defer a.acked.Stop()
 	err := a.status()
+	leave := a.opt.Leave
 	for {
 		if errors.Is(err, errBroken) {
 			err = a.resume(ctx, err)
@@ -289,11 +305,20 @@ func (a *agent) run(ctx context.Context) error {
 			return err
 		}
 		if a.stopping && len(a.out.pending) == 0 {
+			if a.leaving {
+				return ErrLeft
+			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-leave:
+			leave = nil
+			if !a.stopping {
+				a.leaving = true
+				err = a.stop()
+			}
 		case d := <-a.in:
 			switch {
 			case d.gen != a.gen: // a stream left behind
@@ -314,7 +339,7 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		case <-adding.C:
 		case <-a.acked.C:
-			return fmt.Errorf("the coordinator did not acknowledge the last snapshot within %v", ackWait)
+			return fmt.Errorf("the coordinator did not acknowledge the last %d snapshots (Done included) within %v: what they held is not in its figures", len(a.out.pending), ackWait)
 		}
 		// Users are added in batches, between frames, as a runner does.
 		if !a.stopping && !a.open && a.e.SetUsersBy(a.want, 256) != a.want {
@@ -382,17 +407,25 @@ func (a *agent) handle(f *Frame) error {
 			return a.fail(fmt.Errorf("its share of the arrivals: %v", err))
 		}
 	case KindStop:
-		// Every user stops (each within the grace period), then the last
-		// snapshot and Done go, and the acknowledgement of all is awaited.
-		a.stopping = true
-		a.e.Stop()
-		a.acked.Reset(ackWait)
-		return a.flush()
+		return a.stop()
 	default:
 		return fmt.Errorf("agents: a %s frame during the run", f.Kind)
 	}
 	return nil
 }
+
+// stop stops every user (each within the grace period), then sends the
+// last snapshot and Done; run awaits the acknowledgement of all.
+func (a *agent) stop() error {
+	a.stopping = true
+	a.e.Stop()
+	a.acked.Reset(ackWait)
+	return a.flush()
+}
+
+// ErrLeft is Serve's error for an agent that left the run (Leave) with
+// every snapshot acknowledged.
+var ErrLeft = errors.New("left the run as told, every sample delivered")
 
 // flush numbers what was recorded since the last flush as the next
 // snapshot, and sends it and the rest (tell).
@@ -450,10 +483,10 @@ func (a *agent) tell() error {
 		return nil
 	}
 	if a.session == "" { // a coordinator of before: it acknowledges no Done
-		return a.sendMsg(KindDone, Done{UsersByType: a.e.UsersByType()})
+		return a.sendMsg(KindDone, Done{UsersByType: a.e.UsersByType(), Leaving: a.leaving})
 	}
 	if a.done == nil {
-		body, err := json.Marshal(Done{UsersByType: a.e.UsersByType()})
+		body, err := json.Marshal(Done{UsersByType: a.e.UsersByType(), Leaving: a.leaving})
 		if err != nil {
 			return err
 		}

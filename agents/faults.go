@@ -36,7 +36,7 @@ type fault struct {
 func (f *Fleet) lost(r *remote) {
 	c := f.c
 	c.mu.Lock()
-	if f.stopping || r.done != nil || r.sent.IsZero() {
+	if f.stopping || (r.done != nil && !r.done.Leaving) || r.sent.IsZero() {
 		c.mu.Unlock()
 		return
 	}

@@ -30,7 +30,7 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 			Arrivals: r.status.Arrivals, Dropped: r.status.Dropped,
 			P50Ms: r.status.P50Ms, P99Ms: r.status.P99Ms,
 			CPUS: r.status.CPUSeconds, RSSMB: r.status.PeakRSSMB, Late: r.status.Late, Lateness: r.status.Lateness, Burstiness: r.status.Burstiness}
-		if r.ended && r.done == nil {
+		if r.ended && (r.done == nil || r.done.Leaving) {
 			to = r.left
 			a.LeftS = r.left.Sub(f.began).Seconds()
 			a.Lost = "its stream ended"

@@ -95,6 +95,9 @@ func (c *Coordinator) leave(r *remote, att *attachment, err error, killed bool) 
 			return err
 		}
 		err = ended(err)
+		if r.done != nil && r.done.Leaving {
+			err = errLeft
+		}
 		if r.exited != nil { // its launcher saw the process end first
 			err = exitedErr(err, r.exited)
 		}
@@ -104,6 +107,9 @@ func (c *Coordinator) leave(r *remote, att *attachment, err error, killed bool) 
 	c.tellLost(r)
 	return err
 }
+
+// errLeft is why an agent that left during the run (Done.Leaving) ended.
+var errLeft = errors.New("it left the run, told to stop (SIGTERM): its users stopped and every sample it recorded was delivered")
 
 // end records that r ended at left, for why. c.mu held; tell the fleet
 // (tellLost) once it is released.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 )
 
@@ -103,12 +104,12 @@ func (n *testNet) setDown(down bool) {
 // agent is `headroom agent`'s loop for agent name: join, serve, and join
 // again while Retry says so, a second apart, until the run is over. Its
 // Serve errors go to errs, the last (nil: the run ended) to done.
-func (n *testNet) agent(ctx context.Context, name string, prom *metrics.Prom) (done <-chan error, errs func() []error) {
+func (n *testNet) agent(ctx context.Context, name string, prom *metrics.Prom, leave <-chan struct{}) (done <-chan error, errs func() []error) {
 	d := make(chan error, 1)
 	var mu sync.Mutex
 	var all []error
 	dial := n.dialer(name)
-	opt := AgentOptions{Token: []byte(testToken), Name: name, Version: "test", Prom: prom, Redial: dial}
+	opt := AgentOptions{Token: []byte(testToken), Name: name, Version: "test", Prom: prom, Redial: dial, Leave: leave}
 	if tune := n.tune[name]; tune != nil {
 		tune(&opt)
 	}
@@ -224,6 +225,7 @@ type testRun struct {
 	prom       map[string]*metrics.Prom
 	kill       map[string]context.CancelFunc // ends agent name's process
 	killed     map[string]bool
+	leave      map[string]chan struct{} // closed: agent name leaves, as on SIGTERM
 	ticks      int
 	total      *metrics.Snapshot   // every Drain merged
 	seconds    []*metrics.Snapshot // each tick's Drain
@@ -246,7 +248,7 @@ func startTuned(t *testing.T, watch bool, tune map[string]func(*AgentOptions), u
 	}
 	r := &testRun{t: t, ctx: ctx, cancel: cancel, c: c, n: &testNet{t: t, c: c, links: map[string][]*link{}, tune: tune},
 		done: map[string]<-chan error{}, errs: map[string]func() []error{}, prom: map[string]*metrics.Prom{},
-		kill: map[string]context.CancelFunc{}, killed: map[string]bool{}, total: metrics.NewSnapshot()}
+		kill: map[string]context.CancelFunc{}, killed: map[string]bool{}, leave: map[string]chan struct{}{}, total: metrics.NewSnapshot()}
 	for _, name := range names {
 		r.join(name)
 	}
@@ -269,8 +271,8 @@ func startTuned(t *testing.T, watch bool, tune map[string]func(*AgentOptions), u
 // join starts agent name, which dials the coordinator.
 func (r *testRun) join(name string) {
 	ctx, kill := context.WithCancel(r.ctx)
-	r.prom[name], r.kill[name] = metrics.NewProm(), kill
-	r.done[name], r.errs[name] = r.n.agent(ctx, name, r.prom[name])
+	r.prom[name], r.kill[name], r.leave[name] = metrics.NewProm(), kill, make(chan struct{})
+	r.done[name], r.errs[name] = r.n.agent(ctx, name, r.prom[name], r.leave[name])
 }
 
 // killAgent ends agent name's process, as a SIGKILL does: its stream is
@@ -310,7 +312,7 @@ func (r *testRun) stop() {
 	r.f.Drain(s)
 	r.total.Merge(s)
 	for name, done := range r.done {
-		if err := <-done; err != nil && !r.killed[name] {
+		if err := <-done; err != nil && !errors.Is(err, ErrLeft) && !r.killed[name] {
 			r.t.Errorf("agent %s ended with %v (all: %v)", name, err, r.errs[name]())
 		}
 	}
@@ -438,6 +440,63 @@ func TestAgentResumesWithinItsLease(t *testing.T) {
 		t.Logf("%d actions and %d deliveries (%d µs to %d µs) merged over %d s, exactly as recorded",
 			r.total.Actions["Act"].Count, d.Count, d.Hist().Min(), d.Hist().Max(), r.ticks)
 	})
+}
+
+// TestAgentLeavesWithEverySample tells one agent to leave mid-run, as
+// SIGTERM does: it stops its users, its last snapshot and a Done go, and
+// it ends once they are acknowledged; the coordinator moves its users to
+// the other agent. Nothing it recorded is lost: the merged figures are
+// exactly what the agents sent, which is what their own metrics counted.
+func TestAgentLeavesWithEverySample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, true, 20, "a", "b")
+		for r.ticks < 10 {
+			if r.ticks == 4 {
+				time.Sleep(300 * time.Millisecond) // mid-second: its users mid-action
+				close(r.leave["a"])
+			}
+			r.tick()
+		}
+		var left error
+		select {
+		case left = <-r.done["a"]:
+		default:
+			t.Fatal("agent a had not ended 6 s after it was told to leave")
+		}
+		r.done["a"] = closedWith(left)
+		r.stop()
+		if !errors.Is(left, ErrLeft) {
+			t.Errorf("agent a ended with %v, want ErrLeft", left)
+		}
+		sameFigures(t, r.total, r.n.sent())
+		for _, name := range []string{"a", "b"} {
+			acts, dels := r.observed(name)
+			sent := r.n.sentBy(t, name)
+			if sent.Actions["Act"].Count != acts || sent.Deliveries["Slept"].Count != dels {
+				t.Errorf("agent %s sent %d actions and %d deliveries; its own metrics counted %d and %d", name,
+					sent.Actions["Act"].Count, sent.Deliveries["Slept"].Count, acts, dels)
+			}
+		}
+		res := r.f.Agents(0)
+		byName := map[string]result.Agent{}
+		for _, a := range res.Agents {
+			byName[a.Name] = a
+		}
+		if a := byName["a"]; !strings.Contains(a.Lost, "left the run") {
+			t.Errorf("agent a in the result: %+v; want it said to have left", a)
+		}
+		if b := byName["b"]; b.Peak != 20 {
+			t.Errorf("agent b peaked at %d users, want 20: a's users moved to it", b.Peak)
+		}
+		t.Logf("agent a left at 4.3 s; %d actions merged, as the agents recorded them; degraded: %q", r.total.Actions["Act"].Count, r.degraded)
+	})
+}
+
+// closedWith is a channel that yields err once.
+func closedWith(err error) <-chan error {
+	c := make(chan error, 1)
+	c <- err
+	return c
 }
 
 // TestAgentPastItsLeaseRejoins cuts an agent off for longer than its

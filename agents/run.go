@@ -232,6 +232,10 @@ type Status struct {
 // Done is an agent's last word.
 type Done struct {
 	UsersByType map[string]int `json:"users_by_type"`
+	// Leaving: the agent leaves during the run (it was told to stop, as
+	// SIGTERM does), not because the coordinator stopped it; its users
+	// are to move to the other agents.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // ids is the id of agent index's nth user among agents: they interleave

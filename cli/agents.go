@@ -108,10 +108,20 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		defer stop()
 		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", metricsAddr)
 	}
+	// Ctrl-C or SIGTERM (ctx) makes the agent leave in good order: its
+	// users stop, its last samples go and are acknowledged (bounded), on
+	// a stream and users that outlive the signal (hard) until then.
+	opt.Leave = ctx.Done()
+	hard, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	deadline, said := time.Now().Add(wait), ""
 	for {
-		err := joinOnce(ctx, conn, opt)
+		err := joinOnce(hard, conn, opt)
 		if err == nil {
+			return ExitOK
+		}
+		if errors.Is(err, agents.ErrLeft) {
+			fmt.Fprintf(env.Stderr, "headroom agent: %v\n", err)
 			return ExitOK
 		}
 		if !agents.Retry(err) || time.Now().After(deadline) {
@@ -125,6 +135,9 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		case <-ctx.Done():
 			return fail(env, ExitError, "agent %s: %v", name, context.Cause(ctx))
 		case <-time.After(time.Second):
+		}
+		if ctx.Err() != nil { // told to stop while it was not in a run
+			return fail(env, ExitError, "agent %s: %v", name, context.Cause(ctx))
 		}
 	}
 }

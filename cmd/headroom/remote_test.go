@@ -194,3 +194,69 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestAgentSIGTERMLeavesInGoodOrder: an agent told to stop mid-run (as a
+// node drain's SIGTERM does) stops its users, delivers its last samples
+// and exits 0 once they are acknowledged; the coordinator moves its users
+// to the other agent and records it as having left, every sample of it
+// delivered (agents.TestAgentLeavesWithEverySample holds the figures to
+// the last sample).
+func TestAgentSIGTERMLeavesInGoodOrder(t *testing.T) {
+	dir := t.TempDir()
+	star, token := filepath.Join(dir, "ping.star"), filepath.Join(dir, "token")
+	scenario := strings.NewReplacer(`names = data.csv("names.csv")`, `names = [{"name": "ax"}, {"name": "bo"}, {"name": "cy"}]`).Replace(agentScenario)
+	for name, content := range map[string]string{star: scenario, token: "c9f1e27a04b83d6f5a2e18c07d94b3f6"} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := freeAddr(t)
+	out := filepath.Join(t.TempDir(), "run")
+	coord := command(t, "", nil, "run", star, "--target", testbedURL(t), "--users", "20", "--ramp", "1s", "--duration", "10s",
+		"--out", out, "--quiet", "--no-report", "--agents", "2", "--listen", addr, "--token-file", token)
+	var coordOut syncBuffer
+	coord.Stdout, coord.Stderr = &coordOut, &coordOut
+	if err := coord.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coord.Process.Kill() })
+	agent := func(name string) (*exec.Cmd, *syncBuffer) {
+		cmd := command(t, "", nil, "agent", "--coordinator", addr, "--token-file", token, "--name", name, "--wait", "30s")
+		var o syncBuffer
+		cmd.Stdout, cmd.Stderr = &o, &o
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, &o
+	}
+	a, aOut := agent("a")
+	b, _ := agent("b")
+	waitFor(t, &coordOut, "agent 1 joined", 20*time.Second)
+	time.Sleep(4 * time.Second)
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(a, 30*time.Second); err != nil || !strings.Contains(aOut.String(), "every sample delivered") {
+		t.Errorf("agent a on SIGTERM: %v, want exit 0 saying every sample was delivered\n%s", err, aOut.String())
+	}
+	if err := waitExit(coord, 60*time.Second); err != nil {
+		t.Fatalf("the coordinator: %v\n%s", err, coordOut.String())
+	}
+	if err := waitExit(b, 20*time.Second); err != nil {
+		t.Errorf("agent b: %v", err)
+	}
+	r, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != result.Completed || r.Agents == nil || len(r.Agents.Faults) != 1 {
+		t.Fatalf("status %q, agents %+v: want completed, one fault\n%s", r.Status, r.Agents, coordOut.String())
+	}
+	if f := r.Agents.Faults[0]; f.Name != "a" || f.Users != 10 || f.To != 1 || !strings.Contains(f.Reason, "left the run") {
+		t.Errorf("fault %+v: want a's 10 users moved to b, a having left the run", f)
+	}
+	if last := r.Timeline[len(r.Timeline)-2]; last.Users != 20 || last.Ready != 20 {
+		t.Errorf("at the end %d users, %d ready: want 20", last.Users, last.Ready)
+	}
+}
