@@ -19,6 +19,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -29,12 +30,13 @@ import (
 // Set is one run's objects, by role.
 type Set struct {
 	Namespace   *corev1.Namespace
-	Service     *corev1.Service   // headless; agents dial it
-	Coordinator *batchv1.Job      // headroom run --agents N
-	Agents      *batchv1.Job      // Indexed, N pods of headroom agent
-	Scenario    *corev1.ConfigMap // the scenario's source
-	Token       *corev1.Secret    // the shared token, key "token"
-	TLS         *corev1.Secret    // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
+	Service     *corev1.Service             // headless; agents dial it
+	Coordinator *batchv1.Job                // headroom run --agents N
+	Agents      *batchv1.Job                // Indexed, N pods of headroom agent
+	Scenario    *corev1.ConfigMap           // the scenario's source
+	Token       *corev1.Secret              // the shared token, key "token"
+	TLS         *corev1.Secret              // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
+	Policy      *networkingv1.NetworkPolicy // who may reach the coordinator's and agents' ports
 }
 
 // Objects returns the set in the order to create them: the namespace, then
@@ -44,7 +46,7 @@ func (s *Set) Objects() []runtime.Object {
 	if s.TLS != nil {
 		objs = append(objs, s.TLS)
 	}
-	return append(objs, s.Scenario, s.Service, s.Coordinator, s.Agents)
+	return append(objs, s.Scenario, s.Service, s.Policy, s.Coordinator, s.Agents)
 }
 
 // Names of the objects a Set is made of.
@@ -55,14 +57,15 @@ const (
 	ScenarioName    = "headroom-scenario"
 	TokenName       = "headroom-token"
 	TLSName         = "headroom-tls"
+	PolicyName      = "headroom"
 )
 
-// newStrictSerializer decodes YAML or JSON into the types of core/v1 and
-// batch/v1, the only groups the manifests use, rejecting unknown and
-// duplicate fields.
+// newStrictSerializer decodes YAML or JSON into the types of core/v1,
+// batch/v1 and networking/v1, the only groups the manifests use, rejecting
+// unknown and duplicate fields.
 func newStrictSerializer() *json.Serializer {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // a registration of k8s.io/api's own types cannot fail
 		}
@@ -73,7 +76,7 @@ func newStrictSerializer() *json.Serializer {
 
 // DecodeStrict decodes one YAML or JSON document into the Go type its
 // apiVersion and kind name. Unknown fields, duplicated fields, a kind
-// outside core/v1 and batch/v1 and a document that is not one object are
+// outside core/v1, batch/v1 and networking/v1, and a document that is not one object are
 // errors.
 func DecodeStrict(doc []byte) (runtime.Object, error) {
 	obj, gvk, err := newStrictSerializer().Decode(doc, nil, nil)
@@ -209,6 +212,8 @@ func Classify(objs []runtime.Object) (*Set, error) {
 			default:
 				dup = true
 			}
+		case *networkingv1.NetworkPolicy:
+			dup, s.Policy = s.Policy != nil || o.Name != PolicyName, o
 		case *batchv1.Job:
 			switch o.Name {
 			case CoordinatorName:
@@ -230,7 +235,8 @@ func Classify(objs []runtime.Object) (*Set, error) {
 		nil_ bool
 	}{{"Namespace", s.Namespace == nil}, {"Service " + ServiceName, s.Service == nil},
 		{"Job " + CoordinatorName, s.Coordinator == nil}, {"Job " + AgentsName, s.Agents == nil},
-		{"ConfigMap " + ScenarioName, s.Scenario == nil}, {"Secret " + TokenName, s.Token == nil}} {
+		{"ConfigMap " + ScenarioName, s.Scenario == nil}, {"Secret " + TokenName, s.Token == nil},
+		{"NetworkPolicy " + PolicyName, s.Policy == nil}} {
 		if missing.nil_ {
 			return nil, fmt.Errorf("no %s", missing.what)
 		}

@@ -42,6 +42,7 @@ import (
 	"github.com/headroom-dev/headroom/deploy/kubernetes/check"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -267,6 +268,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, set *check.Set) error {
 			_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Service:
 			_, err = cs.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *networkingv1.NetworkPolicy:
+			_, err = cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *batchv1.Job:
 			_, err = cs.BatchV1().Jobs(ns).Create(ctx, o, metav1.CreateOptions{})
 		default:
