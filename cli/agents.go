@@ -108,36 +108,38 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 		defer stop()
 		fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", metricsAddr)
 	}
-	// Ctrl-C or SIGTERM (ctx) makes the agent leave in good order: its
-	// users stop, its last samples go and are acknowledged (bounded), on
-	// a stream and users that outlive the signal (hard) until then.
+	return joinUntil(ctx, env, conn, opt, coordinator, wait)
+}
+
+// joinUntil joins the coordinator and serves its run, dialing again for
+// up to wait while it does not answer or has no place. Ctrl-C or SIGTERM
+// (ctx) makes the agent leave in good order: its users stop, its last
+// samples go and are acknowledged (bounded), on a stream and users that
+// outlive the signal (hard) until then.
+func joinUntil(ctx context.Context, env Env, conn *grpc.ClientConn, opt agents.AgentOptions, coordinator string, wait time.Duration) int {
 	opt.Leave = ctx.Done()
 	hard, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	deadline, said := time.Now().Add(wait), ""
 	for {
 		err := joinOnce(hard, conn, opt)
-		if err == nil {
+		switch {
+		case err == nil:
 			return ExitOK
-		}
-		if errors.Is(err, agents.ErrLeft) {
+		case errors.Is(err, agents.ErrLeft):
 			fmt.Fprintf(env.Stderr, "headroom agent: %v\n", err)
 			return ExitOK
-		}
-		if !agents.Retry(err) || time.Now().After(deadline) {
-			return fail(env, ExitError, "agent %s: %v", name, err)
+		case !agents.Retry(err) || time.Now().After(deadline):
+			return fail(env, ExitError, "agent %s: %v", opt.Name, err)
 		}
 		if msg := err.Error(); msg != said { // once per reason, not once a second
 			fmt.Fprintf(env.Stderr, "headroom agent: %s: %v; trying again for up to %v\n", coordinator, err, time.Until(deadline).Round(time.Second))
 			said = msg
 		}
 		select {
-		case <-ctx.Done():
-			return fail(env, ExitError, "agent %s: %v", name, context.Cause(ctx))
+		case <-ctx.Done(): // told to stop while it was not in a run
+			return fail(env, ExitError, "agent %s: %v", opt.Name, context.Cause(ctx))
 		case <-time.After(time.Second):
-		}
-		if ctx.Err() != nil { // told to stop while it was not in a run
-			return fail(env, ExitError, "agent %s: %v", name, context.Cause(ctx))
 		}
 	}
 }

@@ -193,8 +193,8 @@ type Generator struct {
 // Histograms is histograms.json: exact latency histograms, microseconds.
 type Histograms struct {
 	Format   string            `json:"format"`
-	Written  string            `json:"written,omitempty"` // as Result.Written`
-	Unit     string            `json:"unit"` // "us"
+	Written  string            `json:"written,omitempty"` // as Result.Written
+	Unit     string            `json:"unit"`              // "us"
 	Window   string            `json:"window"`
 	Requests map[string]string `json:"requests"` // name -> base64 HDR V2 compressed
 	Actions  map[string]string `json:"actions"`

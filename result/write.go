@@ -33,6 +33,7 @@ var _ FS = OS{}
 
 func (OS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
 func (OS) Mkdir(path string, perm fs.FileMode) error    { return os.Mkdir(path, perm) }
+
 // WriteFile writes data to name and syncs it to the disk.
 func (OS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
