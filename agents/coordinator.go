@@ -81,6 +81,7 @@ type remote struct {
 	pool                engine.OpenModel // its share of the open model's pool; zero before one
 	flushed             uint64           // the last tick (Fleet.Drain) it sent its samples for
 	done                *Done
+	leftWith            int   // the users it was to have set up when it said it leaves (Done.Leaving)
 	err                 error // why its stream ended
 	ended               bool
 	exited              error // its process ended (Exited): it cannot resume
@@ -401,6 +402,9 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 			}
 			if fresh {
 				r.done = &d
+				if d.Leaving { // its share goes to the others from now on: say how much it was
+					r.leftWith = r.setUp()
+				}
 				c.notify()
 			}
 			seq := r.in.merged

@@ -44,8 +44,12 @@ func (f *Fleet) lost(r *remote) {
 	if r.err != nil {
 		why = r.err.Error()
 	}
+	users := r.setUp()
+	if r.done != nil { // it left (Done.Leaving): its share may have moved already
+		users = r.leftWith
+	}
 	ft := &fault{Fault: result.Fault{T: r.left.Sub(f.began).Seconds(), Index: r.index, Name: r.hello.Name,
-		Reason: why, Users: r.setUp()}, at: r.left}
+		Reason: why, Users: users}, at: r.left}
 	r.want = 0
 	changed, pooled := f.share(), f.pools()
 	ft.need, ft.seen = map[*remote]int{}, map[*remote]int{}

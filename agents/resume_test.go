@@ -478,6 +478,9 @@ func TestAgentLeavesWithEverySample(t *testing.T) {
 			}
 		}
 		res := r.f.Agents(0)
+		if len(res.Faults) != 1 || res.Faults[0].Name != "a" || res.Faults[0].Users != 10 || res.Faults[0].To != 1 {
+			t.Errorf("faults %+v: want a's 10 users moved to b", res.Faults)
+		}
 		byName := map[string]result.Agent{}
 		for _, a := range res.Agents {
 			byName[a.Name] = a
