@@ -51,8 +51,12 @@ actions = [action("Grow", grow)]
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	t.Logf("stopped after %v; peak RSS of the test process %d MiB", time.Since(start).Round(time.Millisecond), ru.Maxrss>>10)
-	if time.Since(start) > 20*time.Second {
-		t.Errorf("took %v", time.Since(start))
+	// Stopped well before its minute: ~3 s here, 27 s beside two busy
+	// loops and the test command's other packages (Synapse's among them,
+	// at a higher priority), the doubling string's copies slowed with the
+	// rest.
+	if time.Since(start) > 45*time.Second {
+		t.Errorf("took %v: the run went (nearly) its length of a minute, not stopped at the limit", time.Since(start))
 	}
 	back, rerr := result.Read(out)
 	if rerr != nil || res.Status != result.Stopped || back.Status != result.Stopped {
