@@ -390,37 +390,44 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 			r.families, r.heard = mfs, c.now()
 			c.mu.Unlock()
 		case KindDone:
-			var d Done
-			if err := json.Unmarshal(f.Body, &d); err != nil {
-				return fmt.Errorf("%s: a bad done: %v", r, err)
-			}
-			c.mu.Lock()
-			r.heard = c.now()
-			fresh, err := true, error(nil)
-			if f.Seq > 0 { // numbered after its last snapshot, to be acknowledged
-				fresh, err = r.in.fresh(f)
-			}
-			if fresh {
-				r.done = &d
-				if d.Leaving { // its share goes to the others from now on: say how much it was
-					r.leftWith = r.setUp()
-				}
-				c.notify()
-			}
-			seq := r.in.merged
-			c.mu.Unlock()
-			if err != nil {
-				return fmt.Errorf("%s: %v", r, err)
-			}
-			if f.Seq > 0 {
-				if err := r.ack(seq); err != nil {
-					return err
-				}
+			if err := c.done(r, f); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("%s: a %s frame", r, f.Kind)
 		}
 	}
+}
+
+// done takes r's Done f: the end of its run, or (Leaving) of its part in
+// it; a numbered one is acknowledged as a snapshot is.
+func (c *Coordinator) done(r *remote, f *Frame) error {
+	var d Done
+	if err := json.Unmarshal(f.Body, &d); err != nil {
+		return fmt.Errorf("%s: a bad done: %v", r, err)
+	}
+	c.mu.Lock()
+	r.heard = c.now()
+	fresh, err := true, error(nil)
+	if f.Seq > 0 { // numbered after its last snapshot, to be acknowledged
+		fresh, err = r.in.fresh(f)
+	}
+	if fresh {
+		r.done = &d
+		if d.Leaving { // its share goes to the others from now on: say how much it was
+			r.leftWith = r.setUp()
+		}
+		c.notify()
+	}
+	seq := r.in.merged
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s: %v", r, err)
+	}
+	if f.Seq > 0 {
+		return r.ack(seq)
+	}
+	return nil
 }
 
 // await waits until cond (called with c.mu held) is true, or ctx ends.
