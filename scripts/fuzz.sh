@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the repository (each func FuzzXxx in a
 # _test.go file) for FUZZTIME, one after the other: the HTTP response
-# parser, JSON into Starlark, scenario loading, result and histogram
+# parser, JSON into Starlark, scenario loading, data.csv files, result and histogram
 # reading, check queries, an agent's encoded snapshots (FuzzMergeEncoded,
 # metrics/wire_hostile_test.go). A failing input is written under the package's
 # testdata/fuzz/ and the script fails; commit the input with the fix so it
 # stays a regression seed (plain `go test` runs every seed).
 #
-#   ./scripts/fuzz.sh                    # 2 minutes per target (about 18 minutes in all)
+#   ./scripts/fuzz.sh                    # 2 minutes per target (about 30 minutes in all)
 #   FUZZTIME=10s ./scripts/fuzz.sh       # a quick pass (the test command runs this)
 #   FUZZ_WORKERS=1 ./scripts/fuzz.sh     # leave a core for other work
 #   ./scripts/fuzz.sh FuzzResponseParser # one target
