@@ -309,8 +309,9 @@ func (c *Coordinator) admit(h Hello, att *attachment) (r *remote, w Welcome, dis
 	return r, Welcome{Index: r.index, Session: r.session, Lease: c.lease}, displaced, nil
 }
 
-// place is the place a late agent takes: a lost agent's, the one of the
-// same name first (a Kubernetes pod re-created), or -1. An agent away
+// place is the place a late agent takes: a lost agent's or one that left
+// (Done.Leaving), the one of the same name first (a Kubernetes pod
+// re-created), or -1. An agent away
 // keeps its place for its lease unless the new agent has its name: that
 // is the same machine or pod started anew (a process that had kept
 // running would have resumed instead), and it is lost now. c.mu held.
@@ -320,7 +321,7 @@ func (c *Coordinator) place(name string) int {
 		if r.hello.Name == name && r.away() {
 			return i
 		}
-		if !r.ended || r.done != nil {
+		if !r.ended || (r.done != nil && !r.done.Leaving) { // running, or at the end of the run
 			continue
 		}
 		if r.hello.Name == name {

@@ -495,6 +495,57 @@ func TestAgentLeavesWithEverySample(t *testing.T) {
 	})
 }
 
+// TestAgentThatLeftIsReplaced: an agent that left the run (its pod
+// deleted: SIGTERM) frees its place, and a new agent of its name (the pod
+// the Job makes again) takes it and runs its share again.
+func TestAgentThatLeftIsReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startRun(t, true, 20, "a", "b")
+		for r.ticks < 3 {
+			r.tick()
+		}
+		close(r.leave["a"])
+		for r.ticks < 6 {
+			r.tick()
+		}
+		select {
+		case err := <-r.done["a"]:
+			r.done["a"] = closedWith(err)
+		default:
+			t.Fatal("agent a had not ended 3 s after it was told to leave")
+		}
+		r.join("a")
+		for r.ticks < 12 {
+			r.tick()
+		}
+		users, ready := r.f.Users(), r.f.Ready()
+		res := r.f.Agents(0)
+		left := -1
+		for _, a := range res.Agents {
+			if a.Name == "a" && strings.Contains(a.Lost, "left the run") {
+				left = a.Index
+			}
+		}
+		var again bool
+		for _, a := range res.Agents {
+			if a.Name == "a" && a.JoinedS > 3 && a.Index == left && a.Peak > 0 && a.Lost == "" {
+				again = true
+			}
+		}
+		if !again { // refused a place, it would dial again until its wait ends
+			r.killed["a"] = true
+			r.kill["a"]()
+		}
+		r.stop()
+		if len(res.Agents) != 3 || !again {
+			t.Errorf("agents %+v: want a (left), b, and a again in a's place, with users", res.Agents)
+		}
+		if users != 20 || ready != 20 {
+			t.Errorf("at the end %d users, %d ready: want 20", users, ready)
+		}
+	})
+}
+
 // closedWith is a channel that yields err once.
 func closedWith(err error) <-chan error {
 	c := make(chan error, 1)

@@ -46,7 +46,10 @@ Examples:
   echo "$TOKEN" | headroom agent --coordinator 127.0.0.1:7070 --token-file -
 
 Exit codes: 0 the coordinator's run ended, 1 could not join or the run
-broke off, 2 bad flags, 5 an internal error (a bug in headroom).
+broke off, 2 bad flags, 3 it left the run when told to (Ctrl-C, SIGTERM)
+with every sample delivered: the run goes on without it (on Kubernetes, the
+agents' Job makes its pod again and does not count it as a failure), 5 an
+internal error (a bug in headroom).
 `
 
 func agentCmd(ctx context.Context, env Env, args []string) int {
@@ -128,7 +131,7 @@ func joinUntil(ctx context.Context, env Env, conn *grpc.ClientConn, opt agents.A
 			return ExitOK
 		case errors.Is(err, agents.ErrLeft):
 			fmt.Fprintf(env.Stderr, "headroom agent: %v\n", err)
-			return ExitOK
+			return ExitLeft
 		case !agents.Retry(err) || time.Now().After(deadline):
 			return fail(env, ExitError, "agent %s: %v", opt.Name, err)
 		}

@@ -24,6 +24,11 @@ const (
 	ExitOK    = 0 // done
 	ExitError = 1 // the run could not be done or was cut short: target unreachable, I/O error, stopped by headroom, no ceiling
 	ExitUsage = 2 // bad command line, scenario, checks or --out; nothing was sent
+	// ExitLeft: an agent left its coordinator's run when told to (Ctrl-C,
+	// SIGTERM), every sample delivered; the run goes on without it. Not 0,
+	// which would tell a Job that the agent's work is done. (compare's 3,
+	// ExitRegression, is another command's.)
+	ExitLeft = 3
 	// ExitNothing: the run went its course but measured nothing (status
 	// failed): every request failed, or no user finished setup.
 	ExitNothing = 4

@@ -197,7 +197,8 @@ func (s *syncBuffer) String() string {
 
 // TestAgentSIGTERMLeavesInGoodOrder: an agent told to stop mid-run (as a
 // node drain's SIGTERM does) stops its users, delivers its last samples
-// and exits 0 once they are acknowledged; the coordinator moves its users
+// and exits 3 (left when told, cli.ExitLeft: not 0, which would tell a Job
+// its work is done) once they are acknowledged; the coordinator moves its users
 // to the other agent and records it as having left, every sample of it
 // delivered (agents.TestAgentLeavesWithEverySample holds the figures to
 // the last sample).
@@ -237,8 +238,8 @@ func TestAgentSIGTERMLeavesInGoodOrder(t *testing.T) {
 	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitExit(a, 30*time.Second); err != nil || !strings.Contains(aOut.String(), "every sample delivered") {
-		t.Errorf("agent a on SIGTERM: %v, want exit 0 saying every sample was delivered\n%s", err, aOut.String())
+	if err := waitExit(a, 30*time.Second); a.ProcessState == nil || a.ProcessState.ExitCode() != 3 || !strings.Contains(aOut.String(), "every sample delivered") {
+		t.Errorf("agent a on SIGTERM: %v, want exit 3 saying every sample was delivered\n%s", err, aOut.String())
 	}
 	if err := waitExit(coord, 60*time.Second); err != nil {
 		t.Fatalf("the coordinator: %v\n%s", err, coordOut.String())
