@@ -10,7 +10,9 @@
 # headroom (there is no kubelet, no container runtime and no image here).
 # Against headroom's testbed, it shows that the agents join the coordinator,
 # that an agent pod deleted mid-run is made again by the Job controller and
-# rejoins, and that the coordinator's Job completes; then prints a summary.
+# rejoins, that the coordinator's Job completes, and that its result,
+# on the results claim, is copied out through the reader pod after the
+# Job has ended; then prints a summary.
 #
 #   ./scripts/kube-e2e.sh install   # build the control plane into the cache (~11 min and
 #                                   # ~870 MB of module cache cold; instant after)
@@ -24,7 +26,8 @@
 #   USERS (20), RAMP (5s), DURATION (60s)   the coordinator's load against the testbed
 #   DELETE_AFTER (20s)   delete agent pod 1 this long after every agent joined
 #   TIMEOUT (10m)        the whole check's limit
-#   TLS (0)              1: apply deploy/kubernetes-tls instead (a CA and a certificate made for it)
+#   TLS (1)              apply deploy/kubernetes-tls, the default (a CA and a certificate made for it);
+#                        0: the plaintext base, deploy/kubernetes
 #   KEEP (0)             1: keep the working directory (kept anyway on failure)
 #   HEADROOM_CACHE       where the binaries live ($HOME/.cache/headroom by default)
 #   GO (go)              the Go that builds them (1.26 or later)
@@ -101,7 +104,7 @@ check() {
 	echo "== the check"
 	local keep=()
 	[[ ${KEEP:-0} == 1 ]] && keep+=(-keep)
-	[[ ${TLS:-0} == 1 ]] && keep+=(-tls)
+	if [[ ${TLS:-1} == 1 ]]; then keep+=(-tls=true); else keep+=(-tls=false); fi
 	"$tmp/e2e" -bin-dir "$INSTALL_DIR" -headroom "$tmp/headroom" -manifests "$ROOT/deploy/kubernetes" \
 		-users "${USERS:-20}" -ramp "${RAMP:-5s}" -duration "${DURATION:-60s}" \
 		-delete-after "${DELETE_AFTER:-20s}" -timeout "${TIMEOUT:-10m}" "${keep[@]}" &

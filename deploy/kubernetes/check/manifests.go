@@ -30,13 +30,14 @@ import (
 // Set is one run's objects, by role.
 type Set struct {
 	Namespace   *corev1.Namespace
-	Service     *corev1.Service             // headless; agents dial it
-	Coordinator *batchv1.Job                // headroom run --agents N
-	Agents      *batchv1.Job                // Indexed, N pods of headroom agent
-	Scenario    *corev1.ConfigMap           // the scenario's source
-	Token       *corev1.Secret              // the shared token, key "token"
-	TLS         *corev1.Secret              // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
-	Policy      *networkingv1.NetworkPolicy // who may reach the coordinator's and agents' ports
+	Service     *corev1.Service               // headless; agents dial it
+	Coordinator *batchv1.Job                  // headroom run --agents N
+	Agents      *batchv1.Job                  // Indexed, N pods of headroom agent
+	Scenario    *corev1.ConfigMap             // the scenario's source
+	Token       *corev1.Secret                // the shared token, key "token"
+	TLS         *corev1.Secret                // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
+	Policy      *networkingv1.NetworkPolicy   // who may reach the coordinator's and agents' ports
+	Results     *corev1.PersistentVolumeClaim // where the coordinator writes its result, outliving the pod
 }
 
 // Objects returns the set in the order to create them: the namespace, then
@@ -46,7 +47,7 @@ func (s *Set) Objects() []runtime.Object {
 	if s.TLS != nil {
 		objs = append(objs, s.TLS)
 	}
-	return append(objs, s.Scenario, s.Service, s.Policy, s.Coordinator, s.Agents)
+	return append(objs, s.Scenario, s.Results, s.Service, s.Policy, s.Coordinator, s.Agents)
 }
 
 // Names of the objects a Set is made of.
@@ -58,6 +59,10 @@ const (
 	TokenName       = "headroom-token"
 	TLSName         = "headroom-tls"
 	PolicyName      = "headroom"
+	ResultsName     = "headroom-results" // the claim, and the reader pod that mounts it
+	// ReaderFile is the pod that mounts the results claim for kubectl cp,
+	// applied on its own once the coordinator's Job has ended.
+	ReaderFile = "results-reader.yaml"
 )
 
 // newStrictSerializer decodes YAML or JSON into the types of core/v1,
@@ -214,6 +219,8 @@ func Classify(objs []runtime.Object) (*Set, error) {
 			}
 		case *networkingv1.NetworkPolicy:
 			dup, s.Policy = s.Policy != nil || o.Name != PolicyName, o
+		case *corev1.PersistentVolumeClaim:
+			dup, s.Results = s.Results != nil || o.Name != ResultsName, o
 		case *batchv1.Job:
 			switch o.Name {
 			case CoordinatorName:
@@ -236,12 +243,33 @@ func Classify(objs []runtime.Object) (*Set, error) {
 	}{{"Namespace", s.Namespace == nil}, {"Service " + ServiceName, s.Service == nil},
 		{"Job " + CoordinatorName, s.Coordinator == nil}, {"Job " + AgentsName, s.Agents == nil},
 		{"ConfigMap " + ScenarioName, s.Scenario == nil}, {"Secret " + TokenName, s.Token == nil},
-		{"NetworkPolicy " + PolicyName, s.Policy == nil}} {
+		{"NetworkPolicy " + PolicyName, s.Policy == nil}, {"PersistentVolumeClaim " + ResultsName, s.Results == nil}} {
 		if missing.nil_ {
 			return nil, fmt.Errorf("no %s", missing.what)
 		}
 	}
 	return s, nil
+}
+
+// Reader decodes dir/results-reader.yaml strictly: the pod that mounts
+// the results claim once the coordinator's Job has ended.
+func Reader(dir string) (*corev1.Pod, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ReaderFile))
+	if err != nil {
+		return nil, err
+	}
+	objs, err := DecodeAll(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ReaderFile, err)
+	}
+	if len(objs) != 1 {
+		return nil, fmt.Errorf("%s: %d objects, want one Pod", ReaderFile, len(objs))
+	}
+	pod, ok := objs[0].(*corev1.Pod)
+	if !ok || pod.Name != ResultsName {
+		return nil, fmt.Errorf("%s: a %T %q, want the Pod %s", ReaderFile, objs[0], nameOf(objs[0]), ResultsName)
+	}
+	return pod, nil
 }
 
 func nameOf(o runtime.Object) string {

@@ -463,3 +463,88 @@ func TestPolicyPodSecurityAndGrace(t *testing.T) {
 		t.Errorf("the agents' termination grace is %d s: under --grace (5 s) + the wait for the last acknowledgement (10 s) + margin", g)
 	}
 }
+
+// The coordinator writes its result to the claim, which outlives its pod,
+// and the reader pod mounts that claim read-only at the same path, as the
+// coordinator's user, locked down as the run's pods are: kubectl cp then
+// finds /results/run there.
+func TestResultsOutliveTheCoordinator(t *testing.T) {
+	s := build(t)
+	if got := s.Results.Spec.Resources.Requests.Storage(); got.IsZero() || len(s.Results.Spec.AccessModes) == 0 {
+		t.Errorf("claim %s: storage %v, access modes %v: want a size and a mode", ResultsName, got, s.Results.Spec.AccessModes)
+	}
+	coord := s.Coordinator.Spec.Template.Spec
+	out, _ := Flag(coord.Containers[0].Args, "out")
+	mount := claimMount(t, coord, ResultsName, out)
+	if mount == "" {
+		t.Fatalf("the coordinator's --out=%s is not on a volume of the claim %s", out, ResultsName)
+	}
+	pod, err := Reader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Namespace != s.Namespace.Name {
+		t.Errorf("%s: namespace %q, want %q (it is applied with kubectl apply -f, outside the kustomization)", ReaderFile, pod.Namespace, s.Namespace.Name)
+	}
+	if got := claimMount(t, pod.Spec, ResultsName, out); got != mount {
+		t.Errorf("%s mounts the claim at %q, the coordinator at %q: kubectl cp of %s would find nothing", ReaderFile, got, mount, out)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && !v.PersistentVolumeClaim.ReadOnly {
+			t.Errorf("%s: the claim is mounted writable; a reader needs it read-only", ReaderFile)
+		}
+	}
+	c, psc := pod.Spec.Containers[0], pod.Spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil ||
+		*psc.RunAsUser != *coord.SecurityContext.RunAsUser || psc.SeccompProfile == nil {
+		t.Errorf("%s: want runAsNonRoot as the coordinator's user (%d), a seccomp profile", ReaderFile, *coord.SecurityContext.RunAsUser)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("%s: want readOnlyRootFilesystem, no privilege escalation, capabilities drop ALL (the namespace enforces restricted)", ReaderFile)
+	}
+	if name, tag, ok := strings.Cut(c.Image, ":"); !ok || tag == "latest" || name == "" {
+		t.Errorf("%s: image %q: want a pinned tag", ReaderFile, c.Image)
+	}
+	if pod.Spec.ActiveDeadlineSeconds == nil || pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Errorf("%s: want an activeDeadlineSeconds and no service account token", ReaderFile)
+	}
+}
+
+// claimMount is the mount path in pod's container of the volume of claim
+// that holds path ("" when none does).
+func claimMount(t *testing.T, pod corev1.PodSpec, claim, path string) string {
+	t.Helper()
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != claim {
+			continue
+		}
+		for _, m := range pod.Containers[0].VolumeMounts {
+			if m.Name == v.Name && (path == m.MountPath || strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")) {
+				return m.MountPath
+			}
+		}
+	}
+	return ""
+}
+
+// An agent that leaves when told (SIGTERM, exit 3: cli.ExitLeft) is made
+// again without counting a failure; bad flags and bugs fail the Job.
+func TestAgentsLeftAreMadeAgain(t *testing.T) {
+	p := build(t).Agents.Spec.PodFailurePolicy
+	action := map[int32]batchv1.PodFailurePolicyAction{}
+	for _, r := range p.Rules {
+		if r.OnExitCodes != nil && r.OnExitCodes.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn {
+			for _, v := range r.OnExitCodes.Values {
+				action[v] = r.Action
+			}
+		}
+	}
+	want := map[int32]batchv1.PodFailurePolicyAction{2: batchv1.PodFailurePolicyActionFailJob, 3: batchv1.PodFailurePolicyActionIgnore, 5: batchv1.PodFailurePolicyActionFailJob}
+	for code, a := range want {
+		if action[code] != a {
+			t.Errorf("podFailurePolicy for exit %d: %q, want %q", code, action[code], a)
+		}
+	}
+}

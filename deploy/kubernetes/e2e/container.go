@@ -24,13 +24,19 @@ func (k *kubelet) materialize(ctx context.Context, pod *corev1.Pod, dir string) 
 	hostDirs := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
 		d := filepath.Join(dir, "volumes", v.Name)
+		if v.PersistentVolumeClaim != nil {
+			var err error
+			if d, err = k.claimDir(ctx, v.PersistentVolumeClaim.ClaimName); err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 		hostDirs[v.Name] = d
 		var err error
 		switch {
-		case v.EmptyDir != nil:
+		case v.EmptyDir != nil, v.PersistentVolumeClaim != nil:
 		case v.Secret != nil:
 			err = k.writeSecret(ctx, d, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode)
 		case v.ConfigMap != nil:
@@ -47,7 +53,7 @@ func (k *kubelet) materialize(ctx context.Context, pod *corev1.Pod, dir string) 
 				}
 			}
 		default:
-			err = fmt.Errorf("volume %s: only secret, configMap, projected and emptyDir volumes are supported here", v.Name)
+			err = fmt.Errorf("volume %s: only secret, configMap, projected, emptyDir and persistentVolumeClaim volumes are supported here", v.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
@@ -62,6 +68,19 @@ func (k *kubelet) materialize(ctx context.Context, pod *corev1.Pod, dir string) 
 		mounts[strings.TrimSuffix(m.MountPath, "/")] = filepath.Join(d, m.SubPath)
 	}
 	return mounts, nil
+}
+
+// claimDir is the directory that stands for a PersistentVolumeClaim's
+// volume: one per claim (by UID: a claim deleted and made again is a new,
+// empty volume), under the harness's claims/, outliving every pod that
+// mounts it, as a provisioned volume does. The pod waits until the claim
+// exists. (No provisioner or PersistentVolume: the harness is the storage.)
+func (k *kubelet) claimDir(ctx context.Context, name string) (string, error) {
+	pvc, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", errNotYet{fmt.Sprintf("claim %s: %v", name, err)}
+	}
+	return filepath.Join(k.dir, "claims", name+"-"+string(pvc.UID)), nil
 }
 
 func (k *kubelet) writeSecret(ctx context.Context, dir, name string, items []corev1.KeyToPath, mode *int32) error {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -174,21 +176,87 @@ func (e *e2e) run(ctx context.Context) {
 	e.rep.check(err == nil && finished(job) == batchv1.JobComplete, "Job %s: %s (%v)", check.CoordinatorName, jobState(job), errText(err))
 	job, err = e.waitJob(ctx, check.AgentsName, 90*time.Second)
 	e.rep.check(err == nil && finished(job) == batchv1.JobComplete, "Job %s: %s (%v)", check.AgentsName, jobState(job), errText(err))
+	if d := e.kl.find(e.deleted.uid); d.proc != nil {
+		code := d.proc.exitCode()
+		e.rep.check(code == 3 && job != nil && job.Status.Failed == 0, "the deleted agent left in good order (exit %d, want 3) and the Job did not count it as a failure (failed %d, podFailurePolicy Ignore)", code, jobFailed(job))
+	}
 
-	// The coordinator's result, from its /results volume.
-	if coord.volumes["/results"] == "" {
-		e.rep.check(false, "the coordinator pod has no /results volume")
+	// 4. The result outlives the coordinator's pod, and is copied out.
+	e.fetch(ctx, coord)
+}
+
+// fetch deletes the coordinator's ended pod (as deleting its Job, or its
+// TTL, would), applies the results reader as docs/KUBERNETES.md does, and
+// copies the result out of it, as kubectl cp would: from the directory of
+// its /results mount, the claim the coordinator wrote to.
+func (e *e2e) fetch(ctx context.Context, coord podRun) {
+	out, _ := check.Flag(e.set.Coordinator.Spec.Template.Spec.Containers[0].Args, "out")
+	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, coord.name, metav1.DeleteOptions{})
+	if err == nil {
+		err = poll(ctx, time.Minute, func() (bool, error) {
+			_, err := os.Stat(filepath.Join(coord.dir, "volumes"))
+			return os.IsNotExist(err), nil
+		})
+	}
+	e.rep.check(err == nil, "the coordinator's ended pod %s deleted, and its own volumes with it (%v)", coord.name, errText(err))
+	pod, err := check.Reader(e.o.manifests)
+	if err == nil {
+		_, err = e.cs.CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{})
+	}
+	var reader podRun
+	if err == nil {
+		err = poll(ctx, time.Minute, func() (bool, error) {
+			for _, r := range e.kl.snapshot() {
+				if r.name == pod.Name && r.proc != nil {
+					reader = r
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
+	e.rep.check(err == nil, "%s applied: pod %s runs, the claim mounted at /results (%v)", check.ReaderFile, pod.Name, errText(err))
+	if err != nil {
 		return
 	}
-	path := filepath.Join(coord.volumes["/results"], "run", "result.json")
-	err = readJSON(path, &e.result)
-	e.rep.check(err == nil, "the coordinator wrote its result, %s (%v)", strings.TrimPrefix(path, filepath.Dir(filepath.Dir(coord.dir))+"/"), errText(err))
-	var lost, rejoined bool
+	rel, _ := strings.CutPrefix(out, "/results/")
+	fetched := filepath.Join(e.kl.dir, "fetched", rel)
+	err = copyDir(filepath.Join(reader.volumes["/results"], rel), fetched)
+	if err == nil {
+		err = readJSON(filepath.Join(fetched, "result.json"), &e.result)
+	}
+	if err == nil {
+		_, err = os.Stat(filepath.Join(fetched, "histograms.json"))
+	}
+	e.rep.check(err == nil, "kubectl cp %s/%s:%s: result.json and histograms.json fetched after the Job ended, into $WORK/fetched/%s (%v)",
+		e.ns, pod.Name, out, rel, errText(err))
+	var left, rejoined bool
+	why := ""
 	for _, a := range e.result.Agents.Agents {
-		lost = lost || (a.Name == "agent-1" && a.Lost != "")
+		if a.Name == "agent-1" && strings.Contains(a.Lost, "left the run") {
+			left, why = true, a.Lost
+		}
 		rejoined = rejoined || (a.Name == "agent-1" && a.JoinedS > 0 && a.Lost == "")
 	}
-	e.rep.check(lost && rejoined, "result.json: agent-1 lost once and joined again mid-run (lost %v, rejoined %v)", lost, rejoined)
+	e.rep.check(left && rejoined, "result.json: agent-1 left in good order when its pod was deleted (%q) and joined again mid-run (rejoined %v)", why, rejoined)
+}
+
+// copyDir copies the files under src into dst, as kubectl cp does.
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, strings.TrimPrefix(path, src))
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o600)
+	})
 }
 
 // retried is the line an agent writes when it dials again.
@@ -218,6 +286,13 @@ func (e *e2e) waitJob(ctx context.Context, name string, timeout time.Duration) (
 }
 
 // finished is the Job's terminal condition, or "".
+func jobFailed(j *batchv1.Job) int32 {
+	if j == nil {
+		return -1
+	}
+	return j.Status.Failed
+}
+
 func finished(j *batchv1.Job) batchv1.JobConditionType {
 	if j == nil {
 		return ""

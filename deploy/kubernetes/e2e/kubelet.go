@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,15 +30,18 @@ import (
 //
 // What stands in for a container: args and env from the pod spec ($(VAR)
 // expanded; the downward API's fieldRefs resolved); each Secret, ConfigMap,
-// projected and emptyDir volume written into a directory of its own, and
+// projected and emptyDir volume written into a directory of its own (and
+// removed with the pod), each persistentVolumeClaim a directory of the
+// claim's that outlives its pods (container.go, claimDir), and
 // every argument under a mountPath rewritten to that directory (there are
 // no mount namespaces); each pod its own loopback address as its pod IP,
 // with 0.0.0.0 in its arguments bound to it; a headless Service's DNS name
 // in an argument resolved to the address of the pod it selects (one
 // address kept per Service, see podIP: before that pod runs, dialing it is
 // refused and the agent dials again, as it would after a failed lookup).
-// No image is pulled: the image must be headroom's, and its entrypoint is
-// the binary built here.
+// No image is pulled: the image must be headroom's, whose entrypoint is
+// the binary built here, or busybox's, whose command (sleep, for the
+// results reader) runs from this machine's /usr/bin and /bin.
 type kubelet struct {
 	cs       kubernetes.Interface
 	ns, node string
@@ -108,6 +112,16 @@ func (k *kubelet) stopAll() {
 	}
 }
 
+// find returns a copy of the pod run of uid (a zero podRun if none).
+func (k *kubelet) find(uid types.UID) podRun {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r := k.pods[uid]; r != nil {
+		return *r
+	}
+	return podRun{}
+}
+
 // snapshot returns a copy of every pod run seen, in order.
 func (k *kubelet) snapshot() []podRun {
 	k.mu.Lock()
@@ -147,7 +161,11 @@ func (k *kubelet) sync(ctx context.Context) error {
 			if r.proc != nil && !r.proc.exited() {
 				r.proc.stop(5 * time.Second)
 			}
-			k.say("pod %s removed from the API", r.name)
+			// Its own volumes go with it (the claims' directories do not).
+			if r.dir != "" {
+				os.RemoveAll(filepath.Join(r.dir, "volumes"))
+			}
+			k.say("pod %s removed from the API (its emptyDir, Secret and ConfigMap volumes removed)", r.name)
 		}
 	}
 	return nil
@@ -236,8 +254,9 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 		return fmt.Errorf("want exactly one container and no init containers")
 	}
 	c := pod.Spec.Containers[0]
-	if !strings.HasPrefix(c.Image, "headroom") || len(c.Command) > 0 {
-		return fmt.Errorf("image %q command %v: this kubelet runs headroom's image, with its entrypoint", c.Image, c.Command)
+	bin, cmdArgs, err := k.entrypoint(c)
+	if err != nil {
+		return err
 	}
 	if r.ip == "" {
 		ip, err := k.podIP(ctx, pod)
@@ -245,6 +264,9 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 			return err
 		}
 		r.ip, r.dir = ip, filepath.Join(k.dir, "pods", pod.Name)
+		if err := os.MkdirAll(r.dir, 0o700); err != nil {
+			return err
+		}
 	}
 	vols, err := k.materialize(ctx, pod, r.dir)
 	if err != nil {
@@ -255,7 +277,7 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 		return err
 	}
 	var args []string
-	for _, a := range c.Args {
+	for _, a := range append(cmdArgs, c.Args...) {
 		a = expand(a, env)
 		a = rewritePaths(a, vols)
 		a = strings.ReplaceAll(a, "0.0.0.0:", r.ip+":")
@@ -271,12 +293,12 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 	for _, e := range c.Env {
 		procEnv = append(procEnv, e.Name+"="+env[e.Name])
 	}
-	p, err := start(r.dir, "container", k.bin, args, procEnv)
+	p, err := start(r.dir, "container", bin, args, procEnv)
 	if err != nil {
 		return err
 	}
 	r.proc, r.volumes, r.started, r.waiting = p, vols, time.Now(), ""
-	k.say("pod %s: started pid %d on %s: headroom %s", pod.Name, p.cmd.Process.Pid, r.ip,
+	k.say("pod %s: started pid %d on %s: %s %s", pod.Name, p.cmd.Process.Pid, r.ip, filepath.Base(bin),
 		strings.ReplaceAll(strings.Join(args, " "), k.dir+"/", "$WORK/"))
 	now := metav1.Now()
 	return k.setStatus(ctx, pod, func(s *corev1.PodStatus) {
@@ -285,10 +307,34 @@ func (k *kubelet) startPod(ctx context.Context, pod *corev1.Pod, r *podRun) erro
 		s.HostIP, s.HostIPs = "127.0.0.1", []corev1.HostIP{{IP: "127.0.0.1"}}
 		s.StartTime = &now
 		s.Conditions = conditions(now, corev1.ConditionTrue)
-		s.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: "local://" + k.bin,
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: "local://" + bin,
 			ContainerID: fmt.Sprintf("process://%d", p.cmd.Process.Pid), Ready: true, Started: ptr(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
 	})
+}
+
+// entrypoint is what a container runs here: headroom's image its binary
+// (the image's entrypoint; no command), busybox's its command from this
+// machine's /usr/bin or /bin. The arguments before the container's args
+// are returned with it.
+func (k *kubelet) entrypoint(c corev1.Container) (string, []string, error) {
+	switch {
+	case strings.HasPrefix(c.Image, "headroom") && len(c.Command) == 0:
+		return k.bin, nil, nil
+	case strings.HasPrefix(c.Image, "busybox:") && len(c.Command) > 0 && !strings.Contains(c.Command[0], "/"):
+		for _, d := range []string{"/usr/bin", "/bin"} {
+			if p := filepath.Join(d, c.Command[0]); isExecutable(p) {
+				return p, c.Command[1:], nil
+			}
+		}
+		return "", nil, fmt.Errorf("image %q: no %s in /usr/bin or /bin here", c.Image, c.Command[0])
+	}
+	return "", nil, fmt.Errorf("image %q command %v: this kubelet runs headroom's image with its entrypoint, or a busybox command", c.Image, c.Command)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // reportExit is the pod's terminal status: Succeeded on exit 0, Failed
@@ -306,7 +352,7 @@ func (k *kubelet) reportExit(ctx context.Context, pod *corev1.Pod, r *podRun) er
 		s.Conditions = conditions(now, corev1.ConditionFalse)
 		started := metav1.NewTime(r.started)
 		s.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
-			ImageID: "local://" + k.bin, ContainerID: fmt.Sprintf("process://%d", r.proc.cmd.Process.Pid), Started: ptr(false),
+			ImageID: "local://" + r.proc.cmd.Path, ContainerID: fmt.Sprintf("process://%d", r.proc.cmd.Process.Pid), Started: ptr(false),
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code),
 				StartedAt: started, FinishedAt: now, Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0]}}}}
 	})

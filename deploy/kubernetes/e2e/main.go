@@ -10,6 +10,8 @@
 //  2. an agent pod deleted mid-run is re-created by the Job controller, its
 //     process started again, and it rejoins the run,
 //  3. the coordinator's Job completes (and the agents' too),
+//  4. its result outlives its pod, on the claim, and is copied out through
+//     the results reader pod once the Job has ended,
 //
 // and prints a summary. Everything listens on 127.0.0.0/8; every wait is
 // bounded; every process it started is stopped by PID at the end.
@@ -74,7 +76,7 @@ func main() {
 	flag.DurationVar(&o.coordinatorDelay, "coordinator-delay", 5*time.Second, "hold the coordinator's pod back this long (a slow image pull), so the agents start first and dial until it answers")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the whole check's limit")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
-	flag.BoolVar(&o.tls, "tls", false, "apply deploy/kubernetes-tls (beside -manifests) instead, with a CA and a coordinator certificate made here")
+	flag.BoolVar(&o.tls, "tls", true, "apply deploy/kubernetes-tls (beside -manifests), the default overlay, with a CA and a coordinator certificate made here; -tls=false: the plaintext base")
 	flag.Parse()
 	if o.binDir == "" || o.headroom == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: e2e -bin-dir DIR -headroom BIN [-manifests DIR] [flags]")
@@ -270,6 +272,8 @@ func apply(ctx context.Context, cs kubernetes.Interface, set *check.Set) error {
 			_, err = cs.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *networkingv1.NetworkPolicy:
 			_, err = cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.PersistentVolumeClaim:
+			_, err = cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *batchv1.Job:
 			_, err = cs.BatchV1().Jobs(ns).Create(ctx, o, metav1.CreateOptions{})
 		default:
