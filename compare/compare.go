@@ -12,6 +12,7 @@ package compare
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -138,6 +139,8 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 			*side.pu, *side.pr = meanOr(*side.users), meanOr(*side.rps)
 		}
 		c.Users.judge(o)
+		lo, hi := ceilingResolution(base, new)
+		c.Users.widen(lo, hi, o)
 		c.CeilingRPS.judge(o)
 	case "step":
 		var apart []int
@@ -262,6 +265,35 @@ func (c *Comparison) open(base, new *Side, o Options) {
 	mean.judge(o)
 	p99.judge(o)
 	c.ServiceMean, c.ServiceP99 = mean, p99
+}
+
+// ceilingResolution bounds the change in supported users when each
+// side's ceiling may lie anywhere in its interval [low, high): from the
+// new side's low against the base's high to its high against the base's
+// low, each side's bounds averaged over its runs with a ceiling. NaN
+// when a side has none, or one without a finite interval.
+func ceilingResolution(base, new *Side) (lo, hi float64) {
+	bounds := func(s *Side) (low, high float64) {
+		var lows, highs []float64
+		for _, r := range s.Runs {
+			ci := r.Result.Ceiling
+			if ci == nil || !ci.SupportedUsers.Found {
+				continue
+			}
+			su := ci.SupportedUsers
+			if !(su.Low > 0 && su.High > su.Low) || math.IsInf(su.High, 0) {
+				return math.NaN(), math.NaN()
+			}
+			lows, highs = append(lows, su.Low), append(highs, su.High)
+		}
+		if len(lows) == 0 {
+			return math.NaN(), math.NaN()
+		}
+		return mean(lows), mean(highs)
+	}
+	bl, bh := bounds(base)
+	nl, nh := bounds(new)
+	return nl/bh - 1, nh/bl - 1
 }
 
 // unitOf is what side's step levels or ceiling count: its first run's

@@ -106,6 +106,12 @@ func (m *Metric) judge(o Options) {
 	}
 	half := welchHalfWidth(m.BaseRuns, m.NewRuns, o.Confidence) / scale
 	m.Low, m.High, m.HasInterval = m.Delta-half, m.Delta+half, true
+	m.verdict(o)
+}
+
+// verdict judges m's interval: a change when it excludes zero and the
+// delta is at least the smallest effect worth a verdict.
+func (m *Metric) verdict(o Options) {
 	min := o.MinEffect
 	if m.Points {
 		min = o.MinErrorPoints
@@ -118,6 +124,22 @@ func (m *Metric) judge(o Options) {
 	default:
 		m.Verdict = NoChange
 	}
+}
+
+// widen makes m's interval hold what each side's own resolution allows:
+// lo and hi bound the delta when each side's value may lie anywhere in
+// its own interval (a ceiling's [low, high): the search's last healthy
+// and first unhealthy level), and the spread between repeats is added on
+// both ends. Identical repeats are the search's resolution, not zero
+// noise: their interval is the resolution's, not a point. m must have
+// been judged with an interval.
+func (m *Metric) widen(lo, hi float64, o Options) {
+	if !m.HasInterval || math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return
+	}
+	m.Low -= max(m.Delta-lo, 0)
+	m.High += max(hi-m.Delta, 0)
+	m.verdict(o)
 }
 
 func pick(cond bool, a, b string) string {
