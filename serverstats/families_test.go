@@ -265,3 +265,26 @@ process_cpu_user_seconds_total 0.48
 		t.Errorf("point %+v: want 0.5 cores (1 s of CPU in 2 s) and 100 MiB", last)
 	}
 }
+
+// A server that prefixes the standard process metrics with its own
+// namespace (Mattermost: mattermost_process_cpu_seconds_total) has its
+// CPU and memory read from them, not reported as none.
+func TestPrefixedProcessResources(t *testing.T) {
+	scrape := func(cpu, rss string) string {
+		return `# TYPE mattermost_process_resident_memory_bytes gauge
+mattermost_process_resident_memory_bytes ` + rss + `
+# TYPE mattermost_process_cpu_seconds_total counter
+mattermost_process_cpu_seconds_total ` + cpu + `
+# TYPE mattermost_http_requests_total counter
+mattermost_http_requests_total 12
+`
+	}
+	tg := window(t, scrape("3.25", "2.097152e+08"), scrape("5.25", "3.145728e+08"))
+	if tg.Kind != "process" || tg.Memory != "mattermost_process_resident_memory_bytes" || strings.Join(tg.Has, ",") != "cpu,memory" {
+		t.Errorf("kind %q, memory from %q, has %v: want a process, its RSS, cpu and memory", tg.Kind, tg.Memory, tg.Has)
+	}
+	last := tg.Timeline[len(tg.Timeline)-1]
+	if math.Abs(last.CPUCores-1) > 1e-9 || last.MemoryMB != 300 {
+		t.Errorf("point %+v: want 1 core (2 s of CPU in 2 s) and 300 MiB", last)
+	}
+}

@@ -184,13 +184,33 @@ func resources(m map[string]*dto.MetricFamily) (cpu, mem, gor float64, kind, mem
 		}
 		return math.NaN()
 	}
-	cpu, gor = first("process_cpu_seconds_total"), first("go_goroutines")
+	cpu, gor = first(prefixed(m, "process_cpu_seconds_total")), first("go_goroutines")
 	memory = "go_memstats_heap_inuse_bytes"
 	if mem = first(memory); math.IsNaN(mem) {
-		memory = "process_resident_memory_bytes"
+		memory = prefixed(m, "process_resident_memory_bytes")
 		mem = first(memory)
 	}
 	return cpu, mem, gor, "process", memory
+}
+
+// prefixed is name if the endpoint exposes it, or else the first (by
+// name) of its families that end in _name: a server that prefixes the
+// standard process metrics with its own namespace, as Mattermost does
+// (mattermost_process_cpu_seconds_total).
+func prefixed(m map[string]*dto.MetricFamily, name string) string {
+	if m[name] != nil {
+		return name
+	}
+	found := ""
+	for n := range m {
+		if strings.HasSuffix(n, "_"+name) && (found == "" || n < found) {
+			found = n
+		}
+	}
+	if found == "" {
+		return name
+	}
+	return found
 }
 
 func value(s *dto.Metric) float64 {
