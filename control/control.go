@@ -93,6 +93,12 @@ type Level struct {
 	// again (a confirmation of a healthy verdict).
 	Hold bool   `json:"hold,omitempty"`
 	Why  string `json:"why,omitempty"` // a verdict not reached by the checks alone, in words
+	// SetupBound: the level was unhealthy because its users could not all
+	// be set up within the setup timeout, not because a check fired;
+	// SetupPerS is how fast the target set users up meanwhile (users past
+	// setup gained, over the seconds since the level was asked for).
+	SetupBound bool    `json:"setup_bound,omitempty"`
+	SetupPerS  float64 `json:"setup_per_s,omitempty"`
 }
 
 // Count counts one judged evaluation o of the level: when judging began,

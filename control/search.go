@@ -122,6 +122,7 @@ type Search struct {
 	cur      *Level
 	reached  time.Duration // when the level was reached; <0 while moving
 	movedAt  time.Duration // when the move to the level began
+	movedSet int           // users past setup then (Observation.Users)
 	badSince time.Duration // while moving: since when checks have fired without a pause; <0 none
 	lastT    time.Duration
 	target   float64 // users being ramped towards the level
@@ -203,7 +204,8 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 		s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
 	case int(s.target) >= s.level && late:
 		l := Level{Users: s.level, Start: s.movedAt.Seconds(), End: o.Elapsed.Seconds(), SetUp: o.Users, Verdict: "unhealthy",
-			Why: s.setupShort(o)}
+			SetupBound: true, SetupPerS: float64(max(o.Users-s.movedSet, 0)) / max((o.Elapsed-s.movedAt).Seconds(), 1e-9)}
+		l.Why = s.setupShort(o, l.SetupPerS)
 		s.levels = append(s.levels, l)
 		s.hi = minPos(s.hi, l.Users)
 		d := s.after(fmt.Sprintf("%s unhealthy: %s", s.n(l.Users), l.Why), o)
@@ -470,7 +472,7 @@ func (s *Search) next() (int, string) {
 
 func (s *Search) moveTo(n int, o Observation, reason string) Decision {
 	s.level = n
-	s.reached, s.movedAt, s.badSince = -1, o.Elapsed, -1
+	s.reached, s.movedAt, s.movedSet, s.badSince = -1, o.Elapsed, o.Users, -1
 	if float64(n) <= s.target {
 		s.target = float64(n)
 	} else {
@@ -579,11 +581,12 @@ func (s *Search) n(x int) string { return fmt.Sprintf("%d %s", x, s.cfg.Unit) }
 
 // setupShort says why a level was reached short of its load: users (or,
 // in the open model, the pool) not set up within SetupTimeout.
-func (s *Search) setupShort(o Observation) string {
+func (s *Search) setupShort(o Observation, rate float64) string {
 	if s.cfg.Unit != "users" {
 		return fmt.Sprintf("the pool of users had not finished setup %v after the level was asked for (setup timeout)", s.cfg.SetupTimeout)
 	}
-	return fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (setup timeout)", o.Users, s.level, s.cfg.SetupTimeout)
+	return fmt.Sprintf("only %d of %d users had finished setup %v after the ramp (setup timeout): %.3g setups a second since the level was asked for",
+		o.Users, s.level, s.cfg.SetupTimeout, rate)
 }
 
 // Levels implements Controller.

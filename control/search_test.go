@@ -334,6 +334,16 @@ func TestSearchLevelThatCannotSetUpIsUnhealthy(t *testing.T) {
 		!strings.Contains(levels[0].Why, "only 69 of 80 users had finished setup 30s after the ramp") {
 		t.Fatalf("first level %+v", levels[0])
 	}
+	// Setup, not a check, bounds it: at the rate the server set users up
+	// (69 in the 31 s from the move to the timeout).
+	if l := levels[0]; !l.SetupBound || l.SetupPerS < 69.0/32 || l.SetupPerS > 69.0/30 || !strings.Contains(l.Why, "setups a second") {
+		t.Errorf("first level %+v: want setup-bound at about 2.2 setups a second", l)
+	}
+	for _, l := range levels {
+		if l.SetupBound && l.Evaluations > 0 {
+			t.Errorf("level %d setup-bound, yet judged by checks", l.Users)
+		}
+	}
 	for _, l := range levels {
 		if l.Verdict == "healthy" && l.Users > 69 {
 			t.Errorf("level %d judged healthy with only 69 users able to set up", l.Users)

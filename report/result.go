@@ -187,7 +187,9 @@ func answer(r *result.Result) string {
 		if su.Why != "" { // why the interval is wider than the precision asked
 			s += " " + strings.ToUpper(su.Why[:1]) + su.Why[1:] + "."
 		}
-		if b := firstBottleneck(r.Ceiling); b != "" {
+		if b := setupBound(r.Ceiling); b != "" {
+			s += " " + b
+		} else if b := firstBottleneck(r.Ceiling); b != "" {
 			s += " Bottleneck: " + b + "."
 		}
 		if !r.Ceiling.Trustworthy {
@@ -208,6 +210,26 @@ func interval(su result.Supported) string {
 		return fmt.Sprintf("in [%s, %s), %s", num(su.Low), num(su.High), su.Method)
 	}
 	return fmt.Sprintf("no unhealthy level found above %s, %s", num(su.Low), su.Method)
+}
+
+// setupBound says, when the level that bounds the answer (its interval's
+// high end) was unhealthy because its users could not be set up rather
+// than because a check fired, that setup is the bound and how fast the
+// target set users up; "" otherwise.
+func setupBound(c *result.Ceiling) string {
+	su := c.SupportedUsers
+	for i := len(c.Levels) - 1; i >= 0; i-- {
+		l := c.Levels[i]
+		if float64(l.Users) != su.High || l.Verdict != "unhealthy" {
+			continue
+		}
+		if !l.SetupBound {
+			return ""
+		}
+		return fmt.Sprintf("Bound by users' setup, not by a check: at %d %s, %s. The target's setup capacity (logins, sign-ups) set this answer; docs/CEILING.md says how to measure it apart from the steady capacity.",
+			l.Users, c.UnitName(), l.Why)
+	}
+	return ""
 }
 
 // firstBottleneck names the check that fired first, and how often.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,5 +41,25 @@ func TestSetupAndLevelsAreShown(t *testing.T) {
 	}
 	if got := strings.Join(rows["60"], "|"); !strings.HasSuffix(got, "healthy (hold at the answer)") {
 		t.Errorf("the hold: %s", got)
+	}
+}
+
+// A ceiling whose bounding level (its interval's high end) could not set
+// its users up says setup bound it, with the rate, not a check; one whose
+// bounding level a check failed names the check.
+func TestSetupBoundIsNamed(t *testing.T) {
+	c := fixture(t, "ceil-1")
+	su := c.Ceiling.SupportedUsers
+	why := "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout): 1.13 setups a second since the level was asked for"
+	c.Ceiling.Levels = append(c.Ceiling.Levels, result.Level{Users: int(su.High), SetUp: 69, Verdict: "unhealthy", SetupBound: true, SetupPerS: 1.13, Why: why})
+	md := string(Markdown(ForResult(c)))
+	mustContain(t, md, fmt.Sprintf("Bound by users' setup, not by a check: at %d users, %s.", int(su.High), why))
+	if strings.Contains(md, "Bottleneck: ") {
+		t.Errorf("a setup-bound answer also names a bottleneck check:\n%s", md)
+	}
+	c = fixture(t, "ceil-1")
+	md = string(Markdown(ForResult(c)))
+	if strings.Contains(md, "Bound by users' setup") || !strings.Contains(md, "Bottleneck: ") {
+		t.Errorf("a check-bound answer:\n%s", md)
 	}
 }

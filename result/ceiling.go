@@ -111,6 +111,11 @@ type Level struct {
 	Undecided   bool           `json:"undecided,omitempty"` // not decided at the search's confidence in its judging time
 	Hold        bool           `json:"hold,omitempty"`      // the measuring hold at the answer, judged again
 	Why         string         `json:"why,omitempty"`       // a verdict not reached by the checks alone
+	// SetupBound: unhealthy because its users could not all be set up
+	// within the setup timeout, not because a check fired; SetupPerS is
+	// how fast the target set users up meanwhile.
+	SetupBound bool    `json:"setup_bound,omitempty"`
+	SetupPerS  float64 `json:"setup_per_s,omitempty"`
 	// The generator's figures over the seconds held at this user count
 	// (after settling), absent in results of before.
 	Lateness   *Lateness   `json:"lateness,omitempty"`
