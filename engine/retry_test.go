@@ -18,6 +18,7 @@ import (
 // seenRequest is what the target saw of one request.
 type seenRequest struct {
 	path, cookie, auth, state, remote string
+	at                                time.Time
 }
 
 // registerTarget is a target on loopback whose /register fails the first
@@ -29,7 +30,7 @@ func registerTarget(t *testing.T, fail int64) (*url.URL, func() []seenRequest) {
 	var registers atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen = append(seen, seenRequest{r.URL.Path, r.Header.Get("Cookie"), r.Header.Get("Authorization"), r.Header.Get("X-State"), r.RemoteAddr})
+		seen = append(seen, seenRequest{r.URL.Path, r.Header.Get("Cookie"), r.Header.Get("Authorization"), r.Header.Get("X-State"), r.RemoteAddr, time.Now()})
 		mu.Unlock()
 		switch r.URL.Path {
 		case "/login":
@@ -117,7 +118,7 @@ func TestCancelWhileSetupRetries(t *testing.T) {
 	target, seen := registerTarget(t, 1<<40)
 	e, _ := retryEngine(t, target, "0s")
 	e.SetUsers(2)
-	waitFor(t, "a few retries", func() bool { return len(seen()) >= 20 })
+	waitFor(t, "a retry", func() bool { return len(seen()) >= 8 }) // two attempts each: now in a backoff's pause
 	start := time.Now()
 	e.Abort("test")
 	e.Stop()
@@ -127,4 +128,56 @@ func TestCancelWhileSetupRetries(t *testing.T) {
 	if e.Users() != 0 || e.SetUp() != 0 {
 		t.Errorf("after Stop: %d users, %d ever set up; want 0 and 0", e.Users(), e.SetUp())
 	}
+}
+
+// Failed setups back off: the pause before each retry doubles from the
+// think time (at least half a second), up to 30 s, jittered by half either
+// way; the retries of a user whose setup keeps failing thin out.
+func TestSetupRetriesBackOff(t *testing.T) {
+	for _, c := range []struct {
+		think time.Duration
+		n     int
+		want  time.Duration // at jitter 0.5: the middle
+	}{
+		{0, 1, 500 * time.Millisecond}, {0, 2, time.Second}, {0, 3, 2 * time.Second},
+		{2 * time.Second, 1, 2 * time.Second}, {2 * time.Second, 4, 16 * time.Second}, {2 * time.Second, 5, 30 * time.Second},
+		{time.Second, 100, 30 * time.Second}, {time.Minute, 1, 30 * time.Second},
+	} {
+		if got := setupBackoff(c.think, c.n, 0.5); got != c.want {
+			t.Errorf("think %v, retry %d: %v, want %v", c.think, c.n, got, c.want)
+		}
+		lo, hi := setupBackoff(c.think, c.n, 0), setupBackoff(c.think, c.n, 0.999999)
+		if lo != c.want/2 || hi < c.want*3/2-time.Millisecond || hi >= c.want*3/2 {
+			t.Errorf("think %v, retry %d: jitter spans [%v, %v], want [%v, %v)", c.think, c.n, lo, hi, c.want/2, c.want*3/2)
+		}
+	}
+	// A user whose setup always fails: its attempts thin out, each gap
+	// at least half the backoff's middle.
+	target, seen := registerTarget(t, 1<<40)
+	e, _ := retryEngine(t, target, "0s")
+	e.SetUsers(1)
+	waitFor(t, "four setup attempts", func() bool { return logins(seen()) >= 4 })
+	e.Abort("test")
+	e.Stop()
+	var at []time.Time
+	for _, r := range seen() {
+		if r.path == "/login" {
+			at = append(at, r.at)
+		}
+	}
+	for i := 1; i < len(at) && i < 4; i++ {
+		if gap, min := at[i].Sub(at[i-1]), setupBackoff(0, i, 0); gap < min {
+			t.Errorf("retry %d came %v after the attempt before, want at least %v", i, gap, min)
+		}
+	}
+}
+
+func logins(rs []seenRequest) int {
+	n := 0
+	for _, r := range rs {
+		if r.path == "/login" {
+			n++
+		}
+	}
+	return n
 }

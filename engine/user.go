@@ -21,7 +21,8 @@ import (
 // the moment its code starts them until Stopping, which cuts them and
 // waits for them to end; a failed setup stops those it started.
 //
-// A failed setup is retried after a think-time pause, from a new
+// A failed setup is retried after a pause that doubles with each retry
+// (setupBackoff: from the think time, jittered, at most 30 s), from a new
 // scenario.User and transport.Client (see vu.renew); the user stays in
 // SettingUp meanwhile.
 type State int32
@@ -158,7 +159,7 @@ func (v *vu) begin(spread time.Duration) bool {
 	}
 	v.set(SettingUp)
 	v.began.Add(1)
-	since := time.Now()
+	since, retries := time.Now(), 0
 	for {
 		v.doing.Store(&setupName)
 		ok := v.user.Setup() == metrics.OK
@@ -168,10 +169,32 @@ func (v *vu) begin(spread time.Duration) bool {
 			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
 			return true
 		}
-		if v.canceled.Load() || !v.pause(v.user.Think()) || !v.renew() {
+		retries++
+		if v.canceled.Load() || !v.pause(setupBackoff(v.user.Think(), retries, v.user.Spread(uint64(retries)))) || !v.renew() {
 			return false
 		}
 	}
+}
+
+// Failed setups back off: a server that cannot log users in fast enough
+// must not get each failure back at once, or an overload becomes
+// permanent (issue 31: 557 attempts for 100 users).
+const (
+	minSetupBackoff = 500 * time.Millisecond
+	maxSetupBackoff = 30 * time.Second
+)
+
+// setupBackoff is the pause before a failed setup's retry n (1, 2, ...):
+// the user's think time (at least minSetupBackoff) doubled for each retry
+// before it, at most maxSetupBackoff, times a jitter of 0.5 to 1.5 (from
+// u in [0, 1), the user's own), so that users whose setups failed together
+// do not retry together.
+func setupBackoff(think time.Duration, n int, u float64) time.Duration {
+	d := max(think, minSetupBackoff)
+	for i := 1; i < n && d < maxSetupBackoff; i++ {
+		d *= 2
+	}
+	return time.Duration(float64(min(d, maxSetupBackoff)) * (0.5 + u))
 }
 
 // handle runs the handlers of the WebSocket messages waiting, checking
