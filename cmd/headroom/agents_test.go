@@ -350,10 +350,16 @@ actions = [action("Grow", grow)]
 	// in the stopping ones'.
 	// (The other agent's user may not have begun: users' starts are
 	// spread over the first second.)
-	n := r.Totals.Count + r.RampTotals.Count + r.DegradedTotals.Count + r.StoppingTotals.Count
-	if r.Status != result.Stopped || n < 1 || n > 2 || !strings.Contains(stderr, "the run stopped early: headroom's memory on agent") {
-		t.Errorf("status %q, requests %d (window %d, ramp %d, degraded %d, stopping %d), stderr:\n%s\nwant stopped, the requests before the strings grew (1 or 2), and why on stderr",
-			r.Status, n, r.Totals.Count, r.RampTotals.Count, r.DegradedTotals.Count, r.StoppingTotals.Count, stderr)
+	// On a busy machine an agent growing towards its limit may be lost
+	// (stalled past its lease) before it says so: its user moves to the
+	// other agent, and makes its one request again there.
+	n, most := r.Totals.Count+r.RampTotals.Count+r.DegradedTotals.Count+r.StoppingTotals.Count, int64(2)
+	for _, f := range r.Agents.Faults {
+		most += int64(f.Users)
+	}
+	if r.Status != result.Stopped || n < 1 || n > most || !strings.Contains(stderr, "the run stopped early: headroom's memory on agent") {
+		t.Errorf("status %q, requests %d (window %d, ramp %d, degraded %d, stopping %d), stderr:\n%s\nwant stopped, the requests before the strings grew (1 or 2, and one more for each user moved off a lost agent: at most %d), and why on stderr",
+			r.Status, n, r.Totals.Count, r.RampTotals.Count, r.DegradedTotals.Count, r.StoppingTotals.Count, stderr, most)
 	}
 	var sent int64
 	for _, a := range r.Agents.Agents {
