@@ -186,13 +186,22 @@ func (e *Engine) userOf(id int) (*scenario.User, scenario.HTTPClient) {
 	return user, client
 }
 
-// retire asks v to stop and cancels it if it has not within the grace period.
+// retire asks v to stop and cancels it if it has not within the grace
+// period; a user still in its setup is cancelled at once: a login no one
+// wants any more is load on the server that the users kept do not need
+// (a controller stepping down from a level its logins overloaded must
+// not leave that backlog to the next level).
 func (e *Engine) retire(v *vu) {
 	close(v.stop)
 	e.gone.Add(1)
 	go func() {
 		defer e.gone.Done()
 		defer e.recover(v)
+		if s := v.State(); s == Starting || s == SettingUp {
+			v.cancel("user removed during its setup")
+			<-v.done
+			return
+		}
 		t := time.NewTimer(e.cfg.Grace)
 		defer t.Stop()
 		select {

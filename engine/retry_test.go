@@ -181,3 +181,55 @@ func logins(rs []seenRequest) int {
 	}
 	return n
 }
+
+// A user removed while its setup is in flight is cancelled at once, not
+// after the grace period, and its login's connection closed: the server
+// sees the request end. A controller stepping down from a level whose
+// logins overloaded the server leaves it no backlog (issue 31, item 3).
+func TestRemovedUserSetupIsCancelledAtOnce(t *testing.T) {
+	began, ended := make(chan struct{}, 4), make(chan time.Time, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/login" {
+			began <- struct{}{}
+			select {
+			case <-r.Context().Done(): // the client closed the connection
+				ended <- time.Now()
+			case <-time.After(30 * time.Second):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	target, _ := url.Parse(srv.URL)
+	sc, err := scenario.Load(context.Background(), "e.star", []byte(`
+def setup(user):
+    user.http.post("/login")
+def a(user):
+    user.http.get("/act")
+actions = [action("A", a)]
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Scenario: sc, Target: target, Seed: 1, Grace: 20 * time.Second, Recorder: metrics.NewRecorder(1, nil, time.Now)})
+	e.SetUsers(1)
+	select {
+	case <-began:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the user's login never reached the server")
+	}
+	removed := time.Now()
+	e.SetUsers(0)
+	select {
+	case at := <-ended:
+		// The grace period is 20 s: anything near it would be the old way.
+		if d := at.Sub(removed); d > 5*time.Second {
+			t.Errorf("the login ended %v after the user was removed, want at once", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the removed user's login was still in flight 15 s later (grace 20 s): not cancelled at once")
+	}
+	e.Stop()
+	if e.Users() != 0 || e.SetUp() != 0 {
+		t.Errorf("after Stop: %d users, %d set up; want 0 and 0", e.Users(), e.SetUp())
+	}
+}

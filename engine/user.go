@@ -13,7 +13,8 @@ import (
 //
 //	Starting -> SettingUp -> Acting <-> Thinking   (closed model)
 //	Starting -> SettingUp -> Idle <-> Acting       (open model: a pool user waits, idle, for an arrival)
-//	SettingUp, Acting, Thinking, Idle -> Stopping  (removed: finish the action, or be cancelled after the grace period)
+//	Acting, Thinking, Idle -> Stopping  (removed: finish the action, or be cancelled after the grace period)
+//	Starting, SettingUp -> Stopping     (removed: cancelled at once, Engine.retire)
 //	Stopping -> TearingDown -> Done
 //	Stopping -> Done                          (cancelled, or no teardown)
 //
