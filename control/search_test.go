@@ -354,6 +354,71 @@ func TestSearchLevelThatCannotSetUpIsUnhealthy(t *testing.T) {
 	}
 }
 
+// A level that cannot set its users up right after a step down (the
+// removed users' logins still held the server) is tried once more before
+// it counts; a level reached going up is not; and one that fails twice is
+// unhealthy, saying so.
+func TestSearchRetriesASetupFailureAfterAStepDown(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		backlog time.Duration // how long after a step down no new user can be set up
+		healthy bool          // the level stepped down to, in the end
+	}{{"backlog shorter than a try", 15 * time.Second, true}, {"backlog past both tries", 10 * time.Minute, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewSearch(SearchConfig{Start: 200, Max: 1000, Settle: time.Second, Judge: 3 * time.Second, Window: time.Second,
+				RampRate: 1000, SetupTimeout: 10 * time.Second})
+			// The server logs in at most 120 users at first (200 is
+			// setup-bound); after a step down, of the users kept only
+			// as many are set up as were in proportion, and none more
+			// until the removed users' logins have drained (backlog).
+			users, ready, stepped := 0, 0, 0
+			var until time.Duration = -1
+			var reasons []string
+			for el := time.Duration(0); el < time.Hour; el += time.Second {
+				o := Observation{Elapsed: el, Users: ready, Started: users}
+				if ready > 150 {
+					o.Fired = []string{"mean latency"}
+				}
+				d := s.Decide(o)
+				reasons = append(reasons, d.Reason)
+				switch {
+				case d.Users < users && until < 0: // the first step down
+					until, stepped = el+c.backlog, d.Users
+					ready = ready * d.Users / users
+				case until < 0:
+					ready = min(d.Users, 120)
+				case el < until:
+					ready = min(ready, d.Users)
+				default:
+					ready = d.Users
+				}
+				users = d.Users
+				if d.Done {
+					break
+				}
+			}
+			var tries []Level
+			for _, l := range s.Levels() {
+				if l.Users == stepped {
+					tries = append(tries, l)
+				}
+			}
+			said := strings.Contains(strings.Join(reasons, "\n"), "trying it once more before it counts")
+			switch {
+			case stepped == 0 || len(tries) == 0:
+				t.Fatalf("no step down, or no level at it: levels %+v", s.Levels())
+			case c.healthy && (tries[0].Verdict != "healthy" || !said):
+				t.Errorf("level %d after the step down: %+v (retry said: %v), want healthy once tried again, clean", stepped, tries, said)
+			case !c.healthy && (tries[0].Verdict != "unhealthy" || !tries[0].SetupBound || !strings.Contains(tries[0].Why, "second try")):
+				t.Errorf("level %d after the step down: %+v, want setup-bound on its second try", stepped, tries)
+			}
+			if l := s.Levels()[0]; l.Users != 200 || !l.SetupBound || strings.Contains(l.Why, "second try") {
+				t.Errorf("first level %+v, want 200 setup-bound at its first try (reached going up: no second)", l)
+			}
+		})
+	}
+}
+
 // An unhealthy hold at the answer takes the verdict back: the search goes
 // on below it and finds a lower answer.
 func TestSearchHoldThatIsUnhealthyReopensTheSearch(t *testing.T) {
