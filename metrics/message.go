@@ -18,7 +18,12 @@ import (
 //     JSON), kept as its range;
 //   - the local port of a connection in a network error
 //     ("read tcp 127.0.0.1:53422->10.0.0.1:80: ..."), shown as "*": it is
-//     a new one on every connection and says nothing.
+//     a new one on every connection and says nothing;
+//   - an identifier: a word of 16 or more letters, digits, '-' and '_'
+//     with both a letter and a digit in it (a request id a server puts in
+//     each error, a UUID, a token), shown as "<id>": with it, every
+//     message of a server's one error would be a kind of its own, and the
+//     kinds past the first 20 would all be "other".
 //
 // Everything else stays as written: a status ("status 503"), a line of
 // the scenario ("chat.star:42: ..."), a limit. Counts are exact.
@@ -40,6 +45,7 @@ type MessageKind struct {
 const (
 	durationPart = "\x00d"
 	bytesPart    = "\x00b" // a count or place in bytes
+	idPart       = "<id>"  // an identifier; no range kept, so shown as written
 )
 
 // add counts one message of this kind whose parts had the values v.
@@ -136,6 +142,14 @@ func messageKind(msg string, vals *[maxParts]int64) (key string, n int) {
 				b.WriteString("*")
 				done, i = j, j-1
 			}
+		case isIDByte(c) && (i == 0 || !isIDByte(msg[i-1])) && isID(msg, i):
+			j := i
+			for j < len(msg) && isIDByte(msg[j]) {
+				j++
+			}
+			b.WriteString(msg[done:i])
+			b.WriteString(idPart)
+			done, i = j, j-1
 		case isDigit(c) && (i == 0 || !isWordByte(msg[i-1])):
 			if end, d, ok := duration(msg, i); ok {
 				b.WriteString(msg[done:i])
@@ -206,6 +220,22 @@ func unit(s string) int {
 		}
 	}
 	return 0
+}
+
+// isID reports whether the word at msg[i:] is an identifier: 16 or more
+// letters, digits, '-' and '_', with at least one letter and one digit.
+func isID(msg string, i int) bool {
+	var letter, digit bool
+	j := i
+	for ; j < len(msg) && isIDByte(msg[j]); j++ {
+		letter = letter || msg[j]|0x20 >= 'a' && msg[j]|0x20 <= 'z'
+		digit = digit || isDigit(msg[j])
+	}
+	return j-i >= 16 && letter && digit
+}
+
+func isIDByte(c byte) bool {
+	return isDigit(c) || c == '-' || c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z')
 }
 
 func digits(s string, i int) int {

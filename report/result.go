@@ -129,6 +129,9 @@ func errorBlocks(r *result.Result) []Block {
 	}
 	for _, s := range actions {
 		for m, n := range s.Messages {
+			if m == "other" { // the overflow: not a message of its own
+				m = "other messages, past the 20 kinds kept for it"
+			}
 			ms = append(ms, message{s.Name + ": " + m, n})
 		}
 	}
