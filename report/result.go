@@ -190,7 +190,7 @@ func answer(r *result.Result) string {
 		if su.Why != "" { // why the interval is wider than the precision asked
 			s += " " + strings.ToUpper(su.Why[:1]) + su.Why[1:] + "."
 		}
-		if b := setupBound(r.Ceiling); b != "" {
+		if b := setupBound(r); b != "" {
 			s += " " + b
 		} else if b := firstBottleneck(r.Ceiling); b != "" {
 			s += " Bottleneck: " + b + "."
@@ -219,7 +219,8 @@ func interval(su result.Supported) string {
 // high end) was unhealthy because its users could not be set up rather
 // than because a check fired, that setup is the bound and how fast the
 // target set users up; "" otherwise.
-func setupBound(c *result.Ceiling) string {
+func setupBound(r *result.Result) string {
+	c := r.Ceiling
 	su := c.SupportedUsers
 	for i := len(c.Levels) - 1; i >= 0; i-- {
 		l := c.Levels[i]
@@ -229,10 +230,29 @@ func setupBound(c *result.Ceiling) string {
 		if !l.SetupBound {
 			return ""
 		}
-		return fmt.Sprintf("Bound by users' setup, not by a check: at %d %s, %s. The target's setup capacity (logins, sign-ups) set this answer; docs/CEILING.md says how to measure it apart from the steady capacity.",
-			l.Users, c.UnitName(), l.Why)
+		s := fmt.Sprintf("Bound by users' setup, not by a check: at %d %s, %s.", l.Users, c.UnitName(), l.Why)
+		if st := r.Setup; st != nil && st.Attempts.Errors+st.Attempts.Timeouts > 0 {
+			s += fmt.Sprintf(" Setups failed %s times in the run (%s timed out)", count(st.Attempts.Errors+st.Attempts.Timeouts), count(st.Attempts.Timeouts))
+			if m, n := commonest(st.Attempts.Messages); n > 0 {
+				s += fmt.Sprintf(", most often (%s): %s", count(n), m)
+			}
+			s += "."
+		}
+		return s + " The target's setup capacity (logins, sign-ups) set this answer; docs/CEILING.md says how to measure it apart from the steady capacity."
 	}
 	return ""
+}
+
+// commonest is the message counted most (the first by text among
+// equals), and its count.
+func commonest(ms map[string]int64) (string, int64) {
+	best, n := "", int64(0)
+	for m, c := range ms {
+		if c > n || c == n && m < best {
+			best, n = m, c
+		}
+	}
+	return best, n
 }
 
 // firstBottleneck names the check that fired first, and how often.

@@ -52,8 +52,11 @@ func TestSetupBoundIsNamed(t *testing.T) {
 	su := c.Ceiling.SupportedUsers
 	why := "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout): 1.13 setups a second since the level was asked for"
 	c.Ceiling.Levels = append(c.Ceiling.Levels, result.Level{Users: int(su.High), SetUp: 69, Verdict: "unhealthy", SetupBound: true, SetupPerS: 1.13, Why: why})
+	c.Setup = &result.Setup{Users: 69, Started: 80, Attempts: metrics.Summary{Name: "(setup)", Count: 120, Errors: 40, Timeouts: 11,
+		Messages: map[string]int64{"POST /api/v4/users: status 400: license limit": 29, "POST /api/v4/users/login: timeout after 60s": 11}}}
 	md := string(Markdown(ForResult(c)))
 	mustContain(t, md, fmt.Sprintf("Bound by users' setup, not by a check: at %d users, %s.", int(su.High), why))
+	mustContain(t, md, "Setups failed 51 times in the run (11 timed out), most often (29): POST /api/v4/users: status 400: license limit.")
 	if strings.Contains(md, "Bottleneck: ") {
 		t.Errorf("a setup-bound answer also names a bottleneck check:\n%s", md)
 	}
