@@ -16,6 +16,10 @@ type Observation struct {
 	Users   int           // users running now and past their setup
 	Started int           // users running now, setting up or past setup (0: as many as Users)
 	Fired   []string      // health checks that fired now (failed closed included); empty = healthy
+	// Unknown names the checks that could not be evaluated now for a
+	// reason that says nothing of the target's health (its scrape timed
+	// out on a busy machine): neither fired nor passed.
+	Unknown []string
 	// Pressure is the worst check's value relative to its threshold: 0.5
 	// is half way, 1 at the threshold. 0 when unknown.
 	Pressure float64
@@ -93,6 +97,10 @@ type Level struct {
 	// again (a confirmation of a healthy verdict).
 	Hold bool   `json:"hold,omitempty"`
 	Why  string `json:"why,omitempty"` // a verdict not reached by the checks alone, in words
+	// Unknown counts the judged evaluations that were healthy only for
+	// want of knowing: no check fired, and some could not be evaluated
+	// (Observation.Unknown). Past half of them, the level is Undecided.
+	Unknown int `json:"unknown,omitempty"`
 	// SetupBound: the level was unhealthy because its users could not all
 	// be set up within the setup timeout, not because a check fired;
 	// SetupPerS is how fast the target set users up meanwhile (users past
@@ -109,6 +117,9 @@ func (l *Level) Count(o Observation) {
 	}
 	l.Evaluations++
 	l.SetUp = min(l.SetUp, o.Users)
+	if o.Healthy() && len(o.Unknown) > 0 {
+		l.Unknown++
+	}
 	if !o.Healthy() {
 		l.Unhealthy++
 		for _, f := range o.Fired {

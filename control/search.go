@@ -260,6 +260,12 @@ func (s *Search) hold(o Observation) Decision {
 		s.cur.Why = fmt.Sprintf("%d of %d evaluations unhealthy: not decided at %s confidence after %v of judging",
 			s.cur.Unhealthy, s.cur.Evaluations, pct(s.cfg.Confidence), s.cfg.MaxJudge)
 	}
+	if 2*s.cur.Unknown > s.cur.Evaluations && !s.cur.Undecided {
+		// Healthy mostly for want of knowing: not a verdict to bound on.
+		s.cur.Undecided = true
+		s.cur.Why = fmt.Sprintf("%d of %d evaluations healthy only because some checks could not be evaluated (unknown: the target's scrape failed): judged mostly on unknowns",
+			s.cur.Unknown, s.cur.Evaluations)
+	}
 	d := s.judge(o)
 	d.Judged = true
 	return d

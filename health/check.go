@@ -114,6 +114,10 @@ type Result struct {
 	// it requires (Check.Requires); it does not fire, Value is NaN and Err
 	// says what it waits for.
 	Inactive bool `json:"inactive,omitempty"`
+	// Unknown: the check could not be evaluated for a reason that says
+	// nothing of the target's health (the run says which: a scrape of the
+	// target that failed); it neither fires nor passes.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // resultJSON is Result with a nullable value: JSON has no NaN.
@@ -124,11 +128,12 @@ type resultJSON struct {
 	Fired     bool     `json:"fired"`
 	Err       string   `json:"error,omitempty"`
 	Inactive  bool     `json:"inactive,omitempty"`
+	Unknown   bool     `json:"unknown,omitempty"`
 }
 
 // MarshalJSON writes a NaN or infinite value as null, so the JSON stays valid.
 func (r Result) MarshalJSON() ([]byte, error) {
-	j := resultJSON{Name: r.Name, Threshold: r.Threshold, Fired: r.Fired, Err: r.Err, Inactive: r.Inactive}
+	j := resultJSON{Name: r.Name, Threshold: r.Threshold, Fired: r.Fired, Err: r.Err, Inactive: r.Inactive, Unknown: r.Unknown}
 	if !math.IsNaN(r.Value) && !math.IsInf(r.Value, 0) {
 		j.Value = &r.Value
 	}
@@ -141,7 +146,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*r = Result{Name: j.Name, Value: math.NaN(), Threshold: j.Threshold, Fired: j.Fired, Err: j.Err, Inactive: j.Inactive}
+	*r = Result{Name: j.Name, Value: math.NaN(), Threshold: j.Threshold, Fired: j.Fired, Err: j.Err, Inactive: j.Inactive, Unknown: j.Unknown}
 	if j.Value != nil {
 		r.Value = *j.Value
 	}

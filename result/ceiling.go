@@ -116,6 +116,9 @@ type Level struct {
 	// how fast the target set users up meanwhile.
 	SetupBound bool    `json:"setup_bound,omitempty"`
 	SetupPerS  float64 `json:"setup_per_s,omitempty"`
+	// Unknown: judged evaluations healthy only because some checks could
+	// not be evaluated (the target's scrape failed); past half, Undecided.
+	Unknown int `json:"unknown,omitempty"`
 	// The generator's figures over the seconds held at this user count
 	// (after settling), absent in results of before.
 	Lateness   *Lateness   `json:"lateness,omitempty"`

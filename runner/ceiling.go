@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -112,13 +114,14 @@ type ceilingRun struct {
 	ci *result.Ceiling
 	tr *truth
 
-	levels    map[int]*held // requests per steady user count, after Settle
-	heldSince time.Time     // since when lastUsers have held, steady
-	lastUsers int           // -1: not steady
-	target    int           // what the controller last asked for
-	traffic   bool          // a request has ended
-	warned    map[string]bool
-	nextSave  time.Time
+	levels       map[int]*held // requests per steady user count, after Settle
+	heldSince    time.Time     // since when lastUsers have held, steady
+	lastUsers    int           // -1: not steady
+	target       int           // what the controller last asked for
+	traffic      bool          // a request has ended
+	scrapeFailed bool          // a scrape of the target timed out this second: its checks are unknown, not fired
+	warned       map[string]bool
+	nextSave     time.Time
 
 	measuring bool           // the search is done; holding the supported users for Measure
 	hold      *control.Level // the measuring hold's judgment so far
@@ -157,7 +160,8 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	steady := r.account(now, users, p)
 	warning := r.feed(ctx, now)
 	results := r.evaluate(ctx, now, el, users, p)
-	obs := control.Observation{Elapsed: el, Users: users, Started: r.ld.started(), Fired: firing(results), Pressure: pressure(r.c.Checks, results)}
+	obs := control.Observation{Elapsed: el, Users: users, Started: r.ld.started(), Fired: firing(results), Unknown: unknown(results),
+		Pressure: pressure(r.c.Checks, results)}
 	d := r.measure(el, r.decide(now, obs, steady, p.Degraded))
 	if d.Judged {
 		bottleneck(r.ci.Bottleneck, results, el)
@@ -229,6 +233,7 @@ func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
 		return ""
 	}
 	errs := c.Scraper.Scrape(ctx, now)
+	r.scrapeFailed = slices.ContainsFunc(errs, timedOut)
 	if r.s.watch != nil {
 		r.s.watch.Attempted(errs)
 	}
@@ -237,7 +242,7 @@ func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
 		r.ci.ScrapeErrors = setErr(r.ci.ScrapeErrors, msg)
 		if !r.warned[msg] {
 			r.warned[msg] = true
-			warning = "scrape failed: " + msg + " (checks on its metrics fail closed)"
+			warning = "scrape failed: " + msg + " (checks on its metrics are unknown while its scrapes time out, fire while it refuses them)"
 		}
 	}
 	return warning
@@ -251,11 +256,18 @@ var self = labels.FromStrings("job", "headroom", "instance", "headroom")
 func (r *ceilingRun) evaluate(ctx context.Context, now time.Time, el time.Duration, users int, p metrics.Point) []health.Result {
 	results := r.c.evaluate(ctx, now)
 	r.traffic = r.traffic || p.Requests > 0
-	if !r.traffic {
-		for i := range results {
-			if res := &results[i]; res.Fired && math.IsNaN(res.Value) {
-				res.Fired, res.Err = false, "no data yet: no request has ended"
-			}
+	for i := range results {
+		res := &results[i]
+		switch {
+		case !res.Fired || !math.IsNaN(res.Value): // evaluated
+		case !r.traffic:
+			res.Fired, res.Err = false, "no data yet: no request has ended"
+		case r.scrapeFailed && onTarget(r.c.Checks[i]):
+			// A busy target whose scrape timed out: its metrics are
+			// missing, not its health. The level's verdict counts it
+			// as unknown (control.Level.Unknown).
+			res.Fired, res.Unknown = false, true
+			res.Err = "unknown: the target's scrape timed out this second (" + res.Err + ")"
 		}
 	}
 	pt := result.CheckPoint{T: el.Seconds(), Users: users}
@@ -269,6 +281,36 @@ func (r *ceilingRun) evaluate(ctx context.Context, now time.Time, el time.Durati
 	}
 	r.ci.CheckTimeline = append(r.ci.CheckTimeline, pt)
 	return results
+}
+
+// timedOut reports whether a scrape failed by timing out, as a busy
+// target's does, rather than being refused or answered badly.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// onTarget reports whether c reads a scraped target's metrics, not only
+// headroom's own.
+func onTarget(c health.Check) bool {
+	for _, m := range c.Metrics() {
+		if !health.Synthetic(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// unknown names the checks that could not be evaluated for want of the
+// target's metrics.
+func unknown(results []health.Result) []string {
+	var out []string
+	for _, res := range results {
+		if res.Unknown {
+			out = append(out, res.Name)
+		}
+	}
+	return out
 }
 
 // firing names the checks that fired.

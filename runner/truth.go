@@ -77,7 +77,7 @@ func (t *truth) counts(now time.Time, users int, fired bool) bool {
 func (t *truth) level(l control.Level, h *held) result.Level {
 	r := result.Level{Users: l.Users, Start: l.Start, JudgeStart: l.JudgeStart, End: l.End, Evaluations: l.Evaluations,
 		Unhealthy: l.Unhealthy, Fired: l.Fired, Pressure: l.Pressure, Verdict: l.Verdict, SetUp: l.SetUp,
-		Undecided: l.Undecided, Hold: l.Hold, Why: l.Why, SetupBound: l.SetupBound, SetupPerS: l.SetupPerS}
+		Undecided: l.Undecided, Hold: l.Hold, Why: l.Why, SetupBound: l.SetupBound, SetupPerS: l.SetupPerS, Unknown: l.Unknown}
 	if h != nil {
 		r.Lateness, r.Burstiness = result.LatenessOf(h.snap.Wakes), result.BurstinessOf(h.snap.Wakes)
 	}

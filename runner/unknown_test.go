@@ -1,0 +1,116 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/prom"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// busyMetrics is a target's metrics endpoint that answers while the load
+// is light and, past busyAt users, times out (a busy server's scrape);
+// refuse makes it refuse instead (a server that went away).
+type busyMetrics struct {
+	users  func() int
+	busyAt int
+	refuse bool
+	cpu    atomic.Int64 // the counter's value, in ms, for a rate
+}
+
+func (b *busyMetrics) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.users() >= b.busyAt {
+		if b.refuse {
+			return nil, fmt.Errorf("dial tcp 127.0.0.1:9: connect: connection refused")
+		}
+		<-req.Context().Done() // past prom.ScrapeTimeout
+		return nil, req.Context().Err()
+	}
+	page := fmt.Sprintf("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", float64(b.cpu.Add(100))/1000)
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/plain; version=0.0.4"}},
+		Body: io.NopCloser(strings.NewReader(page)), Request: req}, nil
+}
+
+// A check on the target's metrics whose scrapes time out once the load is
+// heavy (a busy server) is unknown, not fired: the search is not bounded
+// by the scrapes' gaps, the levels judged on them say so (undecided,
+// mostly unknowns), and the answer is the client-side check's. The same
+// scrapes refused (a server that went away) still fire, fail closed.
+func TestScrapeTimeoutsAreUnknownNotFired(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuse=%v", refuse), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { scrapeGaps(t, refuse) })
+		})
+	}
+}
+
+func scrapeGaps(t *testing.T, refuse bool) {
+	const threshold, busyAt = 0.1, 60
+	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 4, Scale: 10}) // ~110 users by the latency check
+	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, time.Second+time.Duration(threshold*float64(time.Second))-srv.ServiceTime("GetChannelPosts"))
+	var users atomic.Int64 // the users past setup, as the search's progress says
+	metrics := &busyMetrics{busyAt: busyAt, refuse: refuse, users: func() int { return int(users.Load()) }}
+	store := prom.NewStore(10 * time.Minute)
+	scraper, err := prom.NewScraper(store, []string{"http://127.0.0.1:9/metrics"}, &http.Client{Transport: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []health.Check{
+		{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold},
+		{Name: "server CPU (cores)", Query: `rate(process_cpu_seconds_total[5s])`, Threshold: 50},
+	}
+	settle := checks[0].Window() + 3*time.Second
+	c := &Ceiling{
+		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second,
+			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial},
+		Checks:      checks,
+		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.05, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
+		Evaluator:   prom.NewEmbedded(store),
+		Store:       store,
+		Scraper:     scraper,
+		MaxDuration: 15 * time.Minute,
+		Settle:      settle,
+		Progress:    func(p CeilingProgress) { users.Store(int64(p.Users)) },
+	}
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	su := res.Ceiling.SupportedUsers
+	t.Logf("model %.1f users; found %.0f in [%.0f, %.0f) (found %v); levels %v", truth, su.Value, su.Low, su.High, su.Found, levelsOf(res))
+	var unknown, fired int
+	for _, l := range res.Ceiling.Levels {
+		if l.Users >= busyAt {
+			unknown += l.Unknown
+			fired += l.Fired["server CPU (cores)"]
+		}
+	}
+	if refuse {
+		if su.Value >= busyAt || fired == 0 {
+			t.Errorf("refused scrapes: %.0f users, the server check fired %d times past %d users: want it to fail closed, bounding the answer below %d", su.Value, fired, busyAt, busyAt)
+		}
+		return
+	}
+	if su.Value < busyAt || math.Abs(su.Value-truth)/truth > 0.15 || fired > 0 || unknown == 0 {
+		t.Errorf("timed-out scrapes: %.0f users (model %.1f), the server check fired %d times and was unknown in %d evaluations past %d users: want the latency check's answer, the server check unknown, never fired",
+			su.Value, truth, fired, unknown, busyAt)
+	}
+	var said bool
+	for _, l := range res.Ceiling.Levels {
+		said = said || l.Undecided && strings.Contains(l.Why, "judged mostly on unknowns")
+	}
+	if !said {
+		t.Errorf("no level past %d users says it was judged mostly on unknowns: %+v", busyAt, res.Ceiling.Levels)
+	}
+}
