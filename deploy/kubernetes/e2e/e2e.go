@@ -70,8 +70,18 @@ func (e *e2e) pod(index string, coordinator bool) (podRun, bool) {
 }
 
 func (e *e2e) run(ctx context.Context) {
+	coord, ok := e.join(ctx)    // 1. every pod runs, every agent joins
+	if !ok || !e.replace(ctx) { // 2. an agent pod deleted mid-run is made again and rejoins
+		return
+	}
+	e.complete(ctx)     // 3. the coordinator's Job completes; so does the agents'
+	e.fetch(ctx, coord) // 4. the result outlives the coordinator's pod, and is copied out
+}
+
+// join waits for every pod to run and every agent to join the
+// coordinator, whose pod it returns; false when a check failed.
+func (e *e2e) join(ctx context.Context) (podRun, bool) {
 	n := e.agents()
-	// 1. Every pod runs, and every agent joins the coordinator.
 	var coord podRun
 	err := poll(ctx, 3*time.Minute, func() (bool, error) {
 		var ok bool
@@ -87,7 +97,7 @@ func (e *e2e) run(ctx context.Context) {
 	})
 	e.rep.check(err == nil, "the Job controller created the coordinator's pod and %d agent pods, and each runs (%v)", n, errText(err))
 	if err != nil {
-		return
+		return coord, false
 	}
 	joined := regexp.MustCompile(`agent \d+ joined: (agent-\d+)`)
 	var names []string
@@ -127,24 +137,25 @@ func (e *e2e) run(ctx context.Context) {
 		})
 		e.rep.check(err == nil, "agent pod %s (index %d) runs %g users, read at %s:9465/metrics, the scrape annotations' port (%v)", a.name, i, users, a.ip, errText(err))
 	}
-	if e.rep.failed {
-		return
-	}
+	return coord, !e.rep.failed
+}
 
-	// 2. An agent pod deleted mid-run is made again and rejoins.
+// replace deletes agent pod 1 mid-run and waits for the Job controller's
+// new pod for index 1 to rejoin; false when it could not go on.
+func (e *e2e) replace(ctx context.Context) bool {
 	say("waiting %s, then deleting agent pod 1", e.o.deleteAfter)
 	select {
 	case <-ctx.Done():
-		return
+		return false
 	case <-time.After(e.o.deleteAfter):
 	}
 	old, _ := e.pod("1", false)
 	e.deleted = old
 	e.deletedAt = time.Now()
-	err = e.cs.CoreV1().Pods(e.ns).Delete(ctx, old.name, metav1.DeleteOptions{})
+	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, old.name, metav1.DeleteOptions{})
 	e.rep.check(err == nil, "deleted pod %s (agent index 1, pid %d) with the default grace period, as kubectl delete pod does (%v)", old.name, old.proc.cmd.Process.Pid, errText(err))
 	if err != nil {
-		return
+		return false
 	}
 	var repl podRun
 	err = poll(ctx, 2*time.Minute, func() (bool, error) {
@@ -160,7 +171,7 @@ func (e *e2e) run(ctx context.Context) {
 		e.rep.check(true, "the Job controller made pod %s for index 1 (%.1f s after the deletion), and its process was started (pid %d)", repl.name, repl.seen.Sub(e.deletedAt).Seconds(), repl.proc.cmd.Process.Pid)
 	} else {
 		e.rep.check(false, "no new pod for index 1 within 2 minutes of the deletion (%v)", err)
-		return
+		return false
 	}
 	var users float64
 	err = poll(ctx, 90*time.Second, func() (bool, error) {
@@ -169,8 +180,12 @@ func (e *e2e) run(ctx context.Context) {
 		return err == nil && u > 0, nil
 	})
 	e.rep.check(err == nil, "the new agent-1 rejoined the run: it runs %g users, read at %s:9465/metrics (%v)", users, repl.ip, errText(err))
+	return true
+}
 
-	// 3. The coordinator's Job completes; so does the agents'.
+// complete waits for both Jobs to complete, and checks that the deleted
+// agent left in good order without counting as a failure.
+func (e *e2e) complete(ctx context.Context) {
 	limit := 3*time.Minute + e.o.ramp + e.o.duration + 2*time.Minute
 	job, err := e.waitJob(ctx, check.CoordinatorName, limit)
 	e.rep.check(err == nil && finished(job) == batchv1.JobComplete, "Job %s: %s (%v)", check.CoordinatorName, jobState(job), errText(err))
@@ -180,9 +195,6 @@ func (e *e2e) run(ctx context.Context) {
 		code := d.proc.exitCode()
 		e.rep.check(code == 3 && job != nil && job.Status.Failed == 0, "the deleted agent left in good order (exit %d, want 3) and the Job did not count it as a failure (failed %d, podFailurePolicy Ignore)", code, jobFailed(job))
 	}
-
-	// 4. The result outlives the coordinator's pod, and is copied out.
-	e.fetch(ctx, coord)
 }
 
 // fetch deletes the coordinator's ended pod (as deleting its Job, or its
