@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,10 +81,18 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic in %s: %v", e.Wh
 
 // Engine holds the running users. Safe for concurrent use.
 type Engine struct {
-	cfg    Config
-	mu     sync.Mutex
-	users  []*vu          // in the order they were added
-	added  int            // users ever added: the last one was the added-th (see Config.IDs)
+	cfg   Config
+	mu    sync.Mutex
+	users []*vu // in the order they were added
+	added int   // users ever added: the last one was the added-th (see Config.IDs)
+	// slots is the most users that ran at once; free holds the slots of
+	// users removed and done, smallest first. A user added takes the
+	// smallest free slot, and its account (user.account) is the id of the
+	// slot's first user: users removed and added again (a ceiling stepping
+	// down and up) never sign up more accounts than the most users that
+	// ran at once. Ids (user.id) stay unique in the run.
+	slots  int
+	free   []int
 	gone   sync.WaitGroup // users removed or stopped, not yet done
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
@@ -119,6 +128,18 @@ func New(cfg Config) *Engine {
 	return &Engine{cfg: cfg, abort: make(chan struct{}), warm: newWarm(256)}
 }
 
+// slot is the place of the next user added: the smallest one freed by a
+// user removed and done, else a new one. Under e.mu.
+func (e *Engine) slot() int {
+	if len(e.free) > 0 {
+		n := e.free[0]
+		e.free = e.free[1:]
+		return n
+	}
+	e.slots++
+	return e.slots
+}
+
 // id is the id of the nth user added (Config.IDs).
 func (e *Engine) id(n int) int {
 	if e.cfg.IDs == nil {
@@ -143,8 +164,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 		n = min(n, len(e.users))
 	}
 	for added := 0; len(e.users) < n && added < maxAdd; added++ {
-		e.added++
-		v := e.newUser(e.id(e.added))
+		v := e.newUser()
 		e.users = append(e.users, v)
 		go func() {
 			defer e.recover(v)
@@ -159,10 +179,15 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	return len(e.users)
 }
 
-func (e *Engine) newUser(id int) *vu {
-	v := &vu{id: id, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
+// newUser makes the next user added: its id the added-th's, its account
+// its slot's. Under e.mu.
+func (e *Engine) newUser() *vu {
+	e.added++
+	id, slot := e.id(e.added), e.slot()
+	account := e.id(slot)
+	v := &vu{id: id, slot: slot, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled,
-		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id) }}
+		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id, account) }}
 	v.user, v.client = v.fresh()
 	return v
 }
@@ -170,11 +195,11 @@ func (e *Engine) newUser(id int) *vu {
 // userOf makes user id's scenario runtime and HTTP client, both new: no
 // state, headers, cookies or connection.
 // Its background lanes get clients made the same way (Env.NewHTTP).
-func (e *Engine) userOf(id int) (*scenario.User, scenario.HTTPClient) {
+func (e *Engine) userOf(id, account int) (*scenario.User, scenario.HTTPClient) {
 	opt := e.clientOptions(id)
 	client := e.newClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
-		ID: id, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		ID: id, Account: account, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 		NewHTTP: func(cookies map[string]string) scenario.HTTPClient {
 			o := opt
 			o.Cookies = cookies
@@ -197,6 +222,7 @@ func (e *Engine) retire(v *vu) {
 	go func() {
 		defer e.gone.Done()
 		defer e.recover(v)
+		defer e.release(v)
 		if s := v.State(); s == Starting || s == SettingUp {
 			v.cancel("user removed during its setup")
 			<-v.done
@@ -214,6 +240,14 @@ func (e *Engine) retire(v *vu) {
 			<-v.done
 		}
 	}()
+}
+
+// release frees v's slot, v being done: a user added later takes it.
+func (e *Engine) release(v *vu) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i, _ := slices.BinarySearch(e.free, v.slot)
+	e.free = slices.Insert(e.free, i, v.slot)
 }
 
 // recover, deferred in a goroutine of user v, turns a panic into a

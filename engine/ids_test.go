@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -62,4 +63,52 @@ user_types = [reader, poster]
 	if want := sc.UsersByType(agents * k); !maps.Equal(byType, want) || want["reader"] != 15 {
 		t.Errorf("users by type across agents %v, want one engine's %v", byType, want)
 	}
+}
+
+// Users removed and added again take the accounts of those done before
+// new ones: stepping 10 -> 4 -> 10 -> 6 -> 10 users signs up accounts
+// 1..10 only (user.account), no more than the most users that ran at
+// once, while each user's id (user.id) stays its own.
+func TestAccountsAreReusedAfterTheirUsersAreDone(t *testing.T) {
+	sc, err := scenario.Load(context.Background(), "ids.star", []byte(`
+def setup(user):
+    print("%d %d" % (user.id, user.account))
+def act(user):
+    pass
+actions = [action("Act", act)]
+think_time = think.constant("100ms")
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ids, accounts := map[int]bool{}, map[int]bool{}
+		print := func(_ int, msg string) {
+			var id, account int
+			fmt.Sscanf(msg, "%d %d", &id, &account)
+			mu.Lock()
+			defer mu.Unlock()
+			if ids[id] {
+				t.Errorf("id %d set up twice", id)
+			}
+			ids[id], accounts[account] = true, true
+		}
+		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second, Print: print})
+		for _, n := range []int{10, 4, 10, 6, 10} {
+			e.SetUsers(n)
+			time.Sleep(3 * time.Second) // past the grace: the removed are done
+			synctest.Wait()
+		}
+		e.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if got := slices.Sorted(maps.Keys(accounts)); len(got) != 10 || got[0] != 1 || got[9] != 10 {
+			t.Errorf("accounts: %v, want 1..10", got)
+		}
+		if len(ids) != 10+6+4 {
+			t.Errorf("%d ids set up, want %d: each user its own", len(ids), 10+6+4)
+		}
+	})
 }

@@ -241,8 +241,7 @@ func (e *Engine) SetPacer(p Pacer) error {
 
 // addPoolUser adds a user to o's pool. Under e.mu.
 func (e *Engine) addPoolUser(o *openModel, onDemand bool) {
-	e.added++
-	v := e.newUser(e.id(e.added))
+	v := e.newUser()
 	v.arrive = make(chan arrival, 1)
 	e.users = append(e.users, v)
 	spread := e.cfg.Spread

@@ -62,6 +62,7 @@ type vu struct {
 	done     chan struct{} // closed when its goroutine has ended
 	canceled atomic.Bool
 	late     *atomic.Int64          // engine-wide count of wake-ups later than lateAfter
+	slot     int                    // its place among the users running at once (Engine.slot): its account's
 	setUp    *atomic.Int64          // engine-wide count of users past setup
 	began    *atomic.Int64          // engine-wide count of users that began setup
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise

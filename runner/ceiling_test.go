@@ -92,6 +92,24 @@ func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration
 	if float64(res.Totals.Count) < 5*su.Value || res.Totals.MeanMs > 1000*threshold*1.2 {
 		t.Errorf("figures at the ceiling (%s): %+v", res.Ceiling.StatsWindow, res.Totals)
 	}
+	// Stepping up and down, users are removed and added again: they sign
+	// up no more accounts than the most users that ran at once.
+	peak := 0
+	for _, d := range res.Ceiling.Decisions {
+		peak = max(peak, d.Target)
+	}
+	for _, l := range res.Ceiling.Levels {
+		peak = max(peak, l.Users)
+	}
+	var signups int64
+	for _, r := range res.Setup.Requests {
+		if r.Name == "POST /api/v4/users" {
+			signups = r.Status["201"]
+		}
+	}
+	if signups == 0 || signups > int64(peak) {
+		t.Errorf("%d accounts signed up for at most %d users at once (levels %v)", signups, peak, levelsOf(res))
+	}
 	for _, r := range res.Requests {
 		if r.Name != "GetChannelPosts" {
 			t.Errorf("figures at the ceiling include %d %q: a ramp (logins) leaked into the held level", r.Count, r.Name)

@@ -184,7 +184,7 @@ func (u *User) laneUser(n int, name string, state, headers *starlark.Dict, clien
 	lu.lanes.shut = fmt.Sprintf("a background lane (%q) cannot start lanes; start them from setup or an action", name)
 	lu.newThread(fmt.Sprintf("user %d, lane %s", env.ID, name))
 	r := rand.New(rand.NewPCG(u.laneSeed(n, 0), u.laneSeed(n, 1)))
-	lu.value = &userValue{id: env.ID, typ: u.value.typ, state: state, rand: &randValue{r: r}, shared: u.value.shared, lane: name}
+	lu.value = &userValue{id: env.ID, account: u.value.account, typ: u.value.typ, state: state, rand: &randValue{r: r}, shared: u.value.shared, lane: name}
 	lu.value.http = &httpValue{u: lu, headers: headers}
 	return lu
 }

@@ -44,9 +44,13 @@ var (
 
 // Env is what a user gets from the engine.
 type Env struct {
-	ID   int    // 1-based, unique in a run
-	Seed uint64 // the run's seed; with ID it fixes the user's random streams
-	HTTP Doer
+	ID int // 1-based, unique in a run
+	// Account is the user's account number (user.account): the id of the
+	// first user that held its place among the users running at once, so
+	// reused by users added after others were removed; 0: the ID.
+	Account int
+	Seed    uint64 // the run's seed; with ID it fixes the user's random streams
+	HTTP    Doer
 	// NewHTTP makes another client like HTTP (the same target, timeout,
 	// source address and credentials; a connection of its own) that
 	// starts with the given cookies: a background lane's (lane.go). nil:
@@ -128,7 +132,10 @@ func NewUser(sc *Scenario, env Env) *User {
 	u.choose = rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 1), mix(env.Seed, uint64(env.ID), 2)))
 	script := rand.New(rand.NewPCG(mix(env.Seed, uint64(env.ID), 3), mix(env.Seed, uint64(env.ID), 4)))
 	u.newThread(fmt.Sprintf("user %d", env.ID))
-	u.value = &userValue{id: env.ID, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
+	if env.Account == 0 {
+		u.env.Account = env.ID
+	}
+	u.value = &userValue{id: env.ID, account: u.env.Account, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
 	if u.value.shared == nil {
 		u.value.shared = starlark.None
 	}
@@ -398,14 +405,15 @@ func shortPath(p string) string {
 
 // userValue is the user argument scenario functions receive.
 type userValue struct {
-	id     int
-	typ    starlark.String // its type's name
-	http   *httpValue
-	ws     *wsValue
-	state  *starlark.Dict
-	rand   *randValue
-	shared starlark.Value // init's value, frozen; None without init
-	lane   string         // the lane's name, for a background lane's view of the user; "" otherwise
+	id      int
+	account int             // user.account: Env.Account
+	typ     starlark.String // its type's name
+	http    *httpValue
+	ws      *wsValue
+	state   *starlark.Dict
+	rand    *randValue
+	shared  starlark.Value // init's value, frozen; None without init
+	lane    string         // the lane's name, for a background lane's view of the user; "" otherwise
 }
 
 var _ starlark.HasAttrs = (*userValue)(nil)
@@ -416,12 +424,14 @@ func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
 func (v *userValue) AttrNames() []string {
-	return []string{"background", "every", "http", "id", "rand", "shared", "state", "type", "ws"}
+	return []string{"account", "background", "every", "http", "id", "rand", "shared", "state", "type", "ws"}
 }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "id":
 		return starlark.MakeInt(v.id), nil
+	case "account":
+		return starlark.MakeInt(v.account), nil
 	case "http":
 		return v.http, nil
 	case "state":

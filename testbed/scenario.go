@@ -14,7 +14,7 @@ import (
 func PostsScenario(think time.Duration) string {
 	return fmt.Sprintf(`
 def setup(user):
-    name = "u-%%d" %% user.id
+    name = "u-%%d" %% user.account
     user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
     r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
     user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
@@ -38,7 +38,7 @@ think_time = think.constant("%v")
 func ConnectedScenario(think time.Duration) string {
 	return fmt.Sprintf(`
 def setup(user):
-    name = "u-%%d" %% user.id
+    name = "u-%%d" %% user.account
     user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
     r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
     user.http.headers["Authorization"] = "Bearer " + r.headers["token"]
