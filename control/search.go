@@ -192,7 +192,15 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 		return Decision{Users: cur, Reason: why}
 	}
 	if float64(s.level) > s.target {
-		s.target = math.Min(float64(s.level), s.target+s.cfg.RampRate*dt.Seconds())
+		step := s.cfg.RampRate * dt.Seconds()
+		if s.cfg.Unit == "users" && o.Started > 0 {
+			// Paced by the server: at most a second of the ramp's users
+			// in setup at once, so that the ramp follows the setups'
+			// completions and a server that logs users in slowly gets
+			// a level it can reach, not a storm of logins that time out.
+			step = math.Min(step, math.Max(0, float64(o.Users)+s.cfg.RampRate-s.target))
+		}
+		s.target = math.Min(float64(s.level), s.target+step)
 	} else {
 		s.target = float64(s.level)
 	}

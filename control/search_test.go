@@ -419,6 +419,30 @@ func TestSearchRetriesASetupFailureAfterAStepDown(t *testing.T) {
 	}
 }
 
+// The ramp follows the server's setups: with a server that sets up 4
+// users a second, at most a second of the ramp's users (50) are in setup
+// at once, not the level's 300; and the level is reached, its users all
+// set up, rather than stormed.
+func TestSearchRampFollowsTheSetups(t *testing.T) {
+	s := NewSearch(SearchConfig{Start: 300, Max: 300, Settle: time.Second, Judge: 3 * time.Second, RampRate: 50, SetupTimeout: 2 * time.Minute})
+	users, ready, most := 0, 0, 0
+	for el := time.Duration(0); el < 10*time.Minute; el += time.Second {
+		d := s.Decide(Observation{Elapsed: el, Users: ready, Started: users})
+		users = d.Users
+		most = max(most, users-ready)
+		ready = min(users, ready+4) // the server sets up 4 users a second
+		if d.Done {
+			break
+		}
+	}
+	if most > 50+4 {
+		t.Errorf("%d users in setup at once, want at most a second of the ramp's (50)", most)
+	}
+	if l := s.Levels(); len(l) == 0 || l[0].Users != 300 || l[0].SetupBound || l[0].Verdict != "healthy" {
+		t.Errorf("levels %+v, want 300 reached and judged healthy", l)
+	}
+}
+
 // An unhealthy hold at the answer takes the verdict back: the search goes
 // on below it and finds a lower answer.
 func TestSearchHoldThatIsUnhealthyReopensTheSearch(t *testing.T) {
