@@ -11,7 +11,10 @@ import (
 
 // connectedBlocks are the tables of what long polls, deliveries and
 // WebSockets did; none for a scenario with none.
-func connectedBlocks(c result.Connected) []Block {
+// open says how many WebSocket connections were open during the window
+// ("" when unknown): opened counts only those opened in it, and a chat
+// user's connection is opened in its setup, before the window.
+func connectedBlocks(c result.Connected, open string) []Block {
 	if len(c.Polls) == 0 && len(c.Deliveries) == 0 && len(c.WebSockets) == 0 {
 		return nil
 	}
@@ -30,7 +33,7 @@ func connectedBlocks(c result.Connected) []Block {
 				notes = append(notes, fmt.Sprintf("%s abnormal closes: %s × %s", s.Name, count(s.Reasons[r]), r))
 			}
 		}
-		out = append(out, &Para{Text: "WebSocket connections over the window: closes are abnormal without a close frame 1000 or 1001; " +
+		out = append(out, &Para{Text: open + "WebSocket connections over the window: opened and closed count those opened and closed in it; closes are abnormal without a close frame 1000 or 1001; " +
 			"missed messages are jumps in the sequence field; dropped ones found their user's inbox full (its handlers fell behind)."}, t)
 		if len(notes) > 0 {
 			out = append(out, &List{Items: notes})
@@ -47,6 +50,29 @@ func connectedBlocks(c result.Connected) []Block {
 			summaryTable("long poll", c.Polls))
 	}
 	return out
+}
+
+// openDuring says how many WebSocket connections were open during r's
+// window, from its timeline (every connection of every name): "" when no
+// second of the timeline lies in the window or none was open.
+func openDuring(r *result.Result) string {
+	lo, hi, n := int64(-1), int64(0), 0
+	for _, p := range r.Timeline {
+		if p.T <= r.Window.Start || p.T > r.Window.End+1e-9 {
+			continue
+		}
+		if lo < 0 || p.Connections < lo {
+			lo = p.Connections
+		}
+		hi, n = max(hi, p.Connections), n+1
+	}
+	switch {
+	case n == 0 || hi == 0:
+		return ""
+	case lo == hi:
+		return fmt.Sprintf("Open during the window: %s connections, every second. ", count(hi))
+	}
+	return fmt.Sprintf("Open during the window: %s to %s connections (by the second). ", count(lo), count(hi))
 }
 
 // TypeCounts is how a connection's messages by type read: "in: posted 1,200, typing 30; out: user_typing 30", most first.

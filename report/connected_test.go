@@ -28,6 +28,9 @@ func TestConnectedUsersAreShown(t *testing.T) {
 	doc := ForResult(r)
 	md := string(Markdown(doc))
 	mustContain(t, md, "## Connected users")
+	// Opened counts only those opened in the window; how many were open
+	// comes from the timeline.
+	mustContain(t, md, "Open during the window: 100 connections, every second.")
 	mustContain(t, md, "WS /api/v4/websocket messages by type: in: posted 1,200, typing 30; out: user_typing 30")
 	mustContain(t, md, "abnormal closes: 2 × closed: websocket: close 1006")
 	rows := rowsByFirstCell(md)

@@ -48,7 +48,7 @@ func forResult(r *result.Result, full bool) *Doc {
 		add(stepBlocks(r)...)
 	}
 	add(requestBlocks(r)...)
-	add(connectedBlocks(r.Connected)...)
+	add(connectedBlocks(r.Connected, openDuring(r))...)
 	add(setupBlocks(r.Setup)...)
 	add(errorBlocks(r)...)
 	add(&Heading{Level: 2, Text: "Generator"}, &Para{Text: generatorText(r.Generator)})
