@@ -49,6 +49,7 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	fs.Int64Var(&cfg.Seed, "seed", def.Seed, "seed of the store's content")
 	fs.DurationVar(&cfg.EventCost, "event-cost", def.EventCost, "worker time of delivering one WebSocket event to one connection, before --scale; 0: none")
 	fs.DurationVar(&cfg.ConnCost, "conn-cost", def.ConnCost, "worker time each open WebSocket connection costs per second, before --scale; 0: none")
+	fs.DurationVar(&cfg.LoginCost, "login-cost", 0, "worker time added to every sign-up and login, not scaled (a password hashed slowly, e.g. 500ms as Mattermost 11's); 0: none")
 	pos, code, ok := parse(env, fs, args)
 	if !ok {
 		return code
@@ -56,8 +57,8 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	if len(pos) > 0 {
 		return fail(env, ExitUsage, "testbed takes no arguments, got %q", strings.Join(pos, " "))
 	}
-	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 || cfg.EventCost < 0 || cfg.ConnCost < 0 {
-		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1, --event-cost and --conn-cost >= 0")
+	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 || cfg.EventCost < 0 || cfg.ConnCost < 0 || cfg.LoginCost < 0 {
+		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1, --event-cost, --conn-cost and --login-cost >= 0")
 	}
 	for _, d := range []*time.Duration{&cfg.EventCost, &cfg.ConnCost} {
 		if *d == 0 {

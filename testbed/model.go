@@ -50,6 +50,12 @@ type Config struct {
 	// (keep-alives, presence): once a second a worker is held for ConnCost times the connections open.
 	// Default 0.1 ms; a negative value means none.
 	ConnCost time.Duration
+	// LoginCost is worker time added to every sign-up (CreateUser) and
+	// login, not scaled: a password hashed on purpose slowly, as Mattermost
+	// 11's PBKDF2 (~0.5 s of CPU a login) or Synapse's bcrypt do. It bounds
+	// how fast the server sets users up, apart from how many set-up users
+	// it serves. Default 0: none.
+	LoginCost time.Duration
 }
 
 // WithDefaults returns c with every zero (or, for Scale, non-positive) field set to its default.

@@ -53,6 +53,9 @@ func newServer(cfg Config, now func() time.Time) *Server {
 	s.pool = newPool(cfg.Workers, max(cfg.Queue, 0), now)
 	for _, r := range routeTable() {
 		b := &boundRoute{route: r, service: scaled(r.total(), cfg.Scale)}
+		if r.name == "Login" || r.name == "CreateUser" {
+			b.service += max(cfg.LoginCost, 0) // the password's hash
+		}
 		for _, sc := range r.store {
 			b.store = append(b.store, scaled(sc.time, cfg.Scale))
 		}
