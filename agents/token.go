@@ -23,9 +23,10 @@ func MakeToken() string {
 // CheckToken refuses a token that cannot carry MinTokenBits: too short
 // for its alphabet (hex 4 bits a character, base64 6; other text what its
 // characters' frequencies carry, at most 6.5: words are far from random),
-// or clearly not random (a few characters repeated, one character a third
-// of it, a sequence like 0123… or abcd…, a shorter token repeated). It
-// cannot prove a token random; it refuses what no random generator makes.
+// or clearly not random (a few characters repeated, one character far too
+// often, a sequence like 0123… or abcd…, a shorter token repeated: what a
+// random generator makes less than once in a trillion tokens). It cannot
+// prove a token random; it refuses what no random generator makes.
 func CheckToken(t []byte) error {
 	s := string(t)
 	const how = "make one with: openssl rand -hex 32 > token (or let the coordinator write it: --token-file names a file that does not exist yet)"
@@ -69,34 +70,87 @@ func alphabetBits(s string) float64 {
 	return min(h, math.Log2(95))
 }
 
-// patterned says how s is clearly not random; "" when it is not.
+// improbable is how rarely a random generator makes what patterned
+// refuses: once in a trillion tokens. A rule by a fixed share (a third of
+// the characters one character, or runs) refused one random 32-character
+// hex token in about 20,000 (15 of 300,000 drawn), a user's real token
+// among them.
+const improbable = 1e-12
+
+// patterned says how s is clearly not random ("" when it is not): what a
+// random generator of s's alphabet makes less often than improbable, by
+// the binomial tail of s's most common character and of its runs, and
+// the chance of so few distinct characters; or a shorter token repeated.
 func patterned(s string) string {
+	n, a := len(s), alphabetSize(s)
 	count := map[rune]int{}
 	for _, c := range s {
 		count[c]++
 	}
 	most := 0
-	for _, n := range count {
-		most = max(most, n)
+	for _, k := range count {
+		most = max(most, k)
 	}
 	steps := 0 // places where the character follows on as the one before did: 0123, aaaa, abab
-	for i := 2; i < len(s); i++ {
+	for i := 2; i < n; i++ {
 		if int(s[i])-int(s[i-1]) == int(s[i-1])-int(s[i-2]) || s[i] == s[i-2] {
 			steps++
 		}
 	}
-	for p := 1; p <= len(s)/2; p++ {
-		if strings.Repeat(s[:p], len(s)/p+1)[:len(s)] == s {
+	for p := 1; p <= n/2; p++ {
+		if strings.Repeat(s[:p], n/p+1)[:n] == s {
 			return fmt.Sprintf("%q repeated", s[:p])
 		}
 	}
 	switch {
-	case len(count) < 8:
+	case fewDistinct(n, len(count), a) < improbable:
 		return fmt.Sprintf("%d distinct characters", len(count))
-	case 3*most > len(s):
-		return "one character a third of it"
-	case 3*steps > len(s):
+	case a*atLeast(n, most, 1/a) < improbable:
+		return fmt.Sprintf("one character %d times of %d", most, n)
+	case n > 2 && atLeast(n-2, steps, 2/a) < improbable:
 		return "runs like 0123 or abab"
 	}
 	return ""
+}
+
+// alphabetSize is how many characters a generator of s's kind draws
+// from: hex 16, base64 64, else the 95 printable ASCII characters.
+func alphabetSize(s string) float64 {
+	switch alphabetBits(s) {
+	case 4:
+		return 16
+	case 6:
+		return 64
+	}
+	return 95
+}
+
+// atLeast is the chance of k or more successes in n trials of chance p.
+func atLeast(n, k int, p float64) float64 {
+	sum := 0.0
+	for i := k; i <= n; i++ {
+		lc, _ := math.Lgamma(float64(n + 1))
+		li, _ := math.Lgamma(float64(i + 1))
+		lr, _ := math.Lgamma(float64(n - i + 1))
+		sum += math.Exp(lc - li - lr + float64(i)*math.Log(p) + float64(n-i)*math.Log1p(-p))
+	}
+	return sum
+}
+
+// fewDistinct is the chance that n characters drawn from a alphabet
+// show at most d distinct ones.
+func fewDistinct(n, d int, a float64) float64 {
+	dp := make([]float64, d+2) // dp[j]: the chance of j distinct so far
+	dp[0] = 1
+	for range n {
+		for j := d + 1; j >= 1; j-- {
+			dp[j] = dp[j]*float64(j)/a + dp[j-1]*(a-float64(j-1))/a
+		}
+		dp[0] = 0
+	}
+	sum := 0.0
+	for _, p := range dp[:d+1] {
+		sum += p
+	}
+	return sum
 }

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,24 @@ func TestCheckToken(t *testing.T) {
 	}
 	if err := CheckToken([]byte("0123456789abcdef0123")); err == nil || !strings.Contains(err.Error(), "80 bits") {
 		t.Errorf("20 hex characters: %v, want refused as 80 bits", err)
+	}
+}
+
+// What a random generator made is not refused for chance patterns: the
+// 128-bit hex token that failed this test once (eleven 8s of 32: one
+// random token in 30,000 has a character that often) passes; the chances
+// the rules weigh are the exact ones.
+func TestCheckTokenIsNotFooledByChance(t *testing.T) {
+	for _, tok := range []string{"9a4f98165882d889594806815b3f8888"} {
+		if err := CheckToken([]byte(tok)); err != nil {
+			t.Errorf("%s: %v", tok, err)
+		}
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-6*want }
+	if got := 16 * atLeast(32, 11, 1.0/16); !near(got, 3.4188011202563256e-05) {
+		t.Errorf("a hex character 11 times or more of 32: %g, want 3.4188e-05", got)
+	}
+	if got := fewDistinct(32, 7, 16); !near(got, 3.5457690796907515e-08) {
+		t.Errorf("7 or fewer distinct of 32 hex characters: %g, want 3.5458e-08", got)
 	}
 }
