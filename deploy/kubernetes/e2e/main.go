@@ -130,50 +130,70 @@ func run(o options) int {
 		}
 	}()
 	say("working directory %s ($WORK below)", work)
-
-	// The target: headroom's testbed on a free loopback port.
-	tb, err := start(work, "testbed", o.headroom, []string{"testbed", "--listen", "127.0.0.1:0"}, []string{"PATH=/usr/bin:/bin"})
-	if err != nil {
-		say("%v", err)
+	broke := func(what string, err error) int {
+		say("%s%v", what, err)
 		rep.failed = true
 		return 1
 	}
-	defer tb.stop(5 * time.Second)
-	target, err := waitLine(ctx, tb, regexp.MustCompile(`listening on (http://127\.[0-9.]+:[0-9]+)`), 30*time.Second)
-	if err != nil {
-		say("testbed: %v", err)
-		rep.failed = true
-		return 1
-	}
-	say("testbed (the target): pid %d, %s", tb.cmd.Process.Pid, target)
 
+	tb, target, err := startTarget(ctx, o, work)
+	if tb != nil {
+		defer tb.stop(5 * time.Second)
+	}
+	if err != nil {
+		return broke("testbed: ", err)
+	}
 	cp, err := startControlPlane(ctx, o.binDir, work, say)
 	if err != nil {
-		say("control plane: %v", err)
-		rep.failed = true
-		return 1
+		return broke("control plane: ", err)
 	}
 	defer cp.stop()
 	cs, err := kubernetes.NewForConfig(cp.cfg)
 	if err != nil {
-		say("%v", err)
-		rep.failed = true
-		return 1
+		return broke("", err)
 	}
 	if v, err := cs.Discovery().ServerVersion(); err == nil {
 		say("API server version %s", v.GitVersion)
 	}
-
 	set, err := manifests(o, target)
 	if err != nil {
-		say("manifests: %v", err)
-		rep.failed = true
+		return broke("manifests: ", err)
+	}
+	kl, stopKubelet := startKubelet(cs, set.Namespace.Name, o, work)
+	defer stopKubelet()
+	if err := apply(ctx, cs, set); err != nil {
+		return broke("apply: ", err)
+	}
+	e := &e2e{o: o, cs: cs, ns: set.Namespace.Name, set: set, kl: kl, rep: rep}
+	e.run(ctx)
+	e.summary()
+	if rep.failed {
 		return 1
 	}
-	ns := set.Namespace.Name
+	return 0
+}
 
-	kctx, stopKubelet := context.WithCancel(context.Background())
-	kl := newKubelet(cs, ns, "e2e-node", o.headroom, work, say)
+// startTarget starts the target, headroom's testbed on a free loopback
+// port, and returns its process (nil if none started) and URL.
+func startTarget(ctx context.Context, o options, work string) (*proc, string, error) {
+	tb, err := start(work, "testbed", o.headroom, []string{"testbed", "--listen", "127.0.0.1:0"}, []string{"PATH=/usr/bin:/bin"})
+	if err != nil {
+		return nil, "", err
+	}
+	target, err := waitLine(ctx, tb, regexp.MustCompile(`listening on (http://127\.[0-9.]+:[0-9]+)`), 30*time.Second)
+	if err != nil {
+		return tb, "", err
+	}
+	say("testbed (the target): pid %d, %s", tb.cmd.Process.Pid, target)
+	return tb, target, nil
+}
+
+// startKubelet starts the stand-in for the scheduler and the kubelet of
+// namespace ns, the coordinator's pod held back o.coordinatorDelay; stop
+// ends it and every process it started.
+func startKubelet(cs kubernetes.Interface, ns string, o options, work string) (kl *kubelet, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	kl = newKubelet(cs, ns, "e2e-node", o.headroom, work, say)
 	kl.services[check.ServiceName] = serviceAddr
 	kl.startDelay = func(p *corev1.Pod) time.Duration {
 		if p.Labels["app.kubernetes.io/component"] == "coordinator" {
@@ -181,22 +201,9 @@ func run(o options) int {
 		}
 		return 0
 	}
-	kubeletDone := make(chan struct{})
-	go func() { kl.run(kctx); close(kubeletDone) }()
-	defer func() { stopKubelet(); <-kubeletDone }()
-
-	if err := apply(ctx, cs, set); err != nil {
-		say("apply: %v", err)
-		rep.failed = true
-		return 1
-	}
-	e := &e2e{o: o, cs: cs, ns: ns, set: set, kl: kl, rep: rep}
-	e.run(ctx)
-	e.summary()
-	if rep.failed {
-		return 1
-	}
-	return 0
+	done := make(chan struct{})
+	go func() { kl.run(ctx); close(done) }()
+	return kl, func() { cancel(); <-done }
 }
 
 // manifests renders the kustomization as kubectl would, with a fresh
