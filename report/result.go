@@ -233,26 +233,14 @@ func setupBound(r *result.Result) string {
 		s := fmt.Sprintf("Bound by users' setup, not by a check: at %d %s, %s.", l.Users, c.UnitName(), l.Why)
 		if st := r.Setup; st != nil && st.Attempts.Errors+st.Attempts.Timeouts > 0 {
 			s += fmt.Sprintf(" Setups failed %s times in the run (%s timed out)", count(st.Attempts.Errors+st.Attempts.Timeouts), count(st.Attempts.Timeouts))
-			if m, n := commonest(st.Attempts.Messages); n > 0 {
-				s += fmt.Sprintf(", most often (%s): %s", count(n), m)
+			if ms := ByCount(st.Attempts.Messages); len(ms) > 0 {
+				s += fmt.Sprintf(", most often (%s): %s", count(st.Attempts.Messages[ms[0]]), ms[0])
 			}
 			s += "."
 		}
 		return s + " The target's setup capacity (logins, sign-ups) set this answer; docs/CEILING.md says how to measure it apart from the steady capacity."
 	}
 	return ""
-}
-
-// commonest is the message counted most (the first by text among
-// equals), and its count.
-func commonest(ms map[string]int64) (string, int64) {
-	best, n := "", int64(0)
-	for m, c := range ms {
-		if c > n || c == n && m < best {
-			best, n = m, c
-		}
-	}
-	return best, n
 }
 
 // firstBottleneck names the check that fired first, and how often.
