@@ -160,7 +160,8 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	steady := r.account(now, users, p)
 	warning := r.feed(ctx, now)
 	results := r.evaluate(ctx, now, el, users, p)
-	obs := control.Observation{Elapsed: el, Users: users, Started: r.ld.started(), Fired: firing(results), Unknown: unknown(results),
+	obs := control.Observation{Elapsed: el, Users: users, Started: r.ld.started(), Fired: named(results, func(r health.Result) bool { return r.Fired }),
+		Unknown:  named(results, func(r health.Result) bool { return r.Unknown }),
 		Pressure: pressure(r.c.Checks, results)}
 	d := r.measure(el, r.decide(now, obs, steady, p.Degraded))
 	if d.Judged {
@@ -293,35 +294,19 @@ func timedOut(err error) bool {
 // onTarget reports whether c reads a scraped target's metrics, not only
 // headroom's own.
 func onTarget(c health.Check) bool {
-	for _, m := range c.Metrics() {
-		if !health.Synthetic(m) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.Metrics(), func(m string) bool { return !health.Synthetic(m) })
 }
 
-// unknown names the checks that could not be evaluated for want of the
-// target's metrics.
-func unknown(results []health.Result) []string {
+// named names the checks whose results are such: fired, or unknown (not
+// evaluated for want of the target's metrics).
+func named(results []health.Result, such func(health.Result) bool) []string {
 	var out []string
 	for _, res := range results {
-		if res.Unknown {
+		if such(res) {
 			out = append(out, res.Name)
 		}
 	}
 	return out
-}
-
-// firing names the checks that fired.
-func firing(results []health.Result) []string {
-	var fired []string
-	for _, res := range results {
-		if res.Fired {
-			fired = append(fired, res.Name)
-		}
-	}
-	return fired
 }
 
 // decide is the second's decision: the measuring hold's judgment while
