@@ -25,6 +25,7 @@ type loadFlags struct {
 	seed                            uint64
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
+	freshSessions                   bool
 	force                           bool
 	scrape                          multi
 	serverLatency                   families
@@ -46,6 +47,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.BoolVar(&f.freshSessions, "fresh-sessions", false, "start every user's user.session empty; by default a user added in the place of one removed (a ceiling stepping down and up) starts with what that one kept there, a token, and need not log in again (docs/SCENARIOS.md)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
@@ -178,7 +180,7 @@ func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.S
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
-		ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
+		FreshSessions: f.freshSessions, ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		Warn:      func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 		OnAction:  testHook(env),

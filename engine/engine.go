@@ -41,6 +41,11 @@ type Config struct {
 	Spread   time.Duration
 	Insecure bool // skip TLS checks
 	MaxBody  int  // response body limit, bytes; default transport's (64 MiB)
+	// FreshSessions: every user's user.session starts empty. By default
+	// a user added in the place of one removed and done (its account's,
+	// see Engine.slots) starts with what that one's setup and actions
+	// left there: a token kept, as real clients stay logged in.
+	FreshSessions bool
 	// SourceAddrs, if any, are the local addresses users connect from,
 	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
 	// connections to one target.
@@ -107,6 +112,8 @@ type Engine struct {
 	// set by StartOpen before its users; nil: each user its own.
 	conns *transport.Pool
 	warm  *warm // where users' actions and handlers run
+	// sessions keeps user.session by account; nil with FreshSessions.
+	sessions *scenario.Sessions
 	// stalled, if set, is called by a user as its pause's timer fires,
 	// and by the open model's dispatcher as its timer fires, before they
 	// wake: the seam where a test stalls the process (virtual time), as
@@ -125,7 +132,11 @@ func New(cfg Config) *Engine {
 	if cfg.Spread == 0 {
 		cfg.Spread = 100 * time.Millisecond
 	}
-	return &Engine{cfg: cfg, abort: make(chan struct{}), warm: newWarm(256)}
+	e := &Engine{cfg: cfg, abort: make(chan struct{}), warm: newWarm(256)}
+	if !cfg.FreshSessions {
+		e.sessions = scenario.NewSessions()
+	}
+	return e
 }
 
 // slot is the place of the next user added: the smallest one freed by a
@@ -199,7 +210,7 @@ func (e *Engine) userOf(id, account int) (*scenario.User, scenario.HTTPClient) {
 	opt := e.clientOptions(id)
 	client := e.newClient(opt)
 	user := scenario.NewUser(e.cfg.Scenario, scenario.Env{
-		ID: id, Account: account, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
+		ID: id, Account: account, Sessions: e.sessions, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(id), Print: e.cfg.Print,
 		NewHTTP: func(cookies map[string]string) scenario.HTTPClient {
 			o := opt
 			o.Cookies = cookies

@@ -256,8 +256,12 @@ func firstBottleneck(c *result.Ceiling) string {
 // setupText sums up users' setups, which no other figure holds.
 func setupText(st *result.Setup) string {
 	t := st.TimeToSetUp
-	return fmt.Sprintf("In no figure above: %d of %d users finished setup, in %d attempts (%d failed). Time to set up a user, from its first attempt: p50 %s ms, p95 %s ms, p99 %s ms, max %s ms.",
-		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, num(t.P50Ms), num(t.P95Ms), num(t.P99Ms), num(t.MaxMs))
+	kept := ""
+	if st.SessionsKept > 0 {
+		kept = fmt.Sprintf("; %s of them began with the session an earlier user of their account kept (user.session)", count(st.SessionsKept))
+	}
+	return fmt.Sprintf("In no figure above: %d of %d users finished setup, in %d attempts (%d failed)%s. Time to set up a user, from its first attempt: p50 %s ms, p95 %s ms, p99 %s ms, max %s ms.",
+		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, kept, num(t.P50Ms), num(t.P95Ms), num(t.P99Ms), num(t.MaxMs))
 }
 
 func setupTable(r *result.Result) *Table {

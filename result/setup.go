@@ -10,6 +10,10 @@ type Setup struct {
 	// Started how many began it.
 	Users   int64 `json:"users"`
 	Started int64 `json:"started"`
+	// SessionsKept is how many setups succeeded having begun with a session
+	// (user.session) an earlier user of the account kept: logins spared,
+	// as the scenario wrote it.
+	SessionsKept int64 `json:"sessions_kept,omitempty"`
 	// TimeToSetUp is the time from a user's first setup attempt to being
 	// ready, retries included: one sample per user that got there.
 	TimeToSetUp metrics.Summary `json:"time_to_set_up"`

@@ -20,6 +20,9 @@ func setupOf(snap *metrics.Snapshot, started int64, window time.Duration) *resul
 		out.Users = a.Count
 		out.TimeToSetUp = a.Summarize(scenario.ReadyAction, window)
 	}
+	if a := st.Actions[scenario.SessionKeptAction]; a != nil {
+		out.SessionsKept = a.Count
+	}
 	if a := st.Actions[scenario.SetupAction]; a != nil {
 		out.Attempts = a.Summarize(scenario.SetupAction, window)
 	}

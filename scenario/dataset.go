@@ -196,6 +196,7 @@ func (d *Dataset) release(i int) {
 // Call it once the user's calls are over: the engine does when its
 // goroutine ends. Later calls do nothing.
 func (u *User) Close() {
+	_ = u.keepSession() // what its actions changed (a token renewed); a value that cannot be kept leaves the next user none
 	u.StopLanes("user ended")
 	u.closeWebSockets()
 	for _, p := range u.picks {

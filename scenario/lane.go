@@ -139,11 +139,11 @@ func (u *User) startLane(what string, fnV, nameV starlark.Value, period time.Dur
 		}
 		name = s
 	}
-	state, err := laneCopy(u.value.state, "user.state", 0, map[starlark.Value]starlark.Value{})
+	state, err := laneCopy(u.value.state, "user.state")
 	if err != nil {
 		return fmt.Errorf("%s: %v", what, err)
 	}
-	headers, err := laneCopy(u.value.http.headers, "user.http.headers", 0, map[starlark.Value]starlark.Value{})
+	headers, err := laneCopy(u.value.http.headers, "user.http.headers")
 	if err != nil {
 		return fmt.Errorf("%s: %v", what, err)
 	}
@@ -307,11 +307,11 @@ func immutable(v starlark.Value) bool {
 	return false
 }
 
-// laneCopy copies v, found at `at` (for messages), for a lane: plain data only (None, bools, numbers,
+// plainCopy copies v, found at `at` (for messages): plain data only (None, bools, numbers,
 // strings, bytes, tuples, lists, dicts, sets, and datasets, which are frozen and shared as they are).
 // memo keeps lists, dicts and sets that v holds twice (or inside themselves) one value in the copy; nil
 // only checks.
-func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]starlark.Value) (starlark.Value, error) {
+func plainCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]starlark.Value) (starlark.Value, error) {
 	if depth > maxShareDepth {
 		return nil, fmt.Errorf("%s is nested more than %d levels deep", at, maxShareDepth)
 	}
@@ -327,7 +327,7 @@ func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]st
 	case starlark.Tuple:
 		out := make(starlark.Tuple, len(x))
 		for i, e := range x {
-			c, err := laneCopy(e, fmt.Sprintf("%s[%d]", at, i), depth+1, memo)
+			c, err := plainCopy(e, fmt.Sprintf("%s[%d]", at, i), depth+1, memo)
 			if err != nil {
 				return nil, err
 			}
@@ -340,7 +340,7 @@ func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]st
 			memo[v] = out
 		}
 		for i := range x.Len() {
-			c, err := laneCopy(x.Index(i), fmt.Sprintf("%s[%d]", at, i), depth+1, memo)
+			c, err := plainCopy(x.Index(i), fmt.Sprintf("%s[%d]", at, i), depth+1, memo)
 			if err != nil {
 				return nil, err
 			}
@@ -353,11 +353,11 @@ func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]st
 			memo[v] = out
 		}
 		for _, kv := range x.Items() {
-			k, err := laneCopy(kv[0], at+" (a key)", depth+1, memo)
+			k, err := plainCopy(kv[0], at+" (a key)", depth+1, memo)
 			if err != nil {
 				return nil, err
 			}
-			e, err := laneCopy(kv[1], at+"["+kv[0].String()+"]", depth+1, memo)
+			e, err := plainCopy(kv[1], at+"["+kv[0].String()+"]", depth+1, memo)
 			if err != nil {
 				return nil, err
 			}
@@ -373,7 +373,7 @@ func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]st
 		defer it.Done()
 		var e starlark.Value
 		for it.Next(&e) {
-			c, err := laneCopy(e, at+" (an element)", depth+1, memo)
+			c, err := plainCopy(e, at+" (an element)", depth+1, memo)
 			if err != nil {
 				return nil, err
 			}
@@ -381,6 +381,22 @@ func laneCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]st
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%s is a %s, which a background lane cannot take: a lane gets a copy of user.state, and only of plain data "+
-		"(None, bools, numbers, strings, bytes, tuples, lists, dicts, sets); keep that value elsewhere, or start the lane before storing it", at, v.Type())
+	return nil, &notPlainError{at: at, typ: v.Type()}
+}
+
+// notPlainError is plainCopy's: the value at `at` is not plain data.
+type notPlainError struct{ at, typ string }
+
+func (e *notPlainError) Error() string {
+	return fmt.Sprintf("%s is a %s, not plain data (None, bools, numbers, strings, bytes, tuples, lists, dicts, sets)", e.at, e.typ)
+}
+
+// laneCopy is plainCopy for a lane's copy of the user's state and headers.
+func laneCopy(v starlark.Value, at string) (starlark.Value, error) {
+	c, err := plainCopy(v, at, 0, map[starlark.Value]starlark.Value{})
+	if np, ok := err.(*notPlainError); ok {
+		return nil, fmt.Errorf("%s is a %s, which a background lane cannot take: a lane gets a copy of user.state, and only of plain data "+
+			"(None, bools, numbers, strings, bytes, tuples, lists, dicts, sets); keep that value elsewhere, or start the lane before storing it", np.at, np.typ)
+	}
+	return c, err
 }

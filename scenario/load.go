@@ -352,7 +352,7 @@ func loadError(err error, path string, src []byte, fail failFunc) error {
 	var rl resolve.ErrorList
 	if errors.As(err, &rl) {
 		e := rl[0]
-		hint := "builtins are action, think, fail, json, sleep, url, uuid, crypto, base64, clock, data, and user.http/user.rand/user.state/user.shared inside functions"
+		hint := "builtins are action, think, fail, json, sleep, url, uuid, crypto, base64, clock, data, and user.http/user.rand/user.state/user.session/user.shared inside functions"
 		if name, ok := strings.CutPrefix(e.Msg, "undefined: "); ok {
 			if near := nearest(name); near != "" && !strings.Contains(e.Msg, "did you mean") {
 				e.Msg += " (did you mean " + near + "?)"

@@ -49,8 +49,11 @@ type Env struct {
 	// first user that held its place among the users running at once, so
 	// reused by users added after others were removed; 0: the ID.
 	Account int
-	Seed    uint64 // the run's seed; with ID it fixes the user's random streams
-	HTTP    Doer
+	// Sessions keeps user.session from one user of an account to the
+	// next (see Sessions); nil: each user's starts empty.
+	Sessions *Sessions
+	Seed     uint64 // the run's seed; with ID it fixes the user's random streams
+	HTTP     Doer
 	// NewHTTP makes another client like HTTP (the same target, timeout,
 	// source address and credentials; a connection of its own) that
 	// starts with the given cookies: a background lane's (lane.go). nil:
@@ -83,6 +86,10 @@ const (
 	// setup succeeds: the time from its first setup attempt to being
 	// ready, retries and their pauses included.
 	ReadyAction = "(time to set up)"
+	// SessionKeptAction is recorded (as a setup sample, of no duration)
+	// once for each setup that succeeded having begun with a session an
+	// earlier user of the account kept (user.session, see Sessions).
+	SessionKeptAction = "(session kept)"
 )
 
 // User runs one simulated user's scenario code. Its methods are called
@@ -135,7 +142,8 @@ func NewUser(sc *Scenario, env Env) *User {
 	if env.Account == 0 {
 		u.env.Account = env.ID
 	}
-	u.value = &userValue{id: env.ID, account: u.env.Account, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared}
+	u.value = &userValue{id: env.ID, account: u.env.Account, typ: starlark.String(u.typ.Name), state: starlark.NewDict(4), rand: &randValue{r: script}, shared: env.Shared,
+		session: env.Sessions.load(u.env.Account)}
 	if u.value.shared == nil {
 		u.value.shared = starlark.None
 	}
@@ -207,19 +215,30 @@ func (u *User) Think() time.Duration { return u.typ.Think.Next(u.choose, u.facto
 // Setup runs setup(user), if the scenario has one, and records it as the
 // action "(setup)". It returns the outcome. A setup that fails stops the
 // lanes it started (see StopLanes): a retry starts from a clean user.
+// Whatever the outcome, user.session is kept for the account's next user
+// (the retry among them): a setup that found its token refused and
+// cleared it makes the retry log in.
 func (u *User) Setup() metrics.Outcome {
 	if u.typ.Setup == nil {
 		return metrics.OK
 	}
+	kept := u.value.session.Len() > 0
 	u.setup = true
 	u.settingUp.Store(true)
-	out := u.call(SetupAction, u.typ.Setup)
+	_, s := u.invoke(SetupAction, u.typ.Setup)
+	if err := u.keepSession(); err != nil && s.Outcome == metrics.OK {
+		s.Outcome, s.Message = metrics.Failed, err.Error()
+	}
+	u.env.Record.Record(s)
+	if kept && s.Outcome == metrics.OK {
+		u.env.Record.Record(metrics.Sample{Kind: metrics.Action, Name: SessionKeptAction, Setup: true})
+	}
 	u.setup = false
 	u.settingUp.Store(false)
-	if out != metrics.OK {
+	if s.Outcome != metrics.OK {
 		u.StopLanes("setup failed")
 	}
-	return out
+	return s.Outcome
 }
 
 // Teardown runs teardown(user), if any.
@@ -413,6 +432,7 @@ type userValue struct {
 	state   *starlark.Dict
 	rand    *randValue
 	shared  starlark.Value // init's value, frozen; None without init
+	session *starlark.Dict // user.session: Sessions' copy, the user's to change
 	lane    string         // the lane's name, for a background lane's view of the user; "" otherwise
 }
 
@@ -424,7 +444,7 @@ func (v *userValue) Freeze()               {}
 func (v *userValue) Truth() starlark.Bool  { return true }
 func (v *userValue) Hash() (uint32, error) { return uint32(v.id), nil }
 func (v *userValue) AttrNames() []string {
-	return []string{"account", "background", "every", "http", "id", "rand", "shared", "state", "type", "ws"}
+	return []string{"account", "background", "every", "http", "id", "rand", "session", "shared", "state", "type", "ws"}
 }
 func (v *userValue) Attr(name string) (starlark.Value, error) {
 	switch name {
@@ -440,6 +460,12 @@ func (v *userValue) Attr(name string) (starlark.Value, error) {
 		return v.rand, nil
 	case "shared":
 		return v.shared, nil
+	case "session":
+		if v.lane != "" {
+			return nil, fmt.Errorf("user.session in the background lane %q: the session belongs to the user's own thread; "+
+				"read what a lane needs from user.state, which it gets a copy of", v.lane)
+		}
+		return v.session, nil
 	case "type":
 		return v.typ, nil
 	case "ws":
