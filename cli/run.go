@@ -49,6 +49,14 @@ over its duration; their sum is the window. The think time is not used. On
 agents (--local-agents, --agents) the pool is split by their cores and each
 agent takes its share of the schedule's arrivals.
 
+Setup capacity (--setup-only, docs/CEILING.md): the users run their setup
+(sign-up, login) and no action, and the run ends once all are set up: the
+answer is how fast the target set them up (users a second), the time to set
+up one, and the setups' failures by message. Ramp faster than the server can
+log users in (--ramp 0 adds them all at once) and give their requests the
+time a queue of logins takes (--timeout). Compare two such runs with
+headroom compare: a slower login is a setup regression.
+
 At the end of a closed-model run, a warning says when the target held users
 up much longer than their think time (coordinated omission: the requests they
 did not send meanwhile are never measured) and points to --rate.
@@ -56,6 +64,7 @@ did not send meanwhile are never measured) and points to --rate.
 Examples:
   headroom run examples/chat.star --target http://127.0.0.1:8065 --users 200 --ramp 10s --duration 60s --out runs/first
   headroom run my.star --target http://127.0.0.1:8080 --users 50 --duration 2m --seed 7 --metrics-listen 127.0.0.1:9465
+  headroom run examples/chat.star --target http://127.0.0.1:8065 --users 300 --setup-only --timeout 1m
   headroom run api.star --target http://127.0.0.1:8080 --rate 500/s --duration 60s
   headroom run api.star --target http://127.0.0.1:8080 --rate 30/m --duration 10m --arrivals poisson
   headroom run api.star --target http://127.0.0.1:8080 --rate-stages "100/s:30s,500/s:60s,500/s:5m" --max-users 2000 --max-wait 500ms
@@ -68,6 +77,7 @@ type runFlags struct {
 	users          int
 	ramp, duration time.Duration
 	setupTimeout   time.Duration
+	setupOnly      bool
 }
 
 func runCmd(ctx context.Context, env Env, args []string) int {
@@ -78,6 +88,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.ramp, "ramp", 0, "time over which users are added linearly, e.g. 10s (0 = all at once)")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users once they are set up: the measured window")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "how long after the ramp the window waits for every user to finish setup; past it, it begins without them (with a note)")
+	fs.BoolVar(&f.setupOnly, "setup-only", false, "run the users' setup and no action, and end once all are set up: the target's setup capacity (logins a second), measured alone; --duration is not used")
 	f.open.register(fs)
 	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
@@ -95,6 +106,9 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return usageError(env, fs, "%v", err)
 	}
+	if f.setupOnly && open != nil {
+		return usageError(env, fs, "--setup-only measures how fast users are set up: give --users, not --rate (the open model's pool is set up on demand)")
+	}
 	users, what := f.users, fmt.Sprintf("--users %d", f.users)
 	if open != nil {
 		users, what = open.MaxUsers, fmt.Sprintf("--max-users %d", open.MaxUsers)
@@ -105,6 +119,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
 		SetupTimeout: f.setupTimeout, Open: open}
+	b.SetupOnly = f.setupOnly
 	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &b.Common, target)
 	if !ok {
 		out.release()
@@ -125,6 +140,8 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	}
 	if open != nil {
 		fmt.Fprintf(env.Stderr, "running %s against %s: %s; seed %d\n", sc.Path, target.Redacted(), describeOpen(open), f.seed)
+	} else if f.setupOnly {
+		fmt.Fprintf(env.Stderr, "setting up %d users of %s against %s, ramp %v, no action (--setup-only), seed %d\n", f.users, sc.Path, target.Redacted(), f.ramp, f.seed)
 	} else {
 		fmt.Fprintf(env.Stderr, "running %s against %s: %d users, ramp %v, hold %v, seed %d\n", sc.Path, target.Redacted(), f.users, f.ramp, f.duration, f.seed)
 	}

@@ -50,8 +50,13 @@ type Comparison struct {
 	Levels []LevelSpan `json:"levels,omitempty"`
 	// Setup is the users' setups over the whole runs (compareSetup): left
 	// out of every span above, compared here. nil when no run has setups.
-	Setup  *Span              `json:"setup,omitempty"`
-	Server []ServerComparison `json:"server,omitempty"`
+	Setup *Span `json:"setup,omitempty"`
+	// SetupRate is how fast each run set its users up (result.Setup.PerS,
+	// users a second, from its start to the last one ready; of a bounded
+	// run): the setup capacity where the ramp outran the server, the
+	// ramp's pace where it did not. nil unless every run has it.
+	SetupRate *Metric            `json:"setup_rate,omitempty"`
+	Server    []ServerComparison `json:"server,omitempty"`
 }
 
 // Format names the comparison format.
@@ -110,6 +115,7 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	if c.Setup, note = compareSetup(base, new, o); note != "" {
 		c.Notes = append(c.Notes, note)
 	}
+	c.SetupRate = setupRate(base, new, o)
 	c.Unit = unitOf(base)
 	if modelOf(base.Runs[0].Result) == result.ModelOpen {
 		c.open(base, new, o)

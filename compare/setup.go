@@ -54,3 +54,25 @@ func setupWindows(s *Side) (ws []window, missing []string, any bool) {
 	}
 	return ws, missing, true
 }
+
+// setupRate compares how fast the runs set their users up, each run one
+// value (result.Setup.PerS); nil unless every run of both sides has one.
+func setupRate(base, new *Side, o Options) *Metric {
+	m := &Metric{Name: "users set up a second", Unit: "/s", HigherIsBetter: true}
+	for _, side := range []struct {
+		s    *Side
+		runs *[]float64
+		avg  *float64
+	}{{base, &m.BaseRuns, &m.Base}, {new, &m.NewRuns, &m.New}} {
+		for _, r := range side.s.Runs {
+			st := r.Result.Setup
+			if st == nil || st.PerS <= 0 {
+				return nil
+			}
+			*side.runs = append(*side.runs, st.PerS)
+		}
+		*side.avg = meanOr(*side.runs)
+	}
+	m.judge(o)
+	return m
+}

@@ -18,9 +18,11 @@ import (
 	"github.com/headroom-dev/headroom/scenario"
 )
 
-// loginRuns makes n bounded runs of 40 users, each against a server of
-// its own whose login takes login and whose one other endpoint 2 ms.
-func loginRuns(t *testing.T, n int, login time.Duration) []string {
+// loginRuns makes a bounded run of 40 users for each login time, each
+// against a server of its own whose login takes that long and whose one
+// other endpoint 2 ms, all at once: whatever else the machine runs
+// meanwhile weighs on every run alike.
+func loginRuns(t *testing.T, logins ...time.Duration) []string {
 	t.Helper()
 	sc, err := scenario.Load(context.Background(), "login.star", []byte(`
 def setup(user):
@@ -35,10 +37,11 @@ think_time = think.constant("50ms")
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := len(logins)
 	dirs := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range n {
+	for i, login := range logins {
 		dirs[i] = filepath.Join(t.TempDir(), fmt.Sprintf("run-%d", i))
 		wg.Go(func() {
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,11 +74,13 @@ think_time = think.constant("50ms")
 // without the setup histograms (of a headroom before them) is not
 // compared, and the note says which.
 func TestSetupRegressionIsFound(t *testing.T) {
-	base, err := Load("base", loginRuns(t, 2, 10*time.Millisecond))
+	const was, is = 10 * time.Millisecond, 30 * time.Millisecond
+	dirs := loginRuns(t, was, is, was, is, was, is) // three a side: with two, Welch's interval is ±12.7 SDs
+	base, err := Load("base", []string{dirs[0], dirs[2], dirs[4]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	newDirs := loginRuns(t, 2, 30*time.Millisecond)
+	newDirs := []string{dirs[1], dirs[3], dirs[5]}
 	nw, err := Load("new", newDirs)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +98,8 @@ func TestSetupRegressionIsFound(t *testing.T) {
 			login = &c.Setup.Requests[i]
 		}
 	}
-	if login == nil || login.BaseCount != 80 || login.NewCount != 80 || login.Mean.Verdict != Regression || login.Mean.Delta < 1 {
-		t.Fatalf("login row %+v: want 80 logins a side, mean a regression of ~+200%%", login)
+	if login == nil || login.BaseCount != 120 || login.NewCount != 120 || login.Mean.Verdict != Regression || login.Mean.Delta < 1 {
+		t.Fatalf("login row %+v: want 120 logins a side, mean a regression of ~+200%%", login)
 	}
 	if m := c.Setup.MixMean; m.Verdict != Regression {
 		t.Errorf("setup mix mean %+v: want a regression", m)
@@ -135,4 +140,69 @@ func TestSetupRegressionIsFound(t *testing.T) {
 	if c.Setup != nil || !strings.Contains(strings.Join(c.Notes, "\n"), "setups not compared: no setup histograms in "+newDirs[1]) {
 		t.Errorf("setup %v, notes %q: want no setup comparison, and a note naming the run", c.Setup, c.Notes)
 	}
+}
+
+// TestSetupRateRegressionIsFound: --setup-only runs against servers that
+// log one user in at a time, in 20 ms (base) or 40 ms (new): the users set
+// up a second halve, and compare calls it a regression, beside the
+// login's latency.
+func TestSetupRateRegressionIsFound(t *testing.T) {
+	sc, err := scenario.Load(context.Background(), "login.star", []byte(`
+def setup(user):
+    user.http.post("/login", json={"user": user.id}, name="POST /login")
+def act(user):
+    user.http.get("/channels", name="GET /channels")
+actions = [action("Act", act)]
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const was, is = 20 * time.Millisecond, 40 * time.Millisecond
+	logins := []time.Duration{was, is, was, is, was, is} // three a side, all at once
+	dirs := make([]string, len(logins))
+	errs := make([]error, len(logins))
+	var wg sync.WaitGroup
+	for i, login := range logins {
+		dirs[i] = filepath.Join(t.TempDir(), fmt.Sprintf("run-%d", i))
+		wg.Go(func() {
+			var one sync.Mutex // one login at a time: a server whose setup capacity is 1/login
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/login" {
+					one.Lock()
+					time.Sleep(login)
+					one.Unlock()
+				}
+			}))
+			defer ts.Close()
+			target, _ := url.Parse(ts.URL)
+			_, errs[i] = (&runner.Bounded{Common: runner.Common{Scenario: sc, Target: target, Seed: uint64(i + 1), Timeout: 10 * time.Second, Grace: time.Second,
+				Out: dirs[i], SetupOnly: true}, Users: 30, Duration: time.Minute}).Run(context.Background())
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, err := Load("base", []string{dirs[0], dirs[2], dirs[4]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := Load("new", []string{dirs[1], dirs[3], dirs[5]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(base, nw, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.SetupRate
+	if m == nil || m.Verdict != Regression || m.Delta > -0.35 || m.Delta < -0.65 {
+		t.Fatalf("setup rate %+v: want a regression of about -50%% (notes %q)", m, c.Notes)
+	}
+	if c.Setup == nil || c.Setup.MixMean.Verdict != Regression {
+		t.Errorf("setup mix mean %+v: want a regression beside the rate", c.Setup)
+	}
+	t.Logf("users set up a second: %.1f → %.1f (%s): %s", m.Base, m.New, m.DeltaText(), m.Verdict)
 }

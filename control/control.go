@@ -101,7 +101,10 @@ type Level struct {
 	// want of knowing: no check fired, and some could not be evaluated
 	// (Observation.Unknown). Past half of them, the level is Undecided.
 	Unknown int `json:"unknown,omitempty"`
-	// SetupBound: the level was unhealthy because its users could not all
+	// SetupPerS is how fast the target set users up while the level was
+	// asked for (users past setup gained, a second, from the move to the
+	// level until it was reached or gave up); 0 when it was reached by
+	// removing users. SetupBound: the level was unhealthy because its users could not all
 	// be set up within the setup timeout, not because a check fired;
 	// SetupPerS is how fast the target set users up meanwhile (users past
 	// setup gained, over the seconds since the level was asked for).

@@ -51,6 +51,9 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 	case int(s.target) >= s.level && o.Users >= s.level:
 		s.reached = o.Elapsed
 		s.cur = &Level{Users: s.level, Start: o.Elapsed.Seconds(), Fired: map[string]int{}, SetUp: s.level}
+		if s.cfg.Unit == "users" && o.Users > s.movedSet {
+			s.cur.SetupPerS = s.setupRate(o) // how fast its new users were set up; none when reached by removing users
+		}
 	case int(s.target) >= s.level && late && s.down && s.retried != s.level:
 		// Reached by removing users, whose setups the server may still be
 		// working through (a password hash goes on when the client has

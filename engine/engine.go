@@ -46,6 +46,10 @@ type Config struct {
 	// see Engine.slots) starts with what that one's setup and actions
 	// left there: a token kept, as real clients stay logged in.
 	FreshSessions bool
+	// SetupOnly: a user, once set up, runs no action; it waits (its
+	// WebSocket messages handled) until it is removed (--setup-only: the
+	// server's setup capacity, logins a second, measured alone).
+	SetupOnly bool
 	// SourceAddrs, if any, are the local addresses users connect from,
 	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
 	// connections to one target.
@@ -179,7 +183,7 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 		e.users = append(e.users, v)
 		go func() {
 			defer e.recover(v)
-			v.run(e.cfg.OnAction)
+			v.run(e.cfg.OnAction, e.cfg.SetupOnly)
 		}()
 	}
 	for len(e.users) > n {

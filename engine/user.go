@@ -84,9 +84,16 @@ func (v *vu) set(s State) { v.state.Store(int32(s)) }
 
 // run is a closed-model user's goroutine. A panic leaves it Done, its
 // connection closed and done closed, for the engine to recover.
-func (v *vu) run(onAction func(user int, action string)) {
+func (v *vu) run(onAction func(user int, action string), setupOnly bool) {
 	defer v.exit()
 	if !v.begin(v.spread) {
+		v.finish()
+		return
+	}
+	if setupOnly {
+		v.set(Thinking)
+		for v.pause(time.Hour) {
+		}
 		v.finish()
 		return
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/headroom-dev/headroom/compare"
@@ -25,7 +26,9 @@ func ForComparison(c *compare.Comparison) *Doc {
 		add(&List{Items: c.Notes})
 	}
 	add(&Heading{Level: 2, Text: "Setup"}, sidesTable(c))
-	add(windowBlocks(c)...)
+	if !setupOnly(c) { // no window: what they measured is their setups
+		add(windowBlocks(c)...)
+	}
 	add(setupsBlocks(c)...)
 	add(levelsBlocks(c)...)
 	for i, s := range c.Server {
@@ -93,6 +96,9 @@ func setupsBlocks(c *compare.Comparison) []Block {
 		"which every figure above leaves out: a release that made logins slower shows here. " +
 		"(setup) is each attempt, (time to set up) a user's first attempt to ready, retries included."}}
 	t := metricTable(b, n)
+	if c.SetupRate != nil {
+		metricRow(t, c.SetupRate.Name, c.SetupRate)
+	}
 	for _, m := range []*compare.Metric{&s.MixMean, &s.MixP99, &s.MixErrors} {
 		metricRow(t, m.Name, m)
 	}
@@ -200,19 +206,34 @@ func LevelsTable(c *compare.Comparison) *Table {
 	return t
 }
 
+// setupOnly: every run compared ran its users' setup and no action
+// (run --setup-only), so no window figure has anything in it.
+func setupOnly(c *compare.Comparison) bool {
+	for _, r := range append(slices.Clip(c.Base.Results), c.New.Results...) {
+		if !r.Config.SetupOnly {
+			return false
+		}
+	}
+	return len(c.Base.Results) > 0
+}
+
 // headlines are the figures a release note quotes.
 func headlines(c *compare.Comparison) []*compare.Metric {
 	var out []*compare.Metric
 	if c.Users != nil {
 		out = append(out, c.Users, c.CeilingRPS)
 	}
-	w := &c.Window
-	out = append(out, &w.Throughput, &w.MixMean, &w.MixP99, &w.MixErrors)
+	if w := &c.Window; !setupOnly(c) {
+		out = append(out, &w.Throughput, &w.MixMean, &w.MixP99, &w.MixErrors)
+	}
 	if c.ServiceMean != nil {
 		out = append(out, c.ServiceMean, c.ServiceP99)
 	}
 	if c.Setup != nil { // a login that got slower is a release note's too
 		out = append(out, &c.Setup.MixMean, &c.Setup.MixP99)
+	}
+	if c.SetupRate != nil {
+		out = append(out, c.SetupRate)
 	}
 	for _, s := range c.Server {
 		for i := range s.Timings {

@@ -47,9 +47,11 @@ func forResult(r *result.Result, full bool) *Doc {
 	case r.Step != nil:
 		add(stepBlocks(r)...)
 	}
-	add(requestBlocks(r)...)
-	add(connectedBlocks(r.Connected, openDuring(r))...)
-	add(setupBlocks(r.Setup)...)
+	if !r.Config.SetupOnly { // no window: the setup's figures are the answer
+		add(requestBlocks(r)...)
+		add(connectedBlocks(r.Connected, openDuring(r))...)
+	}
+	add(setupBlocks(r)...)
 	add(errorBlocks(r)...)
 	add(&Heading{Level: 2, Text: "Generator"}, &Para{Text: generatorText(r.Generator)})
 	add(agentBlocks(r)...)
@@ -79,11 +81,24 @@ func requestBlocks(r *result.Result) []Block {
 }
 
 // setupBlocks sum up users' setups, which no other figure holds.
-func setupBlocks(st *result.Setup) []Block {
+func setupBlocks(r *result.Result) []Block {
+	st := r.Setup
 	if st == nil {
 		return nil
 	}
-	out := []Block{&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: setupText(st)}}
+	txt := setupText(st)
+	if st.PerS > 0 {
+		txt += fmt.Sprintf(" Set up at %s users a second, from the start to the last one ready", num(st.PerS))
+		if c := r.Config; c.RampS > 0 && c.Users > 0 {
+			txt += fmt.Sprintf(" (the ramp asked for %s a second", num(float64(c.Users)/c.RampS))
+			if st.PerS < 0.9*float64(c.Users)/c.RampS {
+				txt += ": the server set them up slower than that"
+			}
+			txt += ")"
+		}
+		txt += "."
+	}
+	out := []Block{&Heading{Level: 2, Text: "Users' setup"}, &Para{Text: txt}}
 	if len(st.Requests) > 0 {
 		out = append(out, summaryTable("setup request", append(st.Requests, st.Totals)))
 	}
@@ -203,6 +218,8 @@ func answer(r *result.Result) string {
 		return r.Step.Knee.Summary
 	case r.Config.Open():
 		return openHeadline(r)
+	case r.Config.SetupOnly:
+		return setupOnlyAnswer(r)
 	}
 	return fmt.Sprintf("%d users for %s: %s requests/s, mean %s ms, p99 %s ms, errors %s.", r.Config.Users, seconds(r.Window.Seconds),
 		num(r.Totals.RPS), num(r.Totals.MeanMs), num(r.Totals.P99Ms), errPct(r.Totals))
@@ -251,6 +268,31 @@ func firstBottleneck(c *result.Ceiling) string {
 		}
 	}
 	return ""
+}
+
+// setupOnlyAnswer is a --setup-only run's answer: how fast the target set
+// its users up, how long one took, and how often one failed.
+func setupOnlyAnswer(r *result.Result) string {
+	st := r.Setup
+	if st == nil {
+		return "Setup only: no user began its setup."
+	}
+	t := st.TimeToSetUp
+	s := fmt.Sprintf("Setup only: %d of %d users set up", st.Users, r.Config.Users)
+	if st.PerS > 0 {
+		s += fmt.Sprintf(", %s a second", num(st.PerS))
+		if r.Config.RampS > 0 {
+			s += fmt.Sprintf(" (the ramp asked for %s a second)", num(float64(r.Config.Users)/r.Config.RampS))
+		}
+	}
+	s += fmt.Sprintf("; time to set up a user p50 %s ms, p99 %s ms", num(t.P50Ms), num(t.P99Ms))
+	if failed := st.Attempts.Errors + st.Attempts.Timeouts; failed > 0 {
+		s += fmt.Sprintf("; %s of %s attempts failed (%s timed out)", count(failed), count(st.Attempts.Count), count(st.Attempts.Timeouts))
+		if ms := ByCount(st.Attempts.Messages); len(ms) > 0 {
+			s += fmt.Sprintf(", most often (%s): %s", count(st.Attempts.Messages[ms[0]]), ms[0])
+		}
+	}
+	return s + "."
 }
 
 // setupText sums up users' setups, which no other figure holds.
@@ -418,7 +460,7 @@ func levelBlocks(ci *result.Ceiling) []Block {
 	if len(ci.Levels) == 0 {
 		return nil
 	}
-	lt := &Table{Header: []string{"users", "set up", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4}}
+	lt := &Table{Header: []string{"users", "set up", "setups/s", "judged", "unhealthy", "pressure", "verdict"}, Right: []int{0, 1, 2, 3, 4, 5}}
 	if ci.UnitName() == result.UnitRate {
 		lt.Header[0], lt.Header[1] = "arrivals/s", "reached"
 	}
@@ -440,7 +482,11 @@ func levelBlocks(ci *result.Ceiling) []Block {
 		if l.SetUp == 0 && l.Evaluations > 0 { // a result from before set-up counts
 			setUp = "–"
 		}
-		lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), setUp, fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), verdict})
+		rate := "–" // reached by removing users, or by the open model's rate
+		if l.SetupPerS > 0 {
+			rate = num(l.SetupPerS)
+		}
+		lt.Rows = append(lt.Rows, []string{fmt.Sprint(l.Users), setUp, rate, fmt.Sprint(l.Evaluations), fmt.Sprint(l.Unhealthy), num(l.Pressure), verdict})
 	}
 	return []Block{&Heading{Level: 3, Text: "Levels the search held"}, lt}
 }
@@ -486,6 +532,9 @@ func stepBlocks(r *result.Result) []Block {
 		unit = "arrivals/s"
 	}
 	t := &Table{Header: []string{unit, "req/s", "mean (ms)", "p50 (ms)", "p95 (ms)", "p99 (ms)", "errors", "held"}, Right: []int{0, 1, 2, 3, 4, 5, 6, 7}}
+	if !open { // how fast the users each level added were set up; the open model's pool is set up on demand
+		t.Header, t.Right = append(t.Header, "setups/s"), append(t.Right, 8)
+	}
 	if open {
 		t.Header = append(t.Header, "dropped", "late", "service p95 (ms)")
 		t.Right = append(t.Right, 8, 9, 10)
@@ -507,7 +556,14 @@ func stepBlocks(r *result.Result) []Block {
 			held += " (cut short)"
 		}
 		s := l.Totals
+		setups := "–" // no user added, or not all set up
+		if l.Setup != nil && l.Setup.PerS > 0 {
+			setups = num(l.Setup.PerS)
+		}
 		row := []string{fmt.Sprint(l.Users), num(s.RPS), num(s.MeanMs), num(s.P50Ms), num(s.P95Ms), num(s.P99Ms), errPct(s), held}
+		if !open {
+			row = append(row, setups)
+		}
 		if open {
 			dropped, late, svc := "–", "–", "–"
 			if a := l.Arrivals; a != nil {

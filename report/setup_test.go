@@ -25,18 +25,20 @@ func TestSetupAndLevelsAreShown(t *testing.T) {
 	mustContain(t, md, "## Users' setup")
 	mustContain(t, md, "40 of 42 users finished setup, in 45 attempts (5 failed)")
 	mustContain(t, md, "p99 75.2 ms")
+	r.Setup.PerS, r.Config.Users, r.Config.RampS = 2.5, 42, 10
+	mustContain(t, strings.Join(strings.Fields(string(Markdown(ForResult(r)))), " "), "Set up at 2.50 users a second, from the start to the last one ready (the ramp asked for 4.20 a second: the server set them up slower than that).")
 	if rows := rowsByFirstCell(md); rows["POST /register"] == nil || rows["setup requests"] == nil {
 		t.Errorf("no setup request table:\n%s", md)
 	}
 
 	c := fixture(t, "ceil-1")
 	c.Ceiling.Levels = []result.Level{
-		{Users: 80, SetUp: 69, Verdict: "unhealthy", Why: "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)"},
+		{Users: 80, SetUp: 69, SetupPerS: 1.15, SetupBound: true, Verdict: "unhealthy", Why: "only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)"},
 		{Users: 60, SetUp: 60, Evaluations: 17, Unhealthy: 6, Verdict: "healthy", Undecided: true, Why: "6 of 17 evaluations unhealthy"},
 		{Users: 60, SetUp: 60, Evaluations: 10, Unhealthy: 1, Verdict: "healthy", Hold: true},
 	}
 	rows := rowsByFirstCell(string(Markdown(ForResult(c))))
-	if got := strings.Join(rows["80"], "|"); got != "80|69|0|0|0|unhealthy: only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)" {
+	if got := strings.Join(rows["80"], "|"); got != "80|69|1.15|0|0|0|unhealthy: only 69 of 80 users had finished setup 1m0s after the ramp (setup timeout)" {
 		t.Errorf("level 80: %s", got)
 	}
 	if got := strings.Join(rows["60"], "|"); !strings.HasSuffix(got, "healthy (hold at the answer)") {

@@ -111,9 +111,11 @@ type Level struct {
 	Undecided   bool           `json:"undecided,omitempty"` // not decided at the search's confidence in its judging time
 	Hold        bool           `json:"hold,omitempty"`      // the measuring hold at the answer, judged again
 	Why         string         `json:"why,omitempty"`       // a verdict not reached by the checks alone
+	// SetupPerS is how fast the target set up the users added to reach
+	// the level (users past setup gained a second, from the move to the
+	// level until reached; absent when reached by removing users).
 	// SetupBound: unhealthy because its users could not all be set up
-	// within the setup timeout, not because a check fired; SetupPerS is
-	// how fast the target set users up meanwhile.
+	// within the setup timeout, not because a check fired.
 	SetupBound bool    `json:"setup_bound,omitempty"`
 	SetupPerS  float64 `json:"setup_per_s,omitempty"`
 	// Unknown: judged evaluations healthy only because some checks could

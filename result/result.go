@@ -155,6 +155,9 @@ type Config struct {
 	Model string `json:"model,omitempty"`
 	// Rate, of the open model: the arrival rate and the pool of users.
 	Rate *RateConfig `json:"rate,omitempty"`
+	// SetupOnly: the users ran their setup and no action (--setup-only):
+	// the result is its Setup, how fast the target set users up.
+	SetupOnly bool `json:"setup_only,omitempty"`
 }
 
 // UserType is one type of user of a scenario (scenario.UserType).

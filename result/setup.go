@@ -10,6 +10,12 @@ type Setup struct {
 	// Started how many began it.
 	Users   int64 `json:"users"`
 	Started int64 `json:"started"`
+	// PerS is how fast they were set up: the users past setup when the
+	// last of them got there (or the wait for them ended), a second since
+	// the first began: a run's from its start to its window, a step
+	// level's from its start to its settling. A ramp slower than the
+	// server bounds it (Config.RampS); absent when unknown.
+	PerS float64 `json:"per_s,omitempty"`
 	// SessionsKept is how many setups succeeded having begun with a session
 	// (user.session) an earlier user of the account kept: logins spared,
 	// as the scenario wrote it.

@@ -78,12 +78,19 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	} else if users <= 0 {
 		return nil, fmt.Errorf("users must be at least 1, got %d", b.Users)
 	}
+	if b.SetupOnly {
+		if b.Open != nil {
+			return nil, fmt.Errorf("setup only: the open model's users are its pool, set up on demand; measure setups with users (closed model)")
+		}
+		b.Duration = 0 // the run ends once every user is set up: what it measures is how fast
+	}
 	s, err := b.open(ctx, "run")
 	if err != nil {
 		return nil, err
 	}
 	res := s.res
 	res.Config.Users, res.Config.RampS, res.Config.DurationS, res.Config.Model = b.Users, b.Ramp.Seconds(), b.Duration.Seconds(), result.ModelClosed
+	res.Config.SetupOnly = b.SetupOnly
 	if b.SetupTimeout <= 0 {
 		b.SetupTimeout = time.Minute
 	}
@@ -118,7 +125,12 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	r.stopping.Merge(s.interval)
 	r.finish(status)
 	s.noteStop(cause)
-	if status == result.Completed {
+	switch {
+	case status == result.Completed && b.SetupOnly: // what it measures is setup
+		if why := s.noneSetUp(); why != "" {
+			s.markFailed(why)
+		}
+	case status == result.Completed:
 		if why := s.nothingMeasured(r.steady, "in the measured window"); why != "" {
 			s.markFailed(why)
 		}
@@ -146,7 +158,8 @@ type boundedRun struct {
 	// window is when the measured window began (zero until then): the
 	// first tick after the ramp with every user set up.
 	window     time.Time
-	setupShort string // why the window began with users not set up, if it did
+	setupShort string  // why the window began with users not set up, if it did
+	setupPerS  float64 // users set up a second, from the start to the window (result.Setup.PerS)
 
 	// The open model: the schedule, and when it began (the window's start).
 	schedule      *engine.Schedule
@@ -249,6 +262,7 @@ func (r *boundedRun) begin(now time.Time, ready int) {
 			ready, r.users, r.SetupTimeout)
 	}
 	r.window, r.total = now, now.Sub(r.s.start)+r.Duration
+	r.setupPerS = float64(ready) / max(now.Sub(r.s.start).Seconds(), 1e-9)
 }
 
 func (r *boundedRun) write(w result.Writer, dir string) error {
@@ -281,6 +295,9 @@ func (r *boundedRun) finish(status string) {
 	res.Actions = steady.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(steady, win)
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))
+	if res.Setup != nil && r.Open == nil {
+		res.Setup.PerS = r.setupPerS
+	}
 	res.Notes = s.notes()
 	if r.setupShort != "" {
 		res.Notes = append(res.Notes, r.setupShort)

@@ -83,3 +83,42 @@ func expensiveCeiling(t *testing.T, seed uint64) *result.Result {
 	checkNoLoginsPastThePeak(t, res, peak)
 	return res
 }
+
+// TestSetupOnlyMeasuresHowFastTheServerSetsUsersUp: 60 users added at
+// once to a testbed whose sign-ups and logins each hold one of its 4
+// workers 0.25 s (so it sets up at most 8 users a second: two expensive
+// requests each; its other service times a tenth of the model's, next to
+// nothing), with no action (SetupOnly): the run ends once they are
+// all set up, and its setup rate is the server's, not the ramp's; no
+// action ran, and the window is empty without the run being failed. Twice
+// the login cost halves the rate. In virtual time.
+func TestSetupOnlyMeasuresHowFastTheServerSetsUsersUp(t *testing.T) {
+	rate := func(cost time.Duration) float64 {
+		var perS float64
+		synctest.Test(t, func(t *testing.T) {
+			_, target, dial := testbedInMemory(t, testbed.Config{Workers: 4, Scale: 0.1, LoginCost: cost})
+			res, err := (&Bounded{Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: time.Minute,
+				Grace: time.Second, Dial: dial, SetupOnly: true}, Users: 60, Duration: time.Hour, SetupTimeout: 5 * time.Minute}).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := res.Setup
+			if res.Status != result.Completed || st == nil || st.Users != 60 || !res.Config.SetupOnly {
+				t.Fatalf("status %s, setup %+v, notes %q: want completed, 60 users set up", res.Status, st, res.Notes)
+			}
+			if len(res.Actions) != 0 || res.Totals.Count != 0 || res.Window.Seconds > 1 {
+				t.Errorf("actions %+v, totals %+v, window %+v: want no action, an empty window", res.Actions, res.Totals, res.Window)
+			}
+			perS = st.PerS
+			t.Logf("login cost %v: 60 users set up at %.2f a second, time to set up p50 %.0f ms, attempts %d (%d failed: %v)", cost, perS, st.TimeToSetUp.P50Ms, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, st.Attempts.Messages)
+		})
+		return perS
+	}
+	one, two := rate(250*time.Millisecond), rate(500*time.Millisecond)
+	if max := 4 / (2 * 0.25); one > max || one < 0.8*max {
+		t.Errorf("at 0.25 s a sign-up or login on 4 workers: %.2f users a second, want within 20%% below %.0f", one, max)
+	}
+	if r := two / one; r < 0.45 || r > 0.55 {
+		t.Errorf("twice the login cost: %.2f → %.2f users a second (×%.2f), want about half", one, two, r)
+	}
+}

@@ -14,21 +14,10 @@ import (
 // where) succeeded; for a scenario whose actions send no request, when
 // not one of its actions succeeded.
 func (s *session) nothingMeasured(measured *metrics.Snapshot, where string) string {
-	scratch := metrics.NewStat()
-	if s.eng.SetUp() == 0 {
-		all := s.all.Setup
-		if all == nil || all.Actions[scenario.SetupAction] == nil || all.Actions[scenario.SetupAction].Count == 0 {
-			return "no user finished setup"
-		}
-		setup := all.Actions[scenario.SetupAction]
-		why := fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
-		// The action's message is often the scenario's own ("login: status
-		// 0"); the requests' says why (a TLS or connection error).
-		if req := all.Total(metrics.Request, scratch); req.Errors+req.Timeouts > 0 {
-			why += fmt.Sprintf("; its %d failed requests%s", req.Errors+req.Timeouts, commonest(req))
-		}
+	if why := s.noneSetUp(); why != "" {
 		return why
 	}
+	scratch := metrics.NewStat()
 	req := measured.Total(metrics.Request, scratch)
 	if req.Count > 0 {
 		if succeeded(req) > 0 {
@@ -73,4 +62,24 @@ func commonest(st *metrics.Stat) string {
 		return ""
 	}
 	return fmt.Sprintf(" (most often: %q, %d times)", msg, n)
+}
+
+// noneSetUp says why no user finished setup, with the commonest failure
+// of its attempts and of their requests; "" when one did.
+func (s *session) noneSetUp() string {
+	if s.eng.SetUp() > 0 {
+		return ""
+	}
+	all := s.all.Setup
+	if all == nil || all.Actions[scenario.SetupAction] == nil || all.Actions[scenario.SetupAction].Count == 0 {
+		return "no user finished setup"
+	}
+	setup := all.Actions[scenario.SetupAction]
+	why := fmt.Sprintf("no user finished setup: all %d attempts failed%s", setup.Count, commonest(setup))
+	// The action's message is often the scenario's own ("login: status
+	// 0"); the requests' says why (a TLS or connection error).
+	if req := all.Total(metrics.Request, metrics.NewStat()); req.Errors+req.Timeouts > 0 {
+		why += fmt.Sprintf("; its %d failed requests%s", req.Errors+req.Timeouts, commonest(req))
+	}
+	return why
 }

@@ -338,6 +338,9 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 	}
 	if !l.settle.IsZero() && added > 0 {
 		out.Setup = setupOf(l.setup, added, l.settle.Sub(l.start))
+		if out.Setup != nil {
+			out.Setup.PerS = float64(out.Setup.Users) / max(l.settle.Sub(l.start).Seconds(), 1e-9)
+		}
 	}
 	if l.held > 0 {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
