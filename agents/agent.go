@@ -191,7 +191,7 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 		addrs = append(addrs, ip)
 	}
 	e := engine.New(engine.Config{Scenario: sc, Target: target, Seed: st.Seed, Timeout: st.Timeout, Grace: st.Grace,
-		Insecure: st.Insecure, FreshSessions: st.FreshSessions, SetupOnly: st.SetupOnly, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})
+		Insecure: st.Insecure, FreshSessions: st.FreshSessions, SetupOnly: st.SetupOnly, SetupRetries: st.SetupRetries, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})
 	if len(st.Shared) > 0 {
 		v, err := fromJSON(st.Shared)
 		if err != nil {

@@ -172,10 +172,13 @@ type Start struct {
 	// FreshSessions: every user's user.session starts empty (engine.Config).
 	FreshSessions bool `json:"fresh_sessions,omitempty"`
 	// SetupOnly: users set up and run no action (engine.Config).
-	SetupOnly   bool     `json:"setup_only,omitempty"`
-	MaxBody     int      `json:"max_body,omitempty"`
-	SourceAddrs []string `json:"source_addrs,omitempty"` // --source-addr: user i connects from [(i-1) % len]
-	Agents      int      `json:"agents"`                 // how many agents: user ids interleave
+	SetupOnly bool `json:"setup_only,omitempty"`
+	// SetupRetries: a user's retries of a failed setup before it gives up
+	// (engine.Config: 0 the default, negative never).
+	SetupRetries int      `json:"setup_retries,omitempty"`
+	MaxBody      int      `json:"max_body,omitempty"`
+	SourceAddrs  []string `json:"source_addrs,omitempty"` // --source-addr: user i connects from [(i-1) % len]
+	Agents       int      `json:"agents"`                 // how many agents: user ids interleave
 	// From is where this agent's users' ids begin in its place's
 	// sequence: 0 for the run's first agents, past any id a lost agent
 	// could have given for one that took its place.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/headroom-dev/headroom/engine"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -26,6 +27,7 @@ type loadFlags struct {
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
 	freshSessions                   bool
+	setupRetries                    int
 	force                           bool
 	scrape                          multi
 	serverLatency                   families
@@ -47,6 +49,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.IntVar(&f.setupRetries, "setup-retries", engine.DefaultSetupRetries, "how often a user retries a failed setup (after a doubling, jittered pause from its think time to 30 s: about 3 minutes at the default) before it gives up, unset up, and the result counts it; 0: never retry")
 	fs.BoolVar(&f.freshSessions, "fresh-sessions", false, "start every user's user.session empty; by default a user added in the place of one removed (a ceiling stepping down and up) starts with what that one kept there, a token, and need not log in again (docs/SCENARIOS.md)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
@@ -141,6 +144,9 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	if f.maxSteps == 0 || f.loadTimeout <= 0 {
 		return "", nil, fail(env, ExitUsage, "--max-steps and --load-timeout must be more than 0"), false
 	}
+	if f.setupRetries < 0 {
+		return "", nil, fail(env, ExitUsage, "--setup-retries must be 0 (never retry) or more, got %d", f.setupRetries), false
+	}
 	if err := f.sources.check(target); err != nil {
 		return "", nil, fail(env, ExitUsage, "%v", err), false
 	}
@@ -180,7 +186,7 @@ func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.S
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
-		FreshSessions: f.freshSessions, ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
+		FreshSessions: f.freshSessions, SetupRetries: retries(f.setupRetries), ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		Warn:      func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 		OnAction:  testHook(env),
@@ -288,4 +294,13 @@ func exposure(addr string) (who, local string) {
 		return "on every interface", local
 	}
 	return "on " + host + ", not a loopback address", local
+}
+
+// retries is --setup-retries as engine.Config.SetupRetries: 0 there is the
+// default, so never retrying is negative.
+func retries(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

@@ -50,6 +50,13 @@ type Config struct {
 	// WebSocket messages handled) until it is removed (--setup-only: the
 	// server's setup capacity, logins a second, measured alone).
 	SetupOnly bool
+	// SetupRetries is how often a user retries a failed setup before it
+	// gives up (stays unset up until removed): 0 is the default,
+	// DefaultSetupRetries; negative, never. A retry waits a doubling,
+	// jittered backoff (setupBackoff), so the default gives a user about
+	// three minutes; past it a server that cannot set users up is not
+	// asked again, and the run says how many gave up.
+	SetupRetries int
 	// SourceAddrs, if any, are the local addresses users connect from,
 	// user i from SourceAddrs[(i-1) % len]: one address holds only so many
 	// connections to one target.
@@ -78,6 +85,11 @@ type Config struct {
 	// time, through the real clients (transport.Options.Dial).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
+
+// DefaultSetupRetries is Config.SetupRetries's default: with the backoff
+// doubling from the think time (at least 0.5 s) to 30 s, about three
+// minutes of retries.
+const DefaultSetupRetries = 10
 
 // PanicError is a panic recovered in one of the engine's goroutines.
 type PanicError struct {
@@ -135,6 +147,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Spread == 0 {
 		cfg.Spread = 100 * time.Millisecond
+	}
+	if cfg.SetupRetries == 0 {
+		cfg.SetupRetries = DefaultSetupRetries
 	}
 	e := &Engine{cfg: cfg, abort: make(chan struct{}), warm: newWarm(256)}
 	if !cfg.FreshSessions {
@@ -201,7 +216,7 @@ func (e *Engine) newUser() *vu {
 	id, slot := e.id(e.added), e.slot()
 	account := e.id(slot)
 	v := &vu{id: id, slot: slot, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
-		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled,
+		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled, retries: max(e.cfg.SetupRetries, 0),
 		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id, account) }}
 	v.user, v.client = v.fresh()
 	return v

@@ -160,3 +160,40 @@ think_time = think.constant("100ms")
 		})
 	}
 }
+
+// A pick="unique" dataset gives a user added in the place of one removed
+// that one's row (by user.account): stepping 10 -> 4 -> 10 users with 30
+// rows uses rows 1..10 only, so the accounts the rows name, and their
+// kept sessions, are reused rather than new ones logged in.
+func TestUniqueRowsFollowTheAccounts(t *testing.T) {
+	sc, err := scenario.Load(context.Background(), "rows.star", []byte(`
+accounts = data.rows([{"name": "member-%d" % i} for i in range(1, 31)], pick="unique")
+def setup(user):
+    print(accounts.row(user)["name"])
+def act(user):
+    pass
+actions = [action("Act", act)]
+think_time = think.constant("100ms")
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		names := map[string]int{}
+		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second,
+			Print: func(_ int, msg string) { mu.Lock(); names[msg]++; mu.Unlock() }})
+		for _, n := range []int{10, 4, 10} {
+			e.SetUsers(n)
+			time.Sleep(3 * time.Second) // past the grace: the removed are done
+			synctest.Wait()
+		}
+		e.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(names) != 10 || names["member-10"] != 2 || names["member-1"] != 1 {
+			t.Errorf("rows taken %v: want member-1..10 only, the last six twice", names)
+		}
+	})
+}

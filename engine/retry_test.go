@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -231,5 +232,40 @@ actions = [action("A", a)]
 	e.Stop()
 	if e.Users() != 0 || e.SetUp() != 0 {
 		t.Errorf("after Stop: %d users, %d set up; want 0 and 0", e.Users(), e.SetUp())
+	}
+}
+
+// A user whose setup keeps failing retries it SetupRetries times, then
+// gives up: recorded once, never set up, still one of the engine's users
+// until removed; negative SetupRetries never retries. In virtual time.
+func TestSetupRetriesAreCapped(t *testing.T) {
+	sc, err := scenario.Load(context.Background(), "f.star", []byte(`
+def setup(user):
+    fail("the server says no")
+def a(user):
+    pass
+actions = [action("A", a)]
+`), scenario.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
+	for _, c := range []struct{ retries, attempts int64 }{{3, 4}, {-1, 1}, {0, 1 + DefaultSetupRetries}} {
+		synctest.Test(t, func(t *testing.T) {
+			rec := metrics.NewRecorder(1, nil, time.Now)
+			e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: rec, SetupRetries: int(c.retries)})
+			e.SetUsers(1)
+			time.Sleep(time.Hour) // past every backoff
+			synctest.Wait()
+			users, ready := e.Users(), e.Ready()
+			e.Stop()
+			snap := metrics.NewSnapshot()
+			rec.Drain(snap)
+			attempts, gaveUp := snap.Setup.Actions[scenario.SetupAction], snap.Setup.Actions[scenario.GaveUpAction]
+			if attempts == nil || attempts.Count != c.attempts || gaveUp == nil || gaveUp.Count != 1 || users != 1 || ready != 0 {
+				t.Errorf("SetupRetries %d: attempts %v, gave up %v, %d users, %d ready; want %d attempts, 1 gave up, 1 user, 0 ready",
+					c.retries, attempts, gaveUp, users, ready, c.attempts)
+			}
+		})
 	}
 }

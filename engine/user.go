@@ -68,6 +68,7 @@ type vu struct {
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
+	retries  int                    // Config.SetupRetries, after its default: at most this many retries of a failed setup
 	timer    *time.Timer            // pause's; the user's goroutine's alone
 	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
 	pauses   uint64                 // think times taken: each one's jitter is its own (catchUp)
@@ -158,8 +159,9 @@ func (v *vu) exit() {
 }
 
 // begin takes the user from Starting through its setup, retried from a
-// clean user after each failure (renew) until it succeeds or the user is
-// stopped (false). Users added together start within spread of each
+// clean user after each failure (renew) until it succeeds, the user is
+// stopped, or it failed v.retries times after its first attempt and gives
+// up (false; recorded as scenario.GaveUpAction). Users added together start within spread of each
 // other, not all at once: a login storm of one microsecond is not what
 // people do. spread < 0: at once.
 func (v *vu) begin(spread time.Duration) bool {
@@ -177,6 +179,10 @@ func (v *vu) begin(spread time.Duration) bool {
 			v.setUp.Add(1)
 			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
 			return true
+		}
+		if retries == v.retries && !v.canceled.Load() {
+			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.GaveUpAction, Setup: true, Latency: time.Since(since)})
+			return false
 		}
 		retries++
 		if v.canceled.Load() || !v.pause(setupBackoff(v.user.Think(), retries, v.user.Spread(uint64(retries)))) || !v.renew() {

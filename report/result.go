@@ -250,6 +250,9 @@ func setupBound(r *result.Result) string {
 		s := fmt.Sprintf("Bound by users' setup, not by a check: at %d %s, %s.", l.Users, c.UnitName(), l.Why)
 		if st := r.Setup; st != nil && st.Attempts.Errors+st.Attempts.Timeouts > 0 {
 			s += fmt.Sprintf(" Setups failed %s times in the run (%s timed out)", count(st.Attempts.Errors+st.Attempts.Timeouts), count(st.Attempts.Timeouts))
+			if st.GaveUp > 0 {
+				s += fmt.Sprintf("; %s users gave up", count(st.GaveUp))
+			}
 			if ms := ByCount(st.Attempts.Messages); len(ms) > 0 {
 				s += fmt.Sprintf(", most often (%s): %s", count(st.Attempts.Messages[ms[0]]), ms[0])
 			}
@@ -298,12 +301,15 @@ func setupOnlyAnswer(r *result.Result) string {
 // setupText sums up users' setups, which no other figure holds.
 func setupText(st *result.Setup) string {
 	t := st.TimeToSetUp
-	kept := ""
+	more := ""
 	if st.SessionsKept > 0 {
-		kept = fmt.Sprintf("; %s of them began with the session an earlier user of their account kept (user.session)", count(st.SessionsKept))
+		more += fmt.Sprintf("; %s of them began with the session an earlier user of their account kept (user.session)", count(st.SessionsKept))
+	}
+	if st.GaveUp > 0 {
+		more += fmt.Sprintf("; %s users gave up after their last retry (--setup-retries)", count(st.GaveUp))
 	}
 	return fmt.Sprintf("In no figure above: %d of %d users finished setup, in %d attempts (%d failed)%s. Time to set up a user, from its first attempt: p50 %s ms, p95 %s ms, p99 %s ms, max %s ms.",
-		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, kept, num(t.P50Ms), num(t.P95Ms), num(t.P99Ms), num(t.MaxMs))
+		st.Users, st.Started, st.Attempts.Count, st.Attempts.Errors+st.Attempts.Timeouts, more, num(t.P50Ms), num(t.P95Ms), num(t.P99Ms), num(t.MaxMs))
 }
 
 func setupTable(r *result.Result) *Table {

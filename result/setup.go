@@ -20,6 +20,9 @@ type Setup struct {
 	// (user.session) an earlier user of the account kept: logins spared,
 	// as the scenario wrote it.
 	SessionsKept int64 `json:"sessions_kept,omitempty"`
+	// GaveUp is how many users stopped retrying a failed setup
+	// (--setup-retries) and stayed unset up until removed.
+	GaveUp int64 `json:"gave_up,omitempty"`
 	// TimeToSetUp is the time from a user's first setup attempt to being
 	// ready, retries included: one sample per user that got there.
 	TimeToSetUp metrics.Summary `json:"time_to_set_up"`

@@ -38,9 +38,12 @@ type Common struct {
 	// SetupOnly: users set up and run no action (engine.Config); a
 	// bounded run then ends once they are all set up (Bounded.Run).
 	SetupOnly bool
-	Out       string   // result directory, probed before traffic (see result.Writer.Probe); "" writes nothing
-	Command   []string // the command line, for the result (passwords in URLs redacted there)
-	Version   string
+	// SetupRetries: how often a user retries a failed setup before it
+	// gives up (engine.Config: 0 the default, negative never).
+	SetupRetries int
+	Out          string   // result directory, probed before traffic (see result.Writer.Probe); "" writes nothing
+	Command      []string // the command line, for the result (passwords in URLs redacted there)
+	Version      string
 
 	// Scrape lists Prometheus endpoints of the system under test, scraped
 	// every tick for the result's server figures.
@@ -200,7 +203,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s.unwatch = func() {}
 	cfg := engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
-		Insecure: c.Insecure, FreshSessions: c.FreshSessions, SetupOnly: c.SetupOnly, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		Insecure: c.Insecure, FreshSessions: c.FreshSessions, SetupOnly: c.SetupOnly, SetupRetries: c.SetupRetries, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) }, Dial: c.Dial,
 	}
 	if c.NewFleet != nil {

@@ -23,6 +23,9 @@ func setupOf(snap *metrics.Snapshot, started int64, window time.Duration) *resul
 	if a := st.Actions[scenario.SessionKeptAction]; a != nil {
 		out.SessionsKept = a.Count
 	}
+	if a := st.Actions[scenario.GaveUpAction]; a != nil {
+		out.GaveUp = a.Count
+	}
 	if a := st.Actions[scenario.SetupAction]; a != nil {
 		out.Attempts = a.Summarize(scenario.SetupAction, window)
 	}

@@ -16,7 +16,7 @@ type Pick string
 const (
 	PickCycle  Pick = "cycle"  // row (id-1) mod len
 	PickID     Pick = "id"     // row id-1; an error for a user with no such row
-	PickUnique Pick = "unique" // a row no other running user holds, until the user ends
+	PickUnique Pick = "unique" // a row no other running user holds, until the user ends: row account-1 if free
 	PickRandom Pick = "random" // drawn with user.rand at the first row(), kept
 )
 
@@ -151,7 +151,11 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 		u.picks = append(u.picks, pick{d, i})
 		return d.row(i), nil
 	}
-	i, ok := d.take(((uv.id-1)%n + n) % n)
+	// By account, not id: a user added in the place of one removed (a
+	// ceiling stepping down and up) takes that one's row, the same
+	// account, and the session it kept (user.session), not a row never
+	// logged in.
+	i, ok := d.take(((uv.account-1)%n + n) % n)
 	if !ok && d.part != nil {
 		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") this agent holds (rows %d to %d: agents share the %d by their cores) are held by its running users, and each needs its own: give the dataset more rows, or run fewer users`,
 			b.Name(), d.part[1]-d.part[0], d.What(), d.part[0]+1, d.part[1], n)

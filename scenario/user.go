@@ -90,6 +90,10 @@ const (
 	// once for each setup that succeeded having begun with a session an
 	// earlier user of the account kept (user.session, see Sessions).
 	SessionKeptAction = "(session kept)"
+	// GaveUpAction is recorded (as a setup sample) once for each user
+	// that stopped retrying its failed setup (engine.Config.SetupRetries):
+	// the time from its first attempt to giving up.
+	GaveUpAction = "(gave up setup)"
 )
 
 // User runs one simulated user's scenario code. Its methods are called
