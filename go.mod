@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/mccutchen/go-httpbin/v2 v2.26.0
 	github.com/prometheus/client_golang v1.25.0

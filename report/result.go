@@ -60,6 +60,7 @@ func forResult(r *result.Result, full bool) *Doc {
 		add(timelineCharts("", []namedRun{{name: "run", res: r}})...)
 	}
 	add(serverBlocks(r)...)
+	add(profileBlocks(r)...)
 	return d
 }
 

@@ -83,9 +83,10 @@ type Result struct {
 	UsersByType map[string]int `json:"users_by_type,omitempty"`
 
 	Timeline  []metrics.Point `json:"timeline"`
-	Ceiling   *Ceiling        `json:"ceiling,omitempty"` // ceiling runs only
-	Step      *Step           `json:"step,omitempty"`    // step runs only
-	Server    *Server         `json:"server,omitempty"`  // when the run scraped the system under test
+	Ceiling   *Ceiling        `json:"ceiling,omitempty"`  // ceiling runs only
+	Step      *Step           `json:"step,omitempty"`     // step runs only
+	Server    *Server         `json:"server,omitempty"`   // when the run scraped the system under test
+	Profiles  *Profiles       `json:"profiles,omitempty"` // when the run took the target's CPU profiles (--profile)
 	Generator Generator       `json:"generator"`
 	Agents    *Agents         `json:"agents,omitempty"` // runs spread over agents
 

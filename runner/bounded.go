@@ -107,6 +107,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		}
 	}
 	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
+	prof := s.startProfiles()
 
 	ticks(s.ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(s.ctx, now) })
 	status, cause := s.outcome()
@@ -136,6 +137,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		}
 	}
 	s.server(r.from, s.mark(end))
+	s.profiles(prof, r.profilePhases(end)...)
 	if status == result.Interrupted && r.steady.Start.IsZero() {
 		res.Notes = append(res.Notes, "interrupted during the ramp or setup: the measured window is empty; ramp_totals has what ran")
 	}
@@ -313,4 +315,20 @@ func (r *boundedRun) finish(status string) {
 	if note := s.namesNote(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+}
+
+// profilePhases are the run's phases for the target's profiles: users'
+// setup (the ramp, from the start to the window; all of a run that never
+// reached its window), per user set up, and the window, per request.
+func (r *boundedRun) profilePhases(end time.Time) []profilePhase {
+	res := r.s.res
+	var users int64
+	if res.Setup != nil {
+		users = res.Setup.Users
+	}
+	if r.window.IsZero() {
+		return []profilePhase{{name: "setup", from: r.s.start, to: end, unit: "user set up", units: users}}
+	}
+	return []profilePhase{{name: "setup", from: r.s.start, to: r.window, unit: "user set up", units: users},
+		{name: "window", from: r.window, to: end, unit: "request", units: res.Totals.Count}}
 }

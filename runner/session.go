@@ -48,7 +48,13 @@ type Common struct {
 	// Scrape lists Prometheus endpoints of the system under test, scraped
 	// every tick for the result's server figures.
 	Scrape []string
-	Label  string // the user's description of the run, kept in the result
+	// Profile lists Go pprof endpoints of the system under test (their
+	// /debug/pprof base): their CPU profiles are taken in consecutive
+	// slices of ProfileSlice (0: 10 s) through the run, and merged by
+	// phase (serverprof; bounded runs).
+	Profile      []string
+	ProfileSlice time.Duration
+	Label        string // the user's description of the run, kept in the result
 	// ServerLatency names latency families of the Scrape endpoints to read
 	// besides serverstats.Known (--server-latency).
 	ServerLatency []serverstats.Family

@@ -23,6 +23,7 @@
 #   PORT (8000)            the port, when not given after DIR
 #   API_KEY (testkey)      the HTTP API's key (X-API-Key); examples/centrifugo.star's
 #                          default, else give it --var api_key=...
+#   DEBUG (false)          true serves Go's profiles at /debug/pprof/ (headroom's --profile)
 #   PING_INTERVAL (25s), PONG_TIMEOUT (8s)
 #                          Centrifugo's pings to clients, and how long it waits for the
 #                          answer before it disconnects one; the test shortens them to
@@ -117,7 +118,8 @@ configure() {
   "ping_interval": "$PING_INTERVAL",
   "pong_timeout": "$PONG_TIMEOUT",
   "prometheus": true,
-  "health": true
+  "health": true,
+  "debug": $DEBUG
 }
 EOF
 }
@@ -169,6 +171,8 @@ API_KEY=${API_KEY:-testkey}
 PING_INTERVAL=${PING_INTERVAL:-25s}
 PONG_TIMEOUT=${PONG_TIMEOUT:-8s}
 HISTORY_SIZE=${HISTORY_SIZE:-1000}
+DEBUG=${DEBUG:-false}
+[[ $DEBUG == true || $DEBUG == false ]] || die "DEBUG=$DEBUG: want true or false"
 HISTORY_TTL=${HISTORY_TTL:-300s}
 START_TIMEOUT=${START_TIMEOUT:-30}
 [[ $API_KEY =~ ^[A-Za-z0-9._~-]+$ ]] || die "API_KEY: want letters, digits and ._~- only (it is written into a JSON config and sent as a header)"

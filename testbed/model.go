@@ -56,6 +56,17 @@ type Config struct {
 	// how fast the server sets users up, apart from how many set-up users
 	// it serves. Default 0: none.
 	LoginCost time.Duration
+	// HashRounds makes every sign-up and login hash its password with
+	// PBKDF2-SHA256 at that many rounds, real CPU in a function of its own
+	// (hashPassword) that a CPU profile names: Mattermost 11 hashes at
+	// 600,000. The hash runs while the request holds its worker, during
+	// its service time: one longer than that holds the worker longer, and
+	// the machine's cores bound how many run at once. Default 0: a single
+	// SHA-256.
+	HashRounds int
+	// Pprof serves Go's profiles at /debug/pprof/ (net/http/pprof), as a
+	// Go server's debug listener does: headroom's --profile reads them.
+	Pprof bool
 }
 
 // WithDefaults returns c with every zero (or, for Scale, non-positive) field set to its default.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,11 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /api/v4/websocket", s.websocket)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	if s.cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, reply{status: http.StatusOK, body: status("OK")})
 	})

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"crypto/pbkdf2"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -65,9 +66,10 @@ type member struct {
 // store is the testbed's in-memory database. It is safe for concurrent use: every method takes mu.
 // Values it returns are copies, safe to read after the lock is released.
 type store struct {
-	mu  sync.RWMutex
-	rng *rand.Rand
-	now func() time.Time
+	rounds int // Config.HashRounds
+	mu     sync.RWMutex
+	rng    *rand.Rand
+	now    func() time.Time
 
 	users        map[string]*user // by id
 	byName       map[string]*user // by username
@@ -89,6 +91,7 @@ type store struct {
 // cfg must have its defaults applied.
 func newStore(cfg Config, now func() time.Time) *store {
 	st := &store{
+		rounds:       cfg.HashRounds,
 		rng:          rand.New(rand.NewPCG(uint64(cfg.Seed), 0x7e57bed)),
 		now:          now,
 		users:        map[string]*user{},
@@ -155,8 +158,26 @@ func (st *store) newID() string {
 	return string(b[:])
 }
 
-func passHash(username, password string) [32]byte {
+// passHash is the stored form of a password: hashPassword's at st's
+// rounds, or one SHA-256 without.
+func (st *store) passHash(username, password string) [32]byte {
+	if st.rounds > 0 {
+		return hashPassword(username, password, st.rounds)
+	}
 	return sha256.Sum256([]byte(username + "\x00" + password))
+}
+
+// hashPassword is PBKDF2-SHA256 of the password, salted with the user
+// name, at the given rounds (Config.HashRounds): the CPU a real server
+// spends on a login on purpose, under a name of its own in a profile.
+//
+//go:noinline
+func hashPassword(username, password string, rounds int) [32]byte {
+	k, err := pbkdf2.Key(sha256.New, password, []byte(username), rounds, 32)
+	if err != nil { // only for a key length or rounds out of range
+		panic(err)
+	}
+	return [32]byte(k)
 }
 
 // addUser stores a new user with no usable password. Callers hold mu.
@@ -216,13 +237,14 @@ func (st *store) createUser(username, password string) (user, error) {
 	if password == "" || len(password) > maxPasswordLen {
 		return user{}, fmt.Errorf("password: 1 to %d bytes: %w", maxPasswordLen, errInvalid)
 	}
+	pass := st.passHash(username, password) // outside the lock: a slow hash holds no other request up
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.byName[username] != nil {
 		return user{}, fmt.Errorf("username %q: %w", username, errConflict)
 	}
 	u := st.addUser(username, st.newID())
-	u.pass = passHash(username, password)
+	u.pass = pass
 	h := fnv.New32a()
 	h.Write([]byte(u.ID))
 	first := int(h.Sum32() % uint32(len(st.channels)))
@@ -235,10 +257,11 @@ func (st *store) createUser(username, password string) (user, error) {
 // login checks the password and returns the user and a new session token.
 func (st *store) login(username, password string) (user, string, error) {
 	username = strings.ToLower(username)
+	pass := st.passHash(username, password) // outside the lock, and for a name unknown too: no timing tells
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	u := st.byName[username]
-	if u == nil || u.pass != passHash(username, password) {
+	if u == nil || u.pass != pass {
 		return user{}, "", errAuth
 	}
 	token := st.newID()

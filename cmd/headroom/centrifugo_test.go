@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -195,7 +196,7 @@ func requestsAfter(tl []metrics.Point, t float64) int64 {
 // scenario's handler answering pings, as a user's handler runs between
 // its actions of a few milliseconds.
 func TestCentrifugo(t *testing.T) {
-	c := startCentrifugo(t, "PING_INTERVAL=3s", "PONG_TIMEOUT=2s")
+	c := startCentrifugo(t, "PING_INTERVAL=3s", "PONG_TIMEOUT=2s", "DEBUG=true")
 	scenario := abs(t, "../../examples/centrifugo.star")
 	binary(t) // built before the watch begins
 
@@ -205,7 +206,8 @@ func TestCentrifugo(t *testing.T) {
 		stop := watchCentrifugo(c)
 		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", scenario, "--target", c.base,
 			"--scrape", c.metrics(), "--server-latency", "centrifugo_api_command_duration_seconds_histogram:method",
-			"--users", strconv.Itoa(users), "--ramp", "1s", "--duration", "15s", "--var", "counts=print", "--out", out))
+			"--users", strconv.Itoa(users), "--ramp", "1s", "--duration", "15s", "--var", "counts=print", "--out", out,
+			"--profile", c.base+"/debug/pprof", "--profile-slice", "2s"))
 		scrapes := stop()
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -218,6 +220,7 @@ func TestCentrifugo(t *testing.T) {
 			t.Fatalf("status %q, notes %q", r.Status, r.Notes)
 		}
 		final := cfMetrics(t, c)
+		checkCentrifugoProfiles(t, r, out)
 
 		// headroom's side. Every request in the window is a publication
 		// Centrifugo took; no user reconnected (no handshake in the window).
@@ -571,4 +574,36 @@ func promSum(text, series string, want ...string) float64 {
 		}
 	}
 	return sum
+}
+
+// checkCentrifugoProfiles: a real third-party Go server's CPU profiles
+// (Centrifugo's pprof, its debug option) were taken through the run, go
+// tool pprof reads them, and the window's merge saw Centrifugo at work.
+func checkCentrifugoProfiles(t *testing.T, r *result.Result, out string) {
+	t.Helper()
+	p := r.Profiles
+	if p == nil {
+		t.Fatalf("no profiles in the result (notes %q)", r.Notes)
+	}
+	files := 0
+	for _, s := range p.Slices {
+		if s.Error != "" {
+			t.Errorf("slice %+v failed", s)
+		} else if s.File != "" {
+			files++
+		}
+	}
+	var window *result.ProfilePhase
+	for i := range p.Phases {
+		if p.Phases[i].Phase == "window" {
+			window = &p.Phases[i]
+		}
+	}
+	if files < 5 || window == nil || window.Slices < 5 || window.CPUSeconds <= 0 || window.PerUnitMs <= 0 {
+		t.Fatalf("%d profiles written, window %+v: want 5 or more in 15 s of 2 s slices, Centrifugo's CPU per request", files, window)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", filepath.Join(out, window.File)).CombinedOutput()
+	if err != nil || !strings.Contains(string(top), "Type: cpu") || !strings.Contains(string(top), "centrifug") {
+		t.Errorf("go tool pprof -top %s: %v\n%s", window.File, err, top)
+	}
 }

@@ -1,0 +1,112 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/headroom-dev/headroom/result"
+)
+
+// plumbing are the packages of a Go server's every request (its HTTP
+// server, the runtime): high in any profile's cumulative list, and never
+// what a release changed. Left out of the cumulative table, not of the
+// flat one.
+var plumbing = []string{"runtime.", "net/http.", "net.", "internal/", "bufio.", "syscall.", "crypto/tls.", "sync."}
+
+func isPlumbing(name string) bool {
+	for _, p := range plumbing {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// profileBlocks are the target's CPU profiles, phase by phase (--profile):
+// its CPU, per unit of work, and the functions that spent it.
+func profileBlocks(r *result.Result) []Block {
+	ps := r.Profiles
+	if ps == nil {
+		return nil
+	}
+	out := []Block{&Heading{Level: 2, Text: "Server CPU profiles"}}
+	failed := 0
+	for _, s := range ps.Slices {
+		if s.Error != "" {
+			failed++
+		}
+	}
+	intro := fmt.Sprintf("%d CPU profiles of %s s each, in profiles/ (gzipped pprof: go tool pprof profiles/window-t1.pb.gz); "+
+		"a phase is the merge of the profiles that lie wholly in it.", len(ps.Slices), num(ps.SliceS))
+	if failed > 0 {
+		intro += fmt.Sprintf(" %d failed (result.json's profiles.slices say why).", failed)
+	}
+	out = append(out, &Para{Text: intro})
+	if len(ps.Phases) == 0 {
+		return append(out, &Para{Text: "No profile lay wholly within a phase: a shorter --profile-slice covers a short run."})
+	}
+	for _, ph := range ps.Phases {
+		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("%s, %s", ps.Targets[ph.Target], phaseName(ph.Phase))}, &Para{Text: phaseText(ph)})
+		t := &Table{Header: []string{"function", "cum (s)", "cum %", "flat (s)", "flat %"}, Right: []int{1, 2, 3, 4}}
+		for _, f := range ph.Cum {
+			if !isPlumbing(f.Name) && len(t.Rows) < 10 {
+				t.Rows = append(t.Rows, []string{funcName(f.Name), num(f.CumS), num(f.CumPc), num(f.FlatS), num(f.FlatPc)})
+			}
+		}
+		if len(t.Rows) > 0 {
+			out = append(out, t)
+		}
+		var flat []string
+		for _, f := range ph.Flat[:min(5, len(ph.Flat))] {
+			flat = append(flat, fmt.Sprintf("%s %s%%", funcName(f.Name), num(f.FlatPc)))
+		}
+		if len(flat) > 0 {
+			out = append(out, &Para{Text: "Most in themselves (flat): " + strings.Join(flat, "; ") + "."})
+		}
+	}
+	return out
+}
+
+func phaseName(p string) string {
+	switch p {
+	case "setup":
+		return "users' setup (the ramp, to the window)"
+	case "window":
+		return "the measured window"
+	}
+	return p
+}
+
+func phaseText(ph result.ProfilePhase) string {
+	s := fmt.Sprintf("%s to %s s: %d profiles, %s s profiled; CPU %s s, %s cores", num(ph.StartS), num(ph.EndS), ph.Slices,
+		num(ph.ProfiledS), num(ph.CPUSeconds), num(ph.CPUCores))
+	if ph.PerUnitMs > 0 {
+		s += fmt.Sprintf(", %s ms a %s", num(ph.PerUnitMs), ph.Unit)
+	}
+	return s + ". Cumulative: in the function and what it called (the runtime and net/http's serving left out)."
+}
+
+// funcName is a function's name with its generic shapes left out
+// (pbkdf2.Key[go.shape.interface { ... }] is pbkdf2.Key[...]).
+func funcName(name string) string {
+	for {
+		i := strings.Index(name, "[go.shape")
+		if i < 0 {
+			return name
+		}
+		depth, j := 0, i
+		for ; j < len(name); j++ {
+			if name[j] == '[' {
+				depth++
+			} else if name[j] == ']' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		if j == len(name) {
+			return name[:i] + "[...]"
+		}
+		name = name[:i] + "[...]" + name[j+1:]
+	}
+}

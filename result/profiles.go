@@ -1,0 +1,54 @@
+package result
+
+// Profiles is what --profile took of the system under test's CPU: each
+// slice (one CPU profile, in profiles/ beside result.json) and, by phase
+// of the run, their merge and the functions that spent most.
+type Profiles struct {
+	Targets []string       `json:"targets"` // the pprof base URLs, in --profile's order
+	SliceS  float64        `json:"slice_s"` // the length of one slice
+	Slices  []ProfileSlice `json:"slices"`
+	Phases  []ProfilePhase `json:"phases,omitempty"`
+}
+
+// ProfileSlice is one CPU profile of a target.
+type ProfileSlice struct {
+	Target int     `json:"target"` // in Profiles.Targets, from 0
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	File   string  `json:"file,omitempty"`  // relative to the result directory, gzipped pprof
+	Error  string  `json:"error,omitempty"` // why there is none
+}
+
+// ProfilePhase is one target's CPU over a phase of the run: "setup" (from
+// the start to the measured window: the ramp and users' setups) or
+// "window"; the merge of the slices that lie in it (one across its
+// boundary is in neither: ProfiledS says how much of it they cover).
+type ProfilePhase struct {
+	Target int     `json:"target"`
+	Phase  string  `json:"phase"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Slices int     `json:"slices"`
+	// ProfiledS is the time the slices cover; CPUSeconds the CPU sampled
+	// in them; CPUCores their ratio.
+	ProfiledS  float64 `json:"profiled_s"`
+	CPUSeconds float64 `json:"cpu_s"`
+	CPUCores   float64 `json:"cpu_cores"`
+	// PerUnitMs is CPU a request (window) or a user set up (setup), in
+	// milliseconds, over the profiled time; 0 when there was none.
+	PerUnitMs float64   `json:"cpu_per_unit_ms,omitempty"`
+	Unit      string    `json:"unit,omitempty"` // "request" or "user set up"
+	File      string    `json:"file,omitempty"` // the merged profile, for go tool pprof
+	Flat      []FuncCPU `json:"flat"`           // most CPU in the function itself
+	Cum       []FuncCPU `json:"cum"`            // most CPU in it and what it called
+}
+
+// FuncCPU is one function's CPU in a phase, in seconds and in percent of
+// the phase's.
+type FuncCPU struct {
+	Name   string  `json:"name"`
+	FlatS  float64 `json:"flat_s"`
+	CumS   float64 `json:"cum_s"`
+	FlatPc float64 `json:"flat_pct"`
+	CumPc  float64 `json:"cum_pct"`
+}

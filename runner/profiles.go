@@ -1,0 +1,107 @@
+package runner
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/serverprof"
+)
+
+// profiling is a run's capture of the target's CPU profiles (--profile).
+type profiling struct {
+	cap  *serverprof.Capture
+	stop func() // ends the capture and waits for it; the slice in flight is lost
+}
+
+// startProfiles begins taking the targets' CPU profiles, for the whole
+// run, into the result directory's profiles/ (in memory only when the
+// result goes to a file system of a test's). nil without --profile.
+func (s *session) startProfiles() *profiling {
+	c := s.c
+	if len(c.Profile) == 0 {
+		return nil
+	}
+	pc := &serverprof.Capture{Targets: c.Profile, Slice: c.ProfileSlice, Warn: c.Warn}
+	if c.Out != "" && c.FS == nil {
+		pc.Dir = c.Out
+	}
+	if c.Dial != nil {
+		pc.Client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pc.Run(ctx)
+	}()
+	return &profiling{cap: pc, stop: func() { cancel(); <-done }}
+}
+
+// profilePhase is one phase of a run for the profiles: its name, bounds,
+// and what its CPU is counted per (requests, or users set up).
+type profilePhase struct {
+	name     string
+	from, to time.Time
+	unit     string
+	units    int64
+}
+
+// profiles stops the capture and fills res.Profiles: every slice, and
+// each target's phases. A phase whose slices do not merge (the server
+// came back as another build) is left out with a note.
+func (s *session) profiles(p *profiling, phases ...profilePhase) {
+	if p == nil {
+		return
+	}
+	p.stop()
+	at := func(t time.Time) float64 { return t.Sub(s.start).Seconds() }
+	out := &result.Profiles{Targets: p.cap.Targets, SliceS: p.cap.Slice.Seconds(), Slices: []result.ProfileSlice{}}
+	for _, sl := range p.cap.Slices() {
+		out.Slices = append(out.Slices, result.ProfileSlice{Target: sl.Target, StartS: at(sl.Start), EndS: at(sl.End), File: sl.File, Error: sl.Err})
+	}
+	for t := range p.cap.Targets {
+		for _, ph := range phases {
+			got, err := p.cap.Phase(t, ph.name, ph.from, ph.to, profileTop)
+			if err != nil {
+				s.res.Notes = append(s.res.Notes, err.Error())
+			}
+			if got == nil {
+				continue
+			}
+			rp := result.ProfilePhase{Target: t, Phase: ph.name, StartS: at(ph.from), EndS: at(ph.to), Slices: got.Slices,
+				ProfiledS: got.Covered.Seconds(), CPUSeconds: got.CPU.Seconds(), Flat: funcs(got.Flat, got.CPU), Cum: funcs(got.Cum, got.CPU)}
+			if rp.ProfiledS > 0 {
+				rp.CPUCores = rp.CPUSeconds / rp.ProfiledS
+				if span := ph.to.Sub(ph.from).Seconds(); ph.units > 0 && span > 0 {
+					// the units over the phase, scaled to the part of it profiled
+					rp.PerUnitMs, rp.Unit = 1000*rp.CPUSeconds/(float64(ph.units)*min(rp.ProfiledS/span, 1)), ph.unit
+				}
+			}
+			if p.cap.Dir != "" {
+				if rel, err := got.Write(p.cap.Dir); err == nil {
+					rp.File = rel
+				}
+			}
+			out.Phases = append(out.Phases, rp)
+		}
+	}
+	s.res.Profiles = out
+}
+
+// profileTop is how many functions a phase lists, by flat and by
+// cumulative CPU.
+const profileTop = 15
+
+func funcs(fs []serverprof.Func, total time.Duration) []result.FuncCPU {
+	out := []result.FuncCPU{}
+	for _, f := range fs {
+		fc := result.FuncCPU{Name: f.Name, FlatS: f.Flat.Seconds(), CumS: f.Cum.Seconds()}
+		if total > 0 {
+			fc.FlatPc, fc.CumPc = 100*float64(f.Flat)/float64(total), 100*float64(f.Cum)/float64(total)
+		}
+		out = append(out, fc)
+	}
+	return out
+}

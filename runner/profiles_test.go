@@ -1,0 +1,96 @@
+package runner
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/testbed"
+)
+
+// TestProfilesNameTheSetupsHash: a testbed that hashes every sign-up's and
+// login's password with PBKDF2 (real CPU, in testbed.hashPassword) and
+// serves pprof; a run with --profile in 1 s slices finds the hash
+// spending most of the CPU of users' setup and next to none of the
+// window's, writes every slice and each phase's merge where go tool pprof
+// reads them, and an endpoint that is no pprof is a warning, said once,
+// not a failed run. On loopback, in real time: a CPU profile is the
+// process's own (the testbed runs in this one).
+func TestProfilesNameTheSetupsHash(t *testing.T) {
+	srv := httptest.NewServer(testbed.New(testbed.Config{Pprof: true, HashRounds: 300_000}).Handler())
+	t.Cleanup(srv.Close)
+	target, _ := url.Parse(srv.URL)
+	out := filepath.Join(t.TempDir(), "run")
+	var warned []string
+	res, err := (&Bounded{Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: time.Minute, Grace: time.Second,
+		Out: out, Profile: []string{srv.URL + "/debug/pprof", srv.URL + "/metrics"}, ProfileSlice: time.Second,
+		Warn: func(s string) { warned = append(warned, s) }}, Users: 30, Ramp: 3 * time.Second, Duration: 4 * time.Second}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != result.Completed || res.Profiles == nil {
+		t.Fatalf("status %s, profiles %+v, notes %q", res.Status, res.Profiles, res.Notes)
+	}
+	phases := map[string]result.ProfilePhase{}
+	for _, ph := range res.Profiles.Phases {
+		if ph.Target != 0 {
+			t.Errorf("a phase of target %d, which serves no profile: %+v", ph.Target, ph)
+		}
+		phases[ph.Phase] = ph
+	}
+	hash := func(ph result.ProfilePhase) float64 {
+		for _, f := range ph.Cum {
+			if strings.HasSuffix(f.Name, "testbed.hashPassword") {
+				return f.CumPc
+			}
+		}
+		return 0
+	}
+	setup, window := phases["setup"], phases["window"]
+	t.Logf("setup: %d profiles, %.2f cores, %.1f ms a user, hashPassword %.0f%%; window: %d profiles, %.2f cores, hashPassword %.0f%%",
+		setup.Slices, setup.CPUCores, setup.PerUnitMs, hash(setup), window.Slices, window.CPUCores, hash(window))
+	if setup.Slices == 0 || hash(setup) < 50 || setup.Unit != "user set up" || setup.PerUnitMs <= 0 {
+		t.Errorf("setup phase %+v: want hashPassword at least half its CPU, and CPU per user set up", setup)
+	}
+	if window.Slices == 0 || hash(window) > 10 {
+		t.Errorf("window phase: %d profiles, hashPassword %.0f%%: want it next to nothing (no login in the window)", window.Slices, hash(window))
+	}
+	files, bad := 0, 0
+	for _, sl := range res.Profiles.Slices {
+		switch {
+		case sl.Target == 0 && sl.File != "":
+			files++
+			readProfile(t, filepath.Join(out, sl.File))
+		case sl.Target == 1 && sl.Error != "":
+			bad++
+		}
+	}
+	if files < 5 || bad == 0 {
+		t.Errorf("%d profiles written of target 1, %d failed slices of the /metrics one: want at least 5, and some", files, bad)
+	}
+	readProfile(t, filepath.Join(out, setup.File))
+	if len(warned) != 1 || !strings.Contains(warned[0], srv.URL+"/metrics") {
+		t.Errorf("warnings %q: want one, of the endpoint that serves no profile", warned)
+	}
+}
+
+func readProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	if _, err := profile.Parse(f); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+}

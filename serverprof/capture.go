@@ -1,0 +1,189 @@
+// Package serverprof takes the system under test's CPU profiles during a
+// run (--profile): consecutive slices from a Go pprof endpoint, each kept
+// in the result directory, merged by phase of the run (users' setup, the
+// measured window), and summed up as the functions that spent the CPU.
+// It knows nothing of users or checks.
+package serverprof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// Limits on what a profile endpoint may cost headroom.
+const (
+	// MaxBody is the largest profile read: a Go server's CPU profile of
+	// 10 s is tens of KiB; past this it is not a profile worth keeping.
+	MaxBody = 32 << 20
+	// MaxSlices bounds the slices kept of one target (a day at 10 s).
+	MaxSlices = 8640
+	// DefaultSlice is the length of one CPU profile.
+	DefaultSlice = 10 * time.Second
+)
+
+// Slice is one CPU profile of a target, over [Start, End).
+type Slice struct {
+	Target     int       // in Capture.Targets
+	Start, End time.Time // when it was asked for, and when it came back
+	File       string    // relative to the result directory; "" when not written
+	Err        string    // why there is no profile; "" when there is
+	prof       *profile.Profile
+}
+
+// Capture takes consecutive CPU profiles of each target while Run runs.
+type Capture struct {
+	// Targets are pprof base URLs, e.g. http://127.0.0.1:8067/debug/pprof:
+	// a slice is GET <target>/profile?seconds=N.
+	Targets []string
+	Slice   time.Duration // 0: DefaultSlice
+	// Dir is where each slice is written (profiles/t<target>-<n>.pb.gz
+	// under it); "" keeps them in memory only.
+	Dir    string
+	Client *http.Client     // nil: one with a timeout of the slice plus 30 s
+	Warn   func(string)     // told once per target of what went wrong; may be nil
+	Now    func() time.Time // nil: time.Now
+
+	mu     sync.Mutex
+	slices []Slice
+	warned map[int]bool
+}
+
+// Run takes slices of every target until ctx is done; the slice in flight
+// then is lost (a profile cut short is not served).
+func (c *Capture) Run(ctx context.Context) {
+	if c.Slice <= 0 {
+		c.Slice = DefaultSlice
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: c.Slice + 30*time.Second}
+	}
+	var wg sync.WaitGroup
+	for i := range c.Targets {
+		wg.Go(func() { c.loop(ctx, i) })
+	}
+	wg.Wait()
+}
+
+// loop takes target i's slices one after the other; after a failure it
+// waits a slice's length before the next try, so a broken endpoint costs
+// one request a slice.
+func (c *Capture) loop(ctx context.Context, i int) {
+	for n := 1; ctx.Err() == nil && n <= MaxSlices; n++ {
+		s := c.take(ctx, i, n)
+		if ctx.Err() != nil {
+			return // cut short by the run's end: nothing to keep
+		}
+		c.mu.Lock()
+		c.slices = append(c.slices, s)
+		c.mu.Unlock()
+		if s.Err != "" {
+			c.warn(i, s.Err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(c.Slice):
+			}
+		}
+	}
+}
+
+func (c *Capture) warn(i int, msg string) {
+	c.mu.Lock()
+	first := !c.warned[i]
+	if c.warned == nil {
+		c.warned = map[int]bool{}
+	}
+	c.warned[i] = true
+	c.mu.Unlock()
+	if first && c.Warn != nil {
+		c.Warn(fmt.Sprintf("--profile %s: %s; the run goes on, and tries again every %v (said once)", c.Targets[i], msg, c.Slice))
+	}
+}
+
+// take asks target i for one slice, n-th of its own.
+func (c *Capture) take(ctx context.Context, i, n int) Slice {
+	s := Slice{Target: i, Start: c.Now()}
+	body, err := c.fetch(ctx, c.Targets[i])
+	s.End = c.Now()
+	if err != nil {
+		s.Err = err.Error()
+		return s
+	}
+	p, err := profile.ParseData(body)
+	switch {
+	case err != nil:
+		s.Err = "not a pprof profile: " + firstLine(err.Error())
+		return s
+	case cpuIndex(p) < 0:
+		s.Err = fmt.Sprintf("a profile of %s, not of CPU time", sampleTypes(p))
+		return s
+	}
+	s.prof = p
+	if c.Dir != "" {
+		rel := filepath.Join("profiles", fmt.Sprintf("t%d-%04d.pb.gz", i+1, n))
+		if err := os.MkdirAll(filepath.Join(c.Dir, "profiles"), 0o755); err == nil {
+			if err = os.WriteFile(filepath.Join(c.Dir, rel), gzipped(body), 0o644); err == nil {
+				s.File = rel
+			}
+		}
+	}
+	return s
+}
+
+// fetch reads one CPU profile of the slice's length from target.
+func (c *Capture) fetch(ctx context.Context, target string) ([]byte, error) {
+	u, err := url.Parse(strings.TrimSuffix(target, "/") + "/profile")
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("seconds", fmt.Sprint(max(int(c.Slice.Round(time.Second)/time.Second), 1)))
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, fmt.Errorf("status %d %s", resp.StatusCode, firstLine(string(b)))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if err == nil && len(body) > MaxBody {
+		err = errors.New("a body larger than 32 MiB: not read")
+	}
+	return body, err
+}
+
+// Slices returns the slices taken so far, in the order they ended.
+func (c *Capture) Slices() []Slice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Slice(nil), c.slices...)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

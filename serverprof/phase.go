@@ -1,0 +1,175 @@
+package serverprof
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// Phase is what one target's CPU did over a part of a run: the merge of
+// the slices that lie in [From, To) (within slack at either end: the
+// time a profile request takes to arrive). A slice across a phase's
+// boundary is in neither phase: its CPU cannot be told apart (a Go
+// profile's samples carry no time), and counting it in one would put the
+// other's work there (logins in the window).
+type Phase struct {
+	Target   int
+	Name     string // "setup", "window"
+	From, To time.Time
+	Slices   int
+	Covered  time.Duration // the slices' lengths, summed: the time profiled
+	CPU      time.Duration // CPU time sampled in them
+	// Flat and Cum are the functions that spent most, in themselves and
+	// with what they called: top of each.
+	Flat, Cum []Func
+	prof      *profile.Profile
+}
+
+// Func is one function's share of a phase's CPU: Flat in the function
+// itself, Cum in it and what it called.
+type Func struct {
+	Name      string
+	Flat, Cum time.Duration
+}
+
+// slack is how far a slice may start before its phase, or end after it,
+// and still be the phase's: a profile request's round trip.
+const slack = 100 * time.Millisecond
+
+// Phase merges target's slices over [from, to); nil when none lies there.
+func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*Phase, error) {
+	ph := &Phase{Target: target, Name: name, From: from, To: to}
+	var ps []*profile.Profile
+	for _, s := range c.Slices() {
+		if s.Target != target || s.prof == nil || s.Start.Before(from.Add(-slack)) || s.End.After(to.Add(slack)) {
+			continue
+		}
+		ps = append(ps, s.prof)
+		ph.Slices++
+		ph.Covered += s.End.Sub(s.Start)
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	p, err := profile.Merge(ps)
+	if err != nil { // slices of different binaries: the server restarted as another build
+		return nil, fmt.Errorf("the %s's profiles of %s do not merge: %v", name, c.Targets[target], err)
+	}
+	ph.prof = p
+	var fs []Func
+	ph.CPU, fs = summarize(p)
+	ph.Flat, ph.Cum = topBy(fs, top, func(f Func) time.Duration { return f.Flat }), topBy(fs, top, func(f Func) time.Duration { return f.Cum })
+	return ph, nil
+}
+
+// Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz
+// under dir, for go tool pprof; it returns the path relative to dir.
+func (ph *Phase) Write(dir string) (string, error) {
+	rel := filepath.Join("profiles", fmt.Sprintf("%s-t%d.pb.gz", ph.Name, ph.Target+1))
+	if err := os.MkdirAll(filepath.Join(dir, "profiles"), 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.Create(filepath.Join(dir, rel))
+	if err != nil {
+		return "", err
+	}
+	if err := ph.prof.Write(f); err != nil { // gzipped, as pprof writes
+		f.Close()
+		return "", err
+	}
+	return rel, f.Close()
+}
+
+// cpuIndex is the index of p's CPU-time sample value, or -1.
+func cpuIndex(p *profile.Profile) int {
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" && st.Unit == "nanoseconds" {
+			return i
+		}
+	}
+	return -1
+}
+
+func sampleTypes(p *profile.Profile) string {
+	var ts []string
+	for _, st := range p.SampleType {
+		ts = append(ts, st.Type+"/"+st.Unit)
+	}
+	if len(ts) == 0 {
+		return "no sample type"
+	}
+	return strings.Join(ts, ", ")
+}
+
+// summarize returns p's CPU time and every function's. A sample's leaf is its first
+// location's first line (inlined frames are lines of one location); its
+// cumulative time counts once for each function on its stack.
+func summarize(p *profile.Profile) (time.Duration, []Func) {
+	ci := cpuIndex(p)
+	if ci < 0 {
+		return 0, nil
+	}
+	flat, cum := map[string]int64{}, map[string]int64{}
+	var total int64
+	for _, s := range p.Sample {
+		v := s.Value[ci]
+		total += v
+		seen := map[string]bool{}
+		for li, loc := range s.Location {
+			for ki, ln := range loc.Line {
+				name := "?"
+				if ln.Function != nil {
+					name = ln.Function.Name
+				}
+				if li == 0 && ki == 0 {
+					flat[name] += v
+				}
+				if !seen[name] {
+					seen[name] = true
+					cum[name] += v
+				}
+			}
+		}
+	}
+	var fs []Func
+	for name, c := range cum {
+		fs = append(fs, Func{Name: name, Flat: time.Duration(flat[name]), Cum: time.Duration(c)})
+	}
+	return time.Duration(total), fs
+}
+
+// topBy is the n functions of fs with the most by (ties by name), none
+// with nothing.
+func topBy(fs []Func, n int, by func(Func) time.Duration) []Func {
+	fs = slices.Clone(fs)
+	slices.SortFunc(fs, func(a, b Func) int {
+		if by(a) != by(b) {
+			return int(by(b) - by(a))
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	i := 0
+	for i < min(n, len(fs)) && by(fs[i]) > 0 {
+		i++
+	}
+	return fs[:i]
+}
+
+// gzipped is b gzipped, unless it is already (Go's pprof serves it so).
+func gzipped(b []byte) []byte {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		return b
+	}
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return buf.Bytes()
+}

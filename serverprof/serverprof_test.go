@@ -1,0 +1,124 @@
+package serverprof
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// cpuProfile is a profile of CPU time whose stacks are given leaf first,
+// each with its nanoseconds.
+func cpuProfile(stacks map[string]int64) *profile.Profile {
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}, Period: 10_000_000}
+	fns := map[string]*profile.Function{}
+	for stack, ns := range stacks {
+		var locs []*profile.Location
+		for _, name := range strings.Split(stack, ";") {
+			f := fns[name]
+			if f == nil {
+				f = &profile.Function{ID: uint64(len(fns) + 1), Name: name}
+				fns[name] = f
+				p.Function = append(p.Function, f)
+			}
+			l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
+			p.Location = append(p.Location, l)
+			locs = append(locs, l)
+		}
+		p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{ns / 10_000_000, ns}})
+	}
+	return p
+}
+
+// A function's flat time is the samples it is the leaf of; its cumulative
+// time the samples it is anywhere in, once each (recursion too).
+func TestSummarizeCountsFlatAndCumulative(t *testing.T) {
+	p := cpuProfile(map[string]int64{
+		"sha;hash;login;serve":       600e6,
+		"sha;hash;hash;signup;serve": 300e6, // recursion: hash once
+		"json;posts;serve":           100e6,
+	})
+	total, fs := summarize(p)
+	if total != time.Second {
+		t.Errorf("total %v, want 1s", total)
+	}
+	got := map[string]Func{}
+	for _, f := range fs {
+		got[f.Name] = f
+	}
+	for name, want := range map[string][2]time.Duration{"sha": {900e6, 900e6}, "hash": {0, 900e6}, "serve": {0, time.Second}, "json": {100e6, 100e6}} {
+		if f := got[name]; f.Flat != want[0] || f.Cum != want[1] {
+			t.Errorf("%s: flat %v cum %v, want %v and %v", name, f.Flat, f.Cum, want[0], want[1])
+		}
+	}
+	if top := topBy(fs, 2, func(f Func) time.Duration { return f.Cum }); len(top) != 2 || top[0].Name != "serve" || top[1].Name != "hash" {
+		t.Errorf("top 2 by cum %v: want serve, hash (ties by name)", top)
+	}
+}
+
+// A phase merges the slices that lie wholly in it (within the slack), and
+// none across its boundary.
+func TestPhaseTakesTheSlicesWhollyInIt(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	c := &Capture{Targets: []string{"http://x/debug/pprof"}}
+	for i, stack := range []string{"login", "login", "posts", "posts"} {
+		c.slices = append(c.slices, Slice{Start: at(float64(i) * 10), End: at(float64(i)*10 + 10.05), prof: cpuProfile(map[string]int64{stack: 1e9})})
+	}
+	setup, err := c.Phase(0, "setup", at(0), at(25), 5)
+	if err != nil || setup == nil || setup.Slices != 2 || setup.CPU != 2*time.Second || setup.Flat[0].Name != "login" {
+		t.Errorf("setup [0, 25): %+v %v; want the first two slices, login's", setup, err)
+	}
+	window, _ := c.Phase(0, "window", at(25), at(40.1), 5)
+	if window == nil || window.Slices != 1 || window.Flat[0].Name != "posts" {
+		t.Errorf("window [25, 40.1): %+v; want the last slice alone (the one across 25 in neither)", window)
+	}
+	if none, _ := c.Phase(0, "window", at(41), at(45), 5); none != nil {
+		t.Errorf("a phase with no slice in it: %+v", none)
+	}
+}
+
+// What an endpoint serves that is no CPU profile is a slice's error, and
+// the capture goes on: a 404, a body that is not a profile, a heap
+// profile, a body past MaxBody; a CPU profile is kept.
+func TestFetchRefusesWhatIsNoCPUProfile(t *testing.T) {
+	var cpu, heap bytes.Buffer
+	_ = cpuProfile(map[string]int64{"f": 1e9}).Write(&cpu)
+	hp := cpuProfile(map[string]int64{"f": 1e9})
+	hp.SampleType = []*profile.ValueType{{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"}}
+	_ = hp.Write(&heap)
+	for path, want := range map[string]string{"/nothing": "status 404", "/text": "not a pprof profile", "/heap": "not of CPU time",
+		"/huge": "larger than 32 MiB", "/cpu": ""} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case strings.HasPrefix(r.URL.Path, "/text"):
+				w.Write([]byte("# HELP up\nup 1\n"))
+			case strings.HasPrefix(r.URL.Path, "/heap"):
+				w.Write(heap.Bytes())
+			case strings.HasPrefix(r.URL.Path, "/huge"):
+				chunk := make([]byte, 1<<20)
+				for range 40 {
+					if _, err := w.Write(chunk); err != nil {
+						return
+					}
+				}
+			case strings.HasPrefix(r.URL.Path, "/cpu"):
+				w.Write(cpu.Bytes())
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		c := &Capture{Targets: []string{srv.URL + path}, Slice: time.Second, Now: time.Now, Client: srv.Client()}
+		s := c.take(context.Background(), 0, 1)
+		srv.Close()
+		if want == "" && (s.Err != "" || s.prof == nil) || want != "" && !strings.Contains(s.Err, want) {
+			t.Errorf("%s: error %q, want %q", path, s.Err, want)
+		}
+	}
+}
