@@ -57,6 +57,9 @@ type Comparison struct {
 	// ramp's pace where it did not. nil unless every run has it.
 	SetupRate *Metric            `json:"setup_rate,omitempty"`
 	Server    []ServerComparison `json:"server,omitempty"`
+	// Profiles compare the server's CPU profiles phase by phase (--profile):
+	// CPU per unit of work, and the functions whose share moved most.
+	Profiles []ProfileComparison `json:"profiles,omitempty"`
 }
 
 // Format names the comparison format.
@@ -156,6 +159,7 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 		}
 	}
 	c.Server = compareServers(base, new, o, &c.Notes)
+	c.Profiles = compareProfiles(base, new, o, &c.Notes)
 	return c, nil
 }
 

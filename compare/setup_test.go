@@ -98,8 +98,8 @@ func TestSetupRegressionIsFound(t *testing.T) {
 			login = &c.Setup.Requests[i]
 		}
 	}
-	if login == nil || login.BaseCount != 120 || login.NewCount != 120 || login.Mean.Verdict != Regression || login.Mean.Delta < 1 {
-		t.Fatalf("login row %+v: want 120 logins a side, mean a regression of ~+200%%", login)
+	if login == nil || login.BaseCount != 120 || login.NewCount != 120 || login.Mean.Verdict != Regression || login.Mean.Delta < 0.3 {
+		t.Fatalf("login row %+v: want 120 logins a side, mean a regression (+200%% on a quiet machine; at least +30%% on a busy one)", login)
 	}
 	if m := c.Setup.MixMean; m.Verdict != Regression {
 		t.Errorf("setup mix mean %+v: want a regression", m)

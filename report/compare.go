@@ -34,6 +34,7 @@ func ForComparison(c *compare.Comparison) *Doc {
 	for i, s := range c.Server {
 		add(serverSideBlocks(i, s, b, n)...)
 	}
+	add(profileCompareBlocks(c)...)
 	add(&Heading{Level: 2, Text: "Over time"}, &Para{Text: b + " dashed, " + n + " solid; one line per run."})
 	var runs []namedRun
 	for i, r := range c.Base.Results {
@@ -234,6 +235,9 @@ func headlines(c *compare.Comparison) []*compare.Metric {
 	}
 	if c.SetupRate != nil {
 		out = append(out, c.SetupRate)
+	}
+	for i := range c.Profiles { // what the server spent a login or a request on
+		out = append(out, &c.Profiles[i].CPUPerUnit)
 	}
 	for _, s := range c.Server {
 		for i := range s.Timings {

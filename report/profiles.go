@@ -4,23 +4,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/serverprof"
 )
-
-// plumbing are the packages of a Go server's every request (its HTTP
-// server, the runtime): high in any profile's cumulative list, and never
-// what a release changed. Left out of the cumulative table, not of the
-// flat one.
-var plumbing = []string{"runtime.", "net/http.", "net.", "internal/", "bufio.", "syscall.", "crypto/tls.", "sync."}
-
-func isPlumbing(name string) bool {
-	for _, p := range plumbing {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // profileBlocks are the target's CPU profiles, phase by phase (--profile):
 // its CPU, per unit of work, and the functions that spent it.
@@ -49,7 +36,7 @@ func profileBlocks(r *result.Result) []Block {
 		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("%s, %s", ps.Targets[ph.Target], phaseName(ph.Phase))}, &Para{Text: phaseText(ph)})
 		t := &Table{Header: []string{"function", "cum (s)", "cum %", "flat (s)", "flat %"}, Right: []int{1, 2, 3, 4}}
 		for _, f := range ph.Cum {
-			if !isPlumbing(f.Name) && len(t.Rows) < 10 {
+			if !serverprof.Plumbing(f.Name) && len(t.Rows) < 10 {
 				t.Rows = append(t.Rows, []string{funcName(f.Name), num(f.CumS), num(f.CumPc), num(f.FlatS), num(f.FlatPc)})
 			}
 		}
@@ -109,4 +96,33 @@ func funcName(name string) string {
 		}
 		name = name[:i] + "[...]" + name[j+1:]
 	}
+}
+
+// profileCompareBlocks compare the server's CPU profiles phase by phase:
+// the CPU a unit of work took, and the functions whose share moved most.
+func profileCompareBlocks(c *compare.Comparison) []Block {
+	if len(c.Profiles) == 0 {
+		return nil
+	}
+	b, n := c.Base.Label, c.New.Label
+	out := []Block{&Heading{Level: 2, Text: "Server CPU profiles"}, &Para{Text: "Each phase's merged CPU profiles (--profile): the CPU a unit of work took, " +
+		"and the functions whose CPU a unit (in them and what they called, ms) moved most."}}
+	for _, pc := range c.Profiles {
+		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("Target %d, %s", pc.Target+1, phaseName(pc.Phase))})
+		t := metricTable(b, n)
+		metricRow(t, pc.CPUPerUnit.Name, &pc.CPUPerUnit)
+		switch {
+		case pc.Cause != "":
+			out = append(out, &Para{Text: fmt.Sprintf("Most of the change is in %s and what it calls.", funcName(pc.Cause))})
+		case pc.SampledS < 1:
+			out = append(out, &Para{Text: fmt.Sprintf("Too few samples to say which function moved: %s s of the server's CPU sampled on one side "+
+				"(100 samples a second of CPU); a longer phase, or more repeats, say more.", num(pc.SampledS))})
+		}
+		for i := range pc.Moved {
+			m := &pc.Moved[i]
+			metricRow(t, funcName(m.Name)+" (ms)", m)
+		}
+		out = append(out, t)
+	}
+	return out
 }

@@ -37,10 +37,11 @@ type ProfilePhase struct {
 	// PerUnitMs is CPU a request (window) or a user set up (setup), in
 	// milliseconds, over the profiled time; 0 when there was none.
 	PerUnitMs float64   `json:"cpu_per_unit_ms,omitempty"`
-	Unit      string    `json:"unit,omitempty"` // "request" or "user set up"
-	File      string    `json:"file,omitempty"` // the merged profile, for go tool pprof
-	Flat      []FuncCPU `json:"flat"`           // most CPU in the function itself
-	Cum       []FuncCPU `json:"cum"`            // most CPU in it and what it called
+	Unit      string    `json:"unit,omitempty"`   // "request" or "user set up"
+	File      string    `json:"file,omitempty"`   // the merged profile, for go tool pprof
+	Binary    string    `json:"binary,omitempty"` // the profiled program's file name
+	Flat      []FuncCPU `json:"flat"`             // most CPU in the function itself
+	Cum       []FuncCPU `json:"cum"`              // most CPU in it and what it called
 }
 
 // FuncCPU is one function's CPU in a phase, in seconds and in percent of

@@ -29,7 +29,10 @@ type Phase struct {
 	// Flat and Cum are the functions that spent most, in themselves and
 	// with what they called: top of each.
 	Flat, Cum []Func
-	prof      *profile.Profile
+	// Binary is the profiled program's file name (its main mapping's):
+	// profiles of different programs are not compared.
+	Binary string
+	prof   *profile.Profile
 }
 
 // Func is one function's share of a phase's CPU: Flat in the function
@@ -63,6 +66,7 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 		return nil, fmt.Errorf("the %s's profiles of %s do not merge: %v", name, c.Targets[target], err)
 	}
 	ph.prof = p
+	ph.Binary = binary(p)
 	var fs []Func
 	ph.CPU, fs = summarize(p)
 	ph.Flat, ph.Cum = topBy(fs, top, func(f Func) time.Duration { return f.Flat }), topBy(fs, top, func(f Func) time.Duration { return f.Cum })
@@ -85,6 +89,33 @@ func (ph *Phase) Write(dir string) (string, error) {
 		return "", err
 	}
 	return rel, f.Close()
+}
+
+// binary is the file name of p's main program, "" when it does not say.
+func binary(p *profile.Profile) string {
+	if len(p.Mapping) == 0 {
+		return ""
+	}
+	return filepath.Base(p.Mapping[0].File)
+}
+
+// Read reads a merged phase's profile (Phase.Write's) and returns its CPU
+// time and every function's: what compare diffs.
+func Read(path string) (cpu time.Duration, fs []Func, bin string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("%s: %v", path, err)
+	}
+	if cpuIndex(p) < 0 {
+		return 0, nil, "", fmt.Errorf("%s: a profile of %s, not of CPU time", path, sampleTypes(p))
+	}
+	cpu, fs = summarize(p)
+	return cpu, fs, binary(p), nil
 }
 
 // cpuIndex is the index of p's CPU-time sample value, or -1.
@@ -172,4 +203,21 @@ func gzipped(b []byte) []byte {
 	_, _ = w.Write(b)
 	_ = w.Close()
 	return buf.Bytes()
+}
+
+// plumbing are the packages of a Go server's every request (its HTTP
+// server, the runtime): high in any profile's cumulative list, and never
+// what a release changed.
+var plumbing = []string{"runtime.", "net/http.", "net.", "internal/", "bufio.", "syscall.", "crypto/tls.", "sync."}
+
+// Plumbing tells whether the function is a Go server's request plumbing
+// (see plumbing): reports leave it out of cumulative lists, compare out
+// of the functions that moved.
+func Plumbing(name string) bool {
+	for _, p := range plumbing {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,237 @@
+package compare
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/headroom-dev/headroom/result"
+	"github.com/headroom-dev/headroom/serverprof"
+)
+
+// ProfileComparison is the server's CPU profile of one phase, base
+// against new (--profile): the CPU a unit of work took (a user set up, a
+// request), and the functions whose share of the CPU moved most.
+type ProfileComparison struct {
+	Target int    `json:"target"` // in the runs' profiles.targets
+	Phase  string `json:"phase"`  // "setup" or "window"
+	Unit   string `json:"unit"`
+	// CPUPerUnit is each run's CPU per unit, in milliseconds.
+	CPUPerUnit Metric `json:"cpu_per_unit_ms"`
+	// Moved are the functions whose CPU per unit (in them and what they
+	// called: a login's hash, a request's JSON encoding) moved most, in
+	// milliseconds, most first: at most profileMoved.
+	Moved []Metric `json:"moved"`
+	// Cause is the deepest function that carries most of the change: of
+	// those whose CPU a unit moved by at least 80% of the most any did,
+	// the one that spent least (an ancestor carries its callees' change,
+	// so the least is the innermost: the hash, not the handler that calls
+	// it). "" when nothing moved.
+	Cause string `json:"cause,omitempty"`
+	// SampledS is the CPU sampled on the side with less, in seconds: under
+	// minSampled no cause is named, as a few samples (100 a second of
+	// CPU) move by chance.
+	SampledS float64 `json:"sampled_s"`
+}
+
+// minSampled is the least CPU sampled on each side for a cause to be named.
+const minSampled = time.Second
+
+// profileMoved is how many functions a phase's comparison lists.
+const profileMoved = 8
+
+// compareProfiles compares every phase each run of both sides profiled,
+// target by target; notes say what could not be compared.
+func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileComparison {
+	var out []ProfileComparison
+	for _, key := range profileKeys(base, new) {
+		bp, berr := phaseRuns(base, key)
+		np, nerr := phaseRuns(new, key)
+		if err := firstErr(berr, nerr); err != nil {
+			*notes = append(*notes, fmt.Sprintf("server CPU profile of %s, target %d: not compared: %v", key.phase, key.target+1, err))
+			continue
+		}
+		if bp[0].binary != np[0].binary {
+			*notes = append(*notes, fmt.Sprintf("server CPU profile of %s, target %d: not compared: the base profiled %q and the new %q, different programs",
+				key.phase, key.target+1, bp[0].binary, np[0].binary))
+			continue
+		}
+		pc := ProfileComparison{Target: key.target, Phase: key.phase, Unit: bp[0].unit,
+			CPUPerUnit: Metric{Name: fmt.Sprintf("server CPU a %s (%s)", bp[0].unit, key.phase), Unit: "ms"}}
+		for _, r := range bp {
+			pc.CPUPerUnit.BaseRuns = append(pc.CPUPerUnit.BaseRuns, r.perUnit)
+		}
+		for _, r := range np {
+			pc.CPUPerUnit.NewRuns = append(pc.CPUPerUnit.NewRuns, r.perUnit)
+		}
+		pc.CPUPerUnit.Base, pc.CPUPerUnit.New = meanOr(pc.CPUPerUnit.BaseRuns), meanOr(pc.CPUPerUnit.NewRuns)
+		pc.CPUPerUnit.judge(o)
+		pc.Moved, pc.Cause = movedFunctions(bp, np, o)
+		pc.SampledS = min(sampled(bp), sampled(np)).Seconds()
+		if pc.SampledS < minSampled.Seconds() {
+			pc.Cause = ""
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+type profileKey struct {
+	target int
+	phase  string
+}
+
+// profileKeys are the phases every run of both sides has a profile of.
+func profileKeys(base, new *Side) []profileKey {
+	count := map[profileKey]int{}
+	runs := 0
+	for _, s := range []*Side{base, new} {
+		for _, r := range s.Runs {
+			runs++
+			if r.Result.Profiles == nil {
+				continue
+			}
+			for _, ph := range r.Result.Profiles.Phases {
+				if ph.File != "" {
+					count[profileKey{ph.Target, ph.Phase}]++
+				}
+			}
+		}
+	}
+	var keys []profileKey
+	for k, n := range count {
+		if n == runs {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b profileKey) int {
+		if a.target != b.target {
+			return a.target - b.target
+		}
+		return phaseOrder(a.phase) - phaseOrder(b.phase)
+	})
+	return keys
+}
+
+func phaseOrder(p string) int {
+	if p == "setup" {
+		return 0
+	}
+	return 1
+}
+
+// phaseRun is one run's profile of a phase, read from its merged file.
+type phaseRun struct {
+	cpu     time.Duration
+	share   map[string]float64 // each function's cumulative CPU per unit, ms
+	perUnit float64
+	unit    string
+	binary  string
+}
+
+func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
+	var out []phaseRun
+	for _, r := range s.Runs {
+		var ph *result.ProfilePhase
+		for i := range r.Result.Profiles.Phases {
+			if p := &r.Result.Profiles.Phases[i]; p.Target == key.target && p.Phase == key.phase {
+				ph = p
+			}
+		}
+		cpu, fs, bin, err := serverprof.Read(filepath.Join(r.Dir, ph.File))
+		if err != nil {
+			return nil, err
+		}
+		pr := phaseRun{cpu: cpu, share: map[string]float64{}, perUnit: ph.PerUnitMs, unit: ph.Unit, binary: bin}
+		for _, f := range fs {
+			if cpu > 0 {
+				pr.share[f.Name] = ph.PerUnitMs * float64(f.Cum) / float64(cpu)
+			}
+		}
+		out = append(out, pr)
+	}
+	return out, nil
+}
+
+// movedFunctions are the functions whose CPU per unit moved most between
+// the sides (the mean of each side's runs), as metrics with intervals
+// over the runs, a Go server's plumbing left out; and the cause (see
+// ProfileComparison.Cause).
+func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
+	names := map[string]bool{}
+	for _, rs := range [][]phaseRun{bp, np} {
+		for _, r := range rs {
+			for n := range r.share {
+				names[n] = true
+			}
+		}
+	}
+	var ms []Metric
+	for n := range names {
+		if serverprof.Plumbing(n) {
+			continue
+		}
+		m := Metric{Name: n, Unit: "ms"}
+		for _, r := range bp {
+			m.BaseRuns = append(m.BaseRuns, r.share[n])
+		}
+		for _, r := range np {
+			m.NewRuns = append(m.NewRuns, r.share[n])
+		}
+		m.Base, m.New = meanOr(m.BaseRuns), meanOr(m.NewRuns)
+		m.judge(o)
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b Metric) int {
+		da, db := abs(a.New-a.Base), abs(b.New-b.Base)
+		switch {
+		case da > db:
+			return -1
+		case da < db:
+			return 1
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	cause := ""
+	if len(ms) > 0 && abs(ms[0].New-ms[0].Base) > 0 {
+		most, least := abs(ms[0].New-ms[0].Base), 0.0
+		for _, m := range ms {
+			if abs(m.New-m.Base) < 0.8*most {
+				break
+			}
+			if spent := m.Base + m.New; cause == "" || spent < least {
+				cause, least = m.Name, spent
+			}
+		}
+	}
+	return ms[:min(profileMoved, len(ms))], cause
+}
+
+func sampled(rs []phaseRun) time.Duration {
+	var d time.Duration
+	for _, r := range rs {
+		d += r.cpu
+	}
+	return d
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
