@@ -27,6 +27,8 @@ type loadFlags struct {
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
 	freshSessions                   bool
+	profile                         multi
+	profileSlice                    time.Duration
 	setupRetries                    int
 	force                           bool
 	scrape                          multi
@@ -50,6 +52,8 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
 	fs.IntVar(&f.setupRetries, "setup-retries", engine.DefaultSetupRetries, "how often a user retries a failed setup (after a doubling, jittered pause from its think time to 30 s: about 3 minutes at the default) before it gives up, unset up, and the result counts it; 0: never retry")
+	fs.Var(&f.profile, "profile", "a Go pprof endpoint of the system under test (its /debug/pprof base, repeatable), e.g. http://127.0.0.1:8067/debug/pprof: its CPU profiles are taken in slices through the run and kept in profiles/, merged by phase (users' setup and the window; each step or ceiling level), with the functions that spent most in the result and report (docs/PROFILES.md)")
+	fs.DurationVar(&f.profileSlice, "profile-slice", 10*time.Second, "the length of one --profile CPU profile (whole seconds); a phase is the merge of the slices that lie in it, so a shorter slice covers more of a short phase")
 	fs.BoolVar(&f.freshSessions, "fresh-sessions", false, "start every user's user.session empty; by default a user added in the place of one removed (a ceiling stepping down and up) starts with what that one kept there, a token, and need not log in again (docs/SCENARIOS.md)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
@@ -147,6 +151,14 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	if f.setupRetries < 0 {
 		return "", nil, fail(env, ExitUsage, "--setup-retries must be 0 (never retry) or more, got %d", f.setupRetries), false
 	}
+	if f.profileSlice < time.Second {
+		return "", nil, fail(env, ExitUsage, "--profile-slice must be 1s or more: a Go server profiles in whole seconds"), false
+	}
+	for _, p := range f.profile {
+		if err := checkProfileURL(p); err != nil {
+			return "", nil, fail(env, ExitUsage, "--profile %s: %v", p, err), false
+		}
+	}
 	if err := f.sources.check(target); err != nil {
 		return "", nil, fail(env, ExitUsage, "%v", err), false
 	}
@@ -186,7 +198,7 @@ func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.S
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
 		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
-		FreshSessions: f.freshSessions, SetupRetries: retries(f.setupRetries), ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
+		FreshSessions: f.freshSessions, SetupRetries: retries(f.setupRetries), Profile: f.profile, ProfileSlice: f.profileSlice, ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		Warn:      func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 		OnAction:  testHook(env),

@@ -79,8 +79,6 @@ type runFlags struct {
 	ramp, duration time.Duration
 	setupTimeout   time.Duration
 	setupOnly      bool
-	profile        multi
-	profileSlice   time.Duration
 }
 
 func runCmd(ctx context.Context, env Env, args []string) int {
@@ -92,8 +90,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&f.duration, "duration", time.Minute, "how long to hold all users once they are set up: the measured window")
 	fs.DurationVar(&f.setupTimeout, "setup-timeout", time.Minute, "how long after the ramp the window waits for every user to finish setup; past it, it begins without them (with a note)")
 	fs.BoolVar(&f.setupOnly, "setup-only", false, "run the users' setup and no action, and end once all are set up: the target's setup capacity (logins a second), measured alone; --duration is not used")
-	fs.Var(&f.profile, "profile", "a Go pprof endpoint of the system under test (its /debug/pprof base, repeatable), e.g. http://127.0.0.1:8067/debug/pprof: its CPU profiles are taken in slices through the run and kept in profiles/, merged for users' setup and the window, with the functions that spent most in the result and report (docs/PROFILES.md)")
-	fs.DurationVar(&f.profileSlice, "profile-slice", 10*time.Second, "the length of one --profile CPU profile (whole seconds); a phase is the merge of the slices that lie in it, so a shorter slice covers more of a short phase")
 	f.open.register(fs)
 	path, target, code, ok := f.start(env, fs, "run", args)
 	if !ok {
@@ -106,13 +102,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "--ramp must be >= 0 and --duration > 0")
 	case f.setupTimeout <= 0:
 		return fail(env, ExitUsage, "--setup-timeout must be positive")
-	case f.profileSlice < time.Second:
-		return fail(env, ExitUsage, "--profile-slice must be 1s or more: a Go server profiles in whole seconds")
-	}
-	for _, p := range f.profile {
-		if err := checkProfileURL(p); err != nil {
-			return fail(env, ExitUsage, "--profile %s: %v", p, err)
-		}
 	}
 	open, err := f.open.resolve(fs, f.duration)
 	if err != nil {
@@ -132,7 +121,6 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
 		SetupTimeout: f.setupTimeout, Open: open}
 	b.SetupOnly = f.setupOnly
-	b.Profile, b.ProfileSlice = f.profile, f.profileSlice
 	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &b.Common, target)
 	if !ok {
 		out.release()

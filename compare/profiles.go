@@ -24,7 +24,7 @@ type ProfileComparison struct {
 	// milliseconds, most first: at most profileMoved.
 	Moved []Metric `json:"moved"`
 	// Cause is the deepest function that carries most of the change: of
-	// those whose CPU a unit moved by at least 80% of the most any did,
+	// those whose CPU a unit moved by at least 90% of the most any did,
 	// the one that spent least (an ancestor carries its callees' change,
 	// so the least is the innermost: the hash, not the handler that calls
 	// it). "" when nothing moved.
@@ -201,7 +201,7 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 	if len(ms) > 0 && abs(ms[0].New-ms[0].Base) > 0 {
 		most, least := abs(ms[0].New-ms[0].Base), 0.0
 		for _, m := range ms {
-			if abs(m.New-m.Base) < 0.8*most {
+			if abs(m.New-m.Base) < 0.9*most {
 				break
 			}
 			if spent := m.Base + m.New; cause == "" || spent < least {

@@ -90,12 +90,14 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		defer r.stop()
 	}
 	r := newCeilingRun(c, s, ld)
+	prof := s.startProfiles()
 	ticks(s.ctx, c.Tick, func(now time.Time) bool { return r.tick(s.ctx, now) })
 
 	res := s.res
 	status, cause := s.outcome()
 	s.stop()
 	snap := c.finish(s, r.levels, r.tr, status)
+	s.profiles(prof, s.levelPhases(res)...)
 	s.noteStop(cause)
 	if status == result.Completed {
 		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {

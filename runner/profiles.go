@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -102,6 +103,47 @@ func funcs(fs []serverprof.Func, total time.Duration) []result.FuncCPU {
 			fc.FlatPc, fc.CumPc = 100*float64(f.Flat)/float64(total), 100*float64(f.Cum)/float64(total)
 		}
 		out = append(out, fc)
+	}
+	return out
+}
+
+// levelPhases are a step's or a ceiling's phases for the profiles: each
+// level over its held (step) or judged (ceiling) seconds, named "level N"
+// ("hold N" for a ceiling's hold at its answer); a step level's CPU is
+// per request.
+func (s *session) levelPhases(res *result.Result) []profilePhase {
+	at := func(sec float64) time.Time { return s.start.Add(time.Duration(sec * float64(time.Second))) }
+	var out []profilePhase
+	seen := map[string]int{}
+	name := func(kind string, n int) string {
+		base := fmt.Sprintf("%s %d", kind, n)
+		seen[base]++
+		if k := seen[base]; k > 1 { // a level held again
+			return fmt.Sprintf("%s (%d)", base, k)
+		}
+		return base
+	}
+	switch {
+	case res.Step != nil:
+		for _, l := range res.Step.Levels {
+			if l.Window.Seconds > 0 {
+				out = append(out, profilePhase{name: name("level", l.Users), from: at(l.Window.Start), to: at(l.Window.End), unit: "request", units: l.Totals.Count})
+			}
+		}
+	case res.Ceiling != nil:
+		for _, l := range res.Ceiling.Levels {
+			from := l.Start
+			if l.JudgeStart > 0 {
+				from = l.JudgeStart
+			}
+			kind := "level"
+			if l.Hold {
+				kind = "hold"
+			}
+			if l.End > from {
+				out = append(out, profilePhase{name: name(kind, l.Users), from: at(from), to: at(l.End)})
+			}
+		}
 	}
 	return out
 }

@@ -94,3 +94,27 @@ func readProfile(t *testing.T, path string) {
 		t.Errorf("%s: %v", path, err)
 	}
 }
+
+// A step run's profiles are per level: each held window's merge, its CPU
+// a request, named by its users.
+func TestStepProfilesArePerLevel(t *testing.T) {
+	srv := httptest.NewServer(testbed.New(testbed.Config{Pprof: true}).Handler())
+	t.Cleanup(srv.Close)
+	target, _ := url.Parse(srv.URL)
+	res, err := (&Step{Common: Common{Scenario: load(t, postsScenario(100*time.Millisecond)), Target: target, Seed: 1, Grace: time.Second,
+		Out: filepath.Join(t.TempDir(), "step"), Profile: []string{srv.URL + "/debug/pprof"}, ProfileSlice: time.Second},
+		Levels: []int{5, 10}, Hold: 3500 * time.Millisecond, Settle: 500 * time.Millisecond, RampRate: 100}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]result.ProfilePhase{}
+	for _, ph := range res.Profiles.Phases {
+		got[ph.Phase] = ph
+	}
+	for _, name := range []string{"level 5", "level 10"} {
+		ph, ok := got[name]
+		if !ok || ph.Slices < 2 || ph.Unit != "request" || ph.PerUnitMs <= 0 || ph.File == "" {
+			t.Errorf("%s: %+v (phases %v): want 2 profiles or more, CPU a request, a merged file", name, ph, res.Profiles.Phases)
+		}
+	}
+}

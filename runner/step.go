@@ -134,6 +134,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	r := &stepRun{Step: st, s: s, ld: ld, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
 	r.begin(0, s.start)
 	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
+	prof := s.startProfiles()
 
 	ticks(s.ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
 		r.ramp(now)
@@ -169,6 +170,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	// level's in-flight requests at its end, it counts in no level.
 	r.exclude()
 	r.finish(status)
+	s.profiles(prof, s.levelPhases(res)...)
 	s.noteStop(cause)
 	if status == result.Completed || (status == result.Stopped && r.stopped != "") {
 		if why := s.nothingMeasured(r.held, "in the held levels"); why != "" {

@@ -28,6 +28,9 @@ const (
 	MaxBody = 32 << 20
 	// MaxSlices bounds the slices kept of one target (a day at 10 s).
 	MaxSlices = 8640
+	// MaxBytes bounds what one target's slices take, on disk (or in
+	// memory, with no Dir): past it no more are taken, and the run says so.
+	MaxBytes = 512 << 20
 	// DefaultSlice is the length of one CPU profile.
 	DefaultSlice = 10 * time.Second
 )
@@ -38,7 +41,12 @@ type Slice struct {
 	Start, End time.Time // when it was asked for, and when it came back
 	File       string    // relative to the result directory; "" when not written
 	Err        string    // why there is no profile; "" when there is
-	prof       *profile.Profile
+	// ok: a CPU profile was taken; it is in File, or raw (no Dir). A
+	// slice is parsed again when a phase merges it: a long run keeps its
+	// profiles on disk, not in memory.
+	ok   bool
+	raw  []byte
+	size int // bytes on disk
 }
 
 // Capture takes consecutive CPU profiles of each target while Run runs.
@@ -57,6 +65,7 @@ type Capture struct {
 	mu     sync.Mutex
 	slices []Slice
 	warned map[int]bool
+	bytes  map[int]int // kept of each target
 }
 
 // Run takes slices of every target until ctx is done; the slice in flight
@@ -89,7 +98,16 @@ func (c *Capture) loop(ctx context.Context, i int) {
 		}
 		c.mu.Lock()
 		c.slices = append(c.slices, s)
+		if c.bytes == nil {
+			c.bytes = map[int]int{}
+		}
+		c.bytes[i] += s.size
+		full := c.bytes[i] >= MaxBytes
 		c.mu.Unlock()
+		if full {
+			c.warn(i, fmt.Sprintf("its profiles reached %d MiB: no more are taken of it in this run", MaxBytes>>20))
+			return
+		}
 		if s.Err != "" {
 			c.warn(i, s.Err)
 			select {
@@ -132,15 +150,21 @@ func (c *Capture) take(ctx context.Context, i, n int) Slice {
 		s.Err = fmt.Sprintf("a profile of %s, not of CPU time", sampleTypes(p))
 		return s
 	}
-	s.prof = p
-	if c.Dir != "" {
-		rel := filepath.Join("profiles", fmt.Sprintf("t%d-%04d.pb.gz", i+1, n))
-		if err := os.MkdirAll(filepath.Join(c.Dir, "profiles"), 0o755); err == nil {
-			if err = os.WriteFile(filepath.Join(c.Dir, rel), gzipped(body), 0o644); err == nil {
-				s.File = rel
-			}
-		}
+	s.ok, s.size = true, len(body)
+	if c.Dir == "" {
+		s.raw = body
+		return s
 	}
+	rel := filepath.Join("profiles", fmt.Sprintf("t%d-%04d.pb.gz", i+1, n))
+	err = os.MkdirAll(filepath.Join(c.Dir, "profiles"), 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(c.Dir, rel), gzipped(body), 0o644)
+	}
+	if err != nil {
+		s.ok, s.Err = false, "not kept: "+err.Error()
+		return s
+	}
+	s.File = rel
 	return s
 }
 

@@ -51,10 +51,14 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	ph := &Phase{Target: target, Name: name, From: from, To: to}
 	var ps []*profile.Profile
 	for _, s := range c.Slices() {
-		if s.Target != target || s.prof == nil || s.Start.Before(from.Add(-slack)) || s.End.After(to.Add(slack)) {
+		if s.Target != target || !s.ok || s.Start.Before(from.Add(-slack)) || s.End.After(to.Add(slack)) {
 			continue
 		}
-		ps = append(ps, s.prof)
+		p, err := c.parse(s)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
 		ph.Slices++
 		ph.Covered += s.End.Sub(s.Start)
 	}
@@ -71,6 +75,18 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	ph.CPU, fs = summarize(p)
 	ph.Flat, ph.Cum = topBy(fs, top, func(f Func) time.Duration { return f.Flat }), topBy(fs, top, func(f Func) time.Duration { return f.Cum })
 	return ph, nil
+}
+
+// parse reads slice s's profile again, from its file or its bytes.
+func (c *Capture) parse(s Slice) (*profile.Profile, error) {
+	b := s.raw
+	if s.File != "" {
+		var err error
+		if b, err = os.ReadFile(filepath.Join(c.Dir, s.File)); err != nil {
+			return nil, err
+		}
+	}
+	return profile.ParseData(b)
 }
 
 // Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz

@@ -69,7 +69,9 @@ func TestPhaseTakesTheSlicesWhollyInIt(t *testing.T) {
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	c := &Capture{Targets: []string{"http://x/debug/pprof"}}
 	for i, stack := range []string{"login", "login", "posts", "posts"} {
-		c.slices = append(c.slices, Slice{Start: at(float64(i) * 10), End: at(float64(i)*10 + 10.05), prof: cpuProfile(map[string]int64{stack: 1e9})})
+		var b bytes.Buffer
+		_ = cpuProfile(map[string]int64{stack: 1e9}).Write(&b)
+		c.slices = append(c.slices, Slice{Start: at(float64(i) * 10), End: at(float64(i)*10 + 10.05), ok: true, raw: b.Bytes()})
 	}
 	setup, err := c.Phase(0, "setup", at(0), at(25), 5)
 	if err != nil || setup == nil || setup.Slices != 2 || setup.CPU != 2*time.Second || setup.Flat[0].Name != "login" {
@@ -117,7 +119,7 @@ func TestFetchRefusesWhatIsNoCPUProfile(t *testing.T) {
 		c := &Capture{Targets: []string{srv.URL + path}, Slice: time.Second, Now: time.Now, Client: srv.Client()}
 		s := c.take(context.Background(), 0, 1)
 		srv.Close()
-		if want == "" && (s.Err != "" || s.prof == nil) || want != "" && !strings.Contains(s.Err, want) {
+		if want == "" && (s.Err != "" || !s.ok) || want != "" && !strings.Contains(s.Err, want) {
 			t.Errorf("%s: error %q, want %q", path, s.Err, want)
 		}
 	}
