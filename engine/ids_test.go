@@ -97,11 +97,7 @@ think_time = think.constant("100ms")
 			ids[id], accounts[account] = true, true
 		}
 		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second, Print: print})
-		for _, n := range []int{10, 4, 10, 6, 10} {
-			e.SetUsers(n)
-			time.Sleep(3 * time.Second) // past the grace: the removed are done
-			synctest.Wait()
-		}
+		stepThrough(e, 10, 4, 10, 6, 10)
 		e.Stop()
 		mu.Lock()
 		defer mu.Unlock()
@@ -139,11 +135,7 @@ think_time = think.constant("100ms")
 			rec := metrics.NewRecorder(1, nil, time.Now)
 			e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: rec, Grace: time.Second, FreshSessions: fresh,
 				Print: func(int, string) { logins.Add(1) }})
-			for _, n := range []int{10, 4, 10} {
-				e.SetUsers(n)
-				time.Sleep(3 * time.Second) // past the grace: the removed are done
-				synctest.Wait()
-			}
+			stepThrough(e, 10, 4, 10)
 			e.Stop()
 			kept, snap := int64(0), metrics.NewSnapshot()
 			rec.Drain(snap)
@@ -184,11 +176,7 @@ think_time = think.constant("100ms")
 		names := map[string]int{}
 		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second,
 			Print: func(_ int, msg string) { mu.Lock(); names[msg]++; mu.Unlock() }})
-		for _, n := range []int{10, 4, 10} {
-			e.SetUsers(n)
-			time.Sleep(3 * time.Second) // past the grace: the removed are done
-			synctest.Wait()
-		}
+		stepThrough(e, 10, 4, 10)
 		e.Stop()
 		mu.Lock()
 		defer mu.Unlock()
@@ -196,4 +184,15 @@ think_time = think.constant("100ms")
 			t.Errorf("rows taken %v: want member-1..10 only, the last six twice", names)
 		}
 	})
+}
+
+// stepThrough sets e's users to each of ns in turn, each time waiting past
+// the grace period (1 s in these tests), so the users removed are done
+// before more are added. In a synctest bubble.
+func stepThrough(e *Engine, ns ...int) {
+	for _, n := range ns {
+		e.SetUsers(n)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+	}
 }

@@ -22,21 +22,27 @@ def setup(user):
         fail("session expired")
     user.state["ch"] = [c["id"] for c in r.json()]
 
-def login(user):
-    if "token" not in user.session:  # kept by the account's last user: no login
-        name = "u-%%d" %% user.account
-        user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
-        r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
-        user.session["token"] = r.headers["token"]
-    user.http.headers["Authorization"] = "Bearer " + user.session["token"]
-
+%s
 def posts(user):
     user.http.get("/api/v4/channels/%%s/posts" %% user.rand.choice(user.state["ch"]), name="GetChannelPosts")
 
 actions = [action("Posts", posts)]
 think_time = think.constant("%v")
-`, think)
+`, loginFn, think)
 }
+
+// loginFn is the testbed scenarios' login(user): it signs the account up
+// and logs it in only when user.session holds no token its last user
+// kept, and sets the Authorization header.
+const loginFn = `
+def login(user):
+    if "token" not in user.session:  # kept by the account's last user: no login
+        name = "u-%d" % user.account
+        user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
+        r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
+        user.session["token"] = r.headers["token"]
+    user.http.headers["Authorization"] = "Bearer " + user.session["token"]
+`
 
 // ConnectedScenario is PostsScenario's connected twin: each user also holds the WebSocket and records
 // the delivery of every post it receives, and each action creates a post (route CreatePost) in the
@@ -47,13 +53,9 @@ think_time = think.constant("%v")
 // queue before it).
 func ConnectedScenario(think time.Duration) string {
 	return fmt.Sprintf(`
+%s
 def setup(user):
-    if "token" not in user.session:  # kept by the account's last user: no login
-        name = "u-%%d" %% user.account
-        user.http.post("/api/v4/users", json={"username": name, "password": "pw"}, expect=[201, 409])
-        r = user.http.post("/api/v4/users/login", json={"login_id": name, "password": "pw"})
-        user.session["token"] = r.headers["token"]
-    user.http.headers["Authorization"] = "Bearer " + user.session["token"]
+    login(user)
     user.state["ch"] = user.http.get("/api/v4/users/me/channels").json()[0]["id"]
     user.ws.connect("/api/v4/websocket", name="WS", on_message=on_event, type_field="event")
 
@@ -68,5 +70,5 @@ def post(user):
 
 actions = [action("Post", post)]
 think_time = think.constant("%v")
-`, think)
+`, loginFn, think)
 }
