@@ -23,8 +23,12 @@ func profileBlocks(r *result.Result) []Block {
 			failed++
 		}
 	}
-	intro := fmt.Sprintf("%d CPU profiles of %s s each, in profiles/ (gzipped pprof: go tool pprof profiles/window-t1.pb.gz); "+
-		"a phase is the merge of the profiles that lie wholly in it.", len(ps.Slices), num(ps.SliceS))
+	example := "profiles/t1-0001.pb.gz"
+	if len(ps.Phases) > 0 && ps.Phases[0].File != "" {
+		example = ps.Phases[0].File
+	}
+	intro := fmt.Sprintf("%d CPU profiles of %s s each, in profiles/ (gzipped pprof: go tool pprof %s); "+
+		"a phase is the merge of the profiles that lie wholly in it.", len(ps.Slices), num(ps.SliceS), example)
 	if failed > 0 {
 		intro += fmt.Sprintf(" %d failed (result.json's profiles.slices say why).", failed)
 	}
@@ -55,11 +59,13 @@ func profileBlocks(r *result.Result) []Block {
 }
 
 func phaseName(p string) string {
-	switch p {
-	case "setup":
+	switch {
+	case p == "setup":
 		return "users' setup (the ramp, to the window)"
-	case "window":
+	case p == "window":
 		return "the measured window"
+	case strings.HasPrefix(p, "level "), strings.HasPrefix(p, "hold "):
+		return p + " users" // "level 40 users", "hold 38 users"
 	}
 	return p
 }

@@ -77,6 +77,12 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	return ph, nil
 }
 
+// stem is a phase's name as a file name: "level 120 (2)" is level-120-2.
+func stem(name string) string {
+	f := strings.FieldsFunc(name, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
+	return strings.Join(f, "-")
+}
+
 // parse reads slice s's profile again, from its file or its bytes.
 func (c *Capture) parse(s Slice) (*profile.Profile, error) {
 	b := s.raw
@@ -92,7 +98,7 @@ func (c *Capture) parse(s Slice) (*profile.Profile, error) {
 // Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz
 // under dir, for go tool pprof; it returns the path relative to dir.
 func (ph *Phase) Write(dir string) (string, error) {
-	rel := filepath.Join("profiles", fmt.Sprintf("%s-t%d.pb.gz", ph.Name, ph.Target+1))
+	rel := filepath.Join("profiles", fmt.Sprintf("%s-t%d.pb.gz", stem(ph.Name), ph.Target+1))
 	if err := os.MkdirAll(filepath.Join(dir, "profiles"), 0o755); err != nil {
 		return "", err
 	}
