@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,43 +70,25 @@ user_types = [reader, poster]
 // 1..10 only (user.account), no more than the most users that ran at
 // once, while each user's id (user.id) stays its own.
 func TestAccountsAreReusedAfterTheirUsersAreDone(t *testing.T) {
-	sc, err := scenario.Load(context.Background(), "ids.star", []byte(`
+	printed, _ := stepped(t, `
 def setup(user):
     print("%d %d" % (user.id, user.account))
-def act(user):
-    pass
-actions = [action("Act", act)]
-think_time = think.constant("100ms")
-`), scenario.Limits{})
-	if err != nil {
-		t.Fatal(err)
+`, false, 10, 4, 10, 6, 10)
+	ids, accounts := map[int]bool{}, map[int]bool{}
+	for _, msg := range printed {
+		var id, account int
+		fmt.Sscanf(msg, "%d %d", &id, &account)
+		if ids[id] {
+			t.Errorf("id %d set up twice", id)
+		}
+		ids[id], accounts[account] = true, true
 	}
-	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
-	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		ids, accounts := map[int]bool{}, map[int]bool{}
-		print := func(_ int, msg string) {
-			var id, account int
-			fmt.Sscanf(msg, "%d %d", &id, &account)
-			mu.Lock()
-			defer mu.Unlock()
-			if ids[id] {
-				t.Errorf("id %d set up twice", id)
-			}
-			ids[id], accounts[account] = true, true
-		}
-		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second, Print: print})
-		stepThrough(e, 10, 4, 10, 6, 10)
-		e.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		if got := slices.Sorted(maps.Keys(accounts)); len(got) != 10 || got[0] != 1 || got[9] != 10 {
-			t.Errorf("accounts: %v, want 1..10", got)
-		}
-		if len(ids) != 10+6+4 {
-			t.Errorf("%d ids set up, want %d: each user its own", len(ids), 10+6+4)
-		}
-	})
+	if got := slices.Sorted(maps.Keys(accounts)); len(got) != 10 || got[0] != 1 || got[9] != 10 {
+		t.Errorf("accounts: %v, want 1..10", got)
+	}
+	if len(ids) != 10+6+4 {
+		t.Errorf("%d ids set up, want %d: each user its own", len(ids), 10+6+4)
+	}
 }
 
 // A user added in the place of one removed and done starts with the
@@ -115,41 +96,24 @@ think_time = think.constant("100ms")
 // times, not 16, and 6 setups say their session was kept; with
 // FreshSessions every user logs in.
 func TestSessionsAreKeptForTheUsersAddedBack(t *testing.T) {
-	sc, err := scenario.Load(context.Background(), "s.star", []byte(`
+	for _, fresh := range []bool{false, true} {
+		logins, setup := stepped(t, `
 def setup(user):
     if "token" not in user.session:
         print("login %d" % user.account)
         user.session["token"] = "t-%d" % user.account
-def act(user):
-    pass
-actions = [action("Act", act)]
-think_time = think.constant("100ms")
-`), scenario.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
-	for _, fresh := range []bool{false, true} {
-		synctest.Test(t, func(t *testing.T) {
-			var logins atomic.Int64
-			rec := metrics.NewRecorder(1, nil, time.Now)
-			e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: rec, Grace: time.Second, FreshSessions: fresh,
-				Print: func(int, string) { logins.Add(1) }})
-			stepThrough(e, 10, 4, 10)
-			e.Stop()
-			kept, snap := int64(0), metrics.NewSnapshot()
-			rec.Drain(snap)
-			if a := snap.Setup.Actions[scenario.SessionKeptAction]; snap.Setup != nil && a != nil {
-				kept = a.Count
-			}
-			want, wantKept := int64(10), int64(6)
-			if fresh {
-				want, wantKept = 16, 0
-			}
-			if logins.Load() != want || kept != wantKept {
-				t.Errorf("FreshSessions %v: %d logins, %d sessions kept; want %d and %d", fresh, logins.Load(), kept, want, wantKept)
-			}
-		})
+`, fresh, 10, 4, 10)
+		kept := int64(0)
+		if a := setup.Actions[scenario.SessionKeptAction]; a != nil {
+			kept = a.Count
+		}
+		want, wantKept := 10, int64(6)
+		if fresh {
+			want, wantKept = 16, 0
+		}
+		if len(logins) != want || kept != wantKept {
+			t.Errorf("FreshSessions %v: %d logins, %d sessions kept; want %d and %d", fresh, len(logins), kept, want, wantKept)
+		}
 	}
 }
 
@@ -158,10 +122,27 @@ think_time = think.constant("100ms")
 // rows uses rows 1..10 only, so the accounts the rows name, and their
 // kept sessions, are reused rather than new ones logged in.
 func TestUniqueRowsFollowTheAccounts(t *testing.T) {
-	sc, err := scenario.Load(context.Background(), "rows.star", []byte(`
+	printed, _ := stepped(t, `
 accounts = data.rows([{"name": "member-%d" % i} for i in range(1, 31)], pick="unique")
 def setup(user):
     print(accounts.row(user)["name"])
+`, false, 10, 4, 10)
+	names := map[string]int{}
+	for _, n := range printed {
+		names[n]++
+	}
+	if len(names) != 10 || names["member-10"] != 2 || names["member-1"] != 1 {
+		t.Errorf("rows taken %v: want member-1..10 only, the last six twice", names)
+	}
+}
+
+// stepped runs, in virtual time, users of a scenario of setupSrc (its
+// setup, and what it needs) and one action that does nothing, through the
+// user counts ns (stepThrough), and returns what their setups printed and
+// the setups' samples. No request is sent.
+func stepped(t *testing.T, setupSrc string, fresh bool, ns ...int) (printed []string, setup *metrics.Snapshot) {
+	t.Helper()
+	sc, err := scenario.Load(context.Background(), "stepped.star", []byte(setupSrc+`
 def act(user):
     pass
 actions = [action("Act", act)]
@@ -170,20 +151,21 @@ think_time = think.constant("100ms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, _ := url.Parse("http://127.0.0.1:1") // no request is sent
+	target, _ := url.Parse("http://127.0.0.1:1")
+	snap := metrics.NewSnapshot()
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
-		names := map[string]int{}
-		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: metrics.NewRecorder(1, nil, time.Now), Grace: time.Second,
-			Print: func(_ int, msg string) { mu.Lock(); names[msg]++; mu.Unlock() }})
-		stepThrough(e, 10, 4, 10)
+		rec := metrics.NewRecorder(1, nil, time.Now)
+		e := New(Config{Scenario: sc, Target: target, Seed: 1, Recorder: rec, Grace: time.Second, FreshSessions: fresh,
+			Print: func(_ int, msg string) { mu.Lock(); printed = append(printed, msg); mu.Unlock() }})
+		stepThrough(e, ns...)
 		e.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		if len(names) != 10 || names["member-10"] != 2 || names["member-1"] != 1 {
-			t.Errorf("rows taken %v: want member-1..10 only, the last six twice", names)
-		}
+		rec.Drain(snap)
 	})
+	if snap.Setup == nil {
+		snap.Setup = metrics.NewSnapshot()
+	}
+	return printed, snap.Setup
 }
 
 // stepThrough sets e's users to each of ns in turn, each time waiting past
