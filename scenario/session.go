@@ -45,11 +45,13 @@ func (s *Sessions) save(account int, d *starlark.Dict) error {
 	if s == nil {
 		return nil
 	}
+	if d.Len() == 0 { // the common case, a scenario that keeps nothing: no copy, no entry
+		s.forget(account)
+		return nil
+	}
 	c, err := plainCopy(d, "user.session", 0, map[starlark.Value]starlark.Value{})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.kept, account)
-		s.mu.Unlock()
+		s.forget(account)
 		return fmt.Errorf("%v: user.session keeps what the next user of this account needs (a token, an id), "+
 			"and outlives the user's WebSockets, lanes and functions", err)
 	}
@@ -57,6 +59,12 @@ func (s *Sessions) save(account int, d *starlark.Dict) error {
 	defer s.mu.Unlock()
 	s.kept[account] = c.(*starlark.Dict)
 	return nil
+}
+
+func (s *Sessions) forget(account int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kept, account)
 }
 
 // keepSession saves u's session for the next user of its account; a lane's
