@@ -58,9 +58,13 @@ type Capture struct {
 	// Dir is where each slice is written (profiles/t<target>-<n>.pb.gz
 	// under it); "" keeps them in memory only.
 	Dir    string
-	Client *http.Client     // nil: one with a timeout of the slice plus 30 s
-	Warn   func(string)     // told once per target of what went wrong; may be nil
-	Now    func() time.Time // nil: time.Now
+	Client *http.Client // nil: a plain one
+	// Wait is how long past a slice's length its answer may take before
+	// the slice is given up (a server too busy or too hostile to answer);
+	// 0: 30 s.
+	Wait time.Duration
+	Warn func(string)     // told once per target of what went wrong; may be nil
+	Now  func() time.Time // nil: time.Now
 
 	mu     sync.Mutex
 	slices []Slice
@@ -78,7 +82,10 @@ func (c *Capture) Run(ctx context.Context) {
 		c.Now = time.Now
 	}
 	if c.Client == nil {
-		c.Client = &http.Client{Timeout: c.Slice + 30*time.Second}
+		c.Client = &http.Client{}
+	}
+	if c.Wait <= 0 {
+		c.Wait = 30 * time.Second
 	}
 	var wg sync.WaitGroup
 	for i := range c.Targets {
@@ -177,6 +184,8 @@ func (c *Capture) fetch(ctx context.Context, target string) ([]byte, error) {
 	q := u.Query()
 	q.Set("seconds", fmt.Sprint(max(int(c.Slice.Round(time.Second)/time.Second), 1)))
 	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(ctx, c.Slice+c.Wait)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err

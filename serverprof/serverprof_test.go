@@ -7,9 +7,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/headroom-dev/headroom/internal/memhttp"
 )
 
 // cpuProfile is a profile of CPU time whose stacks are given leaf first,
@@ -132,4 +135,20 @@ func TestPhaseFileNames(t *testing.T) {
 			t.Errorf("stem(%q) = %q, want %q", name, got, want)
 		}
 	}
+}
+
+// A server that takes the slice and never answers is given up Wait past
+// the slice's length, with a reason, not waited for until the run ends.
+// In virtual time.
+func TestSlowEndpointIsGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dial := memhttp.Dial(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		c := &Capture{Targets: []string{"http://slow.invalid/debug/pprof"}, Slice: 10 * time.Second, Wait: 5 * time.Second, Now: time.Now,
+			Client: &http.Client{Transport: &http.Transport{DialContext: dial}}}
+		start := time.Now()
+		s := c.take(context.Background(), 0, 1)
+		if el := time.Since(start); el != 15*time.Second || !strings.Contains(s.Err, "deadline exceeded") {
+			t.Errorf("after %v: error %q; want given up at 15 s (slice 10 s, wait 5 s) for its deadline", el, s.Err)
+		}
+	})
 }
