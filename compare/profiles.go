@@ -33,6 +33,10 @@ type ProfileComparison struct {
 	// minSampled no cause is named, as a few samples (100 a second of
 	// CPU) move by chance.
 	SampledS float64 `json:"sampled_s"`
+	// Flame is the differential flame graph's tree: each function's CPU a
+	// unit (in it and what it called, ms), Value the new side's and Base
+	// the base's, each the mean of its runs.
+	Flame *result.Flame `json:"flame,omitempty"`
 }
 
 // minSampled is the least CPU sampled on each side for a cause to be named.
@@ -69,6 +73,7 @@ func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileCompa
 		pc.CPUPerUnit.judge(o)
 		pc.Moved, pc.Cause = movedFunctions(bp, np, o)
 		pc.SampledS = min(sampled(bp), sampled(np)).Seconds()
+		pc.Flame = diffFlame(bp, np)
 		if pc.SampledS < minSampled.Seconds() {
 			pc.Cause = ""
 		}
@@ -128,6 +133,7 @@ type phaseRun struct {
 	perUnit float64
 	unit    string
 	binary  string
+	flame   *result.Flame // CPU seconds
 }
 
 func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
@@ -139,14 +145,14 @@ func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
 				ph = p
 			}
 		}
-		cpu, fs, bin, err := serverprof.Read(filepath.Join(r.Dir, ph.File))
+		sum, err := serverprof.Read(filepath.Join(r.Dir, ph.File))
 		if err != nil {
 			return nil, err
 		}
-		pr := phaseRun{cpu: cpu, share: map[string]float64{}, perUnit: ph.PerUnitMs, unit: ph.Unit, binary: bin}
-		for _, f := range fs {
-			if cpu > 0 {
-				pr.share[f.Name] = ph.PerUnitMs * float64(f.Cum) / float64(cpu)
+		pr := phaseRun{cpu: sum.CPU, share: map[string]float64{}, perUnit: ph.PerUnitMs, unit: ph.Unit, binary: sum.Binary, flame: sum.Flame}
+		for _, f := range sum.Funcs {
+			if sum.CPU > 0 {
+				pr.share[f.Name] = ph.PerUnitMs * float64(f.Cum) / float64(sum.CPU)
 			}
 		}
 		out = append(out, pr)
@@ -210,6 +216,27 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 		}
 	}
 	return ms[:min(profileMoved, len(ms))], cause
+}
+
+// diffFlame is the runs' flame graphs in ms a unit, each side the mean of
+// its runs: the new side's in Value, the base's in Base.
+func diffFlame(bp, np []phaseRun) *result.Flame {
+	root := &result.Flame{Name: "all"}
+	for _, side := range []struct {
+		runs []phaseRun
+		base bool
+	}{{bp, true}, {np, false}} {
+		for _, r := range side.runs {
+			if r.flame != nil && r.cpu > 0 {
+				// CPU seconds to ms a unit: perUnit is the whole tree's
+				serverprof.AddFlame(root, r.flame, r.perUnit/r.cpu.Seconds()/float64(len(side.runs)), side.base)
+			}
+		}
+	}
+	if root.Value <= 0 && root.Base <= 0 {
+		return nil // no unit to count the CPU a unit of
+	}
+	return serverprof.PruneFlame(root, result.FlameMin*max(root.Value, root.Base))
 }
 
 func sampled(rs []phaseRun) time.Duration {

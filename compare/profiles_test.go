@@ -3,6 +3,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/testbed"
@@ -73,6 +75,32 @@ func TestProfileDiffNamesTheHash(t *testing.T) {
 			t.Errorf("plumbing among the functions that moved: %s", mv.Name)
 		}
 	}
+	// the differential flame graph: the hash grew as the phase did
+	hash := findFlame(setup.Flame, "testbed.hashPassword")
+	if hash == nil || setup.Flame.Base <= 0 {
+		t.Fatalf("no testbed.hashPassword in the differential flame graph, or no base: %+v", setup.Flame)
+	}
+	if grew := hash.Value / hash.Base; grew < 2.5 || grew > 5 || hash.Value > setup.Flame.Value || math.Abs(setup.Flame.Value-m.New) > 0.01*m.New {
+		t.Errorf("flame graph: hashPassword %.1f → %.1f ms (×%.1f, want about 4), of %.1f → %.1f ms in all (CPU a unit %.1f → %.1f)",
+			hash.Base, hash.Value, grew, setup.Flame.Base, setup.Flame.Value, m.Base, m.New)
+	}
+}
+
+// findFlame is the first function named name (a suffix of its full name)
+// in f, depth first; nil if none.
+func findFlame(f *result.Flame, name string) *result.Flame {
+	if f == nil {
+		return nil
+	}
+	if strings.HasSuffix(f.Name, name) {
+		return f
+	}
+	for _, c := range f.Children {
+		if got := findFlame(c, name); got != nil {
+			return got
+		}
+	}
+	return nil
 }
 
 func movedNames(ms []Metric) []string {

@@ -10,7 +10,8 @@ type Doc struct {
 	Blocks []Block
 }
 
-// Block is one piece of a Doc: *Heading, *Para, *List, *Table or *Chart.
+// Block is one piece of a Doc: *Heading, *Para, *List, *Table, *Chart or
+// *Flame.
 type Block interface{ block() }
 
 // Heading starts a section; Level 2 is a section, 3 a subsection (the

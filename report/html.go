@@ -29,8 +29,9 @@ func WriteHTML(dir string, d *Doc) (string, error) {
 }
 
 // HTML is d as one self-contained HTML page: inline CSS, charts as inline
-// PNG images, no script and no reference to anything outside the file
-// (its Content-Security-Policy forbids loading any), so it can be mailed,
+// PNG images, flame graphs as inline SVG, no script and no reference to
+// anything outside the file (its Content-Security-Policy forbids loading
+// any), so it can be mailed,
 // attached to a ticket or opened offline. Text is escaped. Verdict cells
 // are coloured (red for a regression, green for an improvement) and say
 // the word, so the verdict survives printing in grey. Heading levels below
@@ -78,6 +79,8 @@ func HTML(d *Doc) ([]byte, error) {
 				// A data URI is trusted: it is this package's own PNG.
 				Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png)),
 			}
+		case *Flame:
+			hb.Flame = template.HTML(b.SVG())
 		default:
 			continue
 		}
@@ -110,6 +113,9 @@ type htmlBlock struct {
 	Items []string
 	Table *htmlTable
 	Chart *htmlChart
+	// Flame is a flame graph's SVG, inline (its boxes' tooltips work
+	// only so); trusted: this package's own, every text in it escaped.
+	Flame template.HTML
 }
 
 type htmlTable struct {
@@ -198,7 +204,7 @@ tbody tr:nth-child(even) td { background: #fafbfc; }
 tbody tr td.regression { background: #ffebe9; color: #a40e26; font-weight: 600; }
 tbody tr td.improvement { background: #dafbe1; color: #116329; font-weight: 600; }
 figure { margin: 1rem 0; }
-figure img { display: block; max-width: 100%; height: auto; }
+figure img, figure svg { display: block; max-width: 100%; height: auto; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
   nav { display: none; }
@@ -250,6 +256,8 @@ figure img { display: block; max-width: 100%; height: auto; }
 </table></div>
 {{- else if .Chart}}
 <figure><img src="{{.Chart.Src}}" width="900" height="400" alt="{{.Chart.Alt}}"></figure>
+{{- else if .Flame}}
+<figure class="flame">{{.Flame}}</figure>
 {{- end}}
 {{- end}}
 </main>

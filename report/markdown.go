@@ -12,8 +12,8 @@ import (
 )
 
 // WriteMarkdown writes d as dir/report.md, with each chart beside it as
-// dir/<Name>.png, and returns the path of report.md. It creates dir if
-// needed and replaces files of the same names; each file is written under
+// dir/<Name>.png (a flame graph as dir/<Name>.svg), and returns the path
+// of report.md. It creates dir if needed and replaces files of the same names; each file is written under
 // a temporary name and renamed, so a reader never sees half a file. A
 // chart whose Name is empty, repeated, or not a plain file name stem
 // (letters, digits, '.', '-', '_'; not starting with '.') is an error.
@@ -25,15 +25,17 @@ func WriteMarkdown(dir string, d *Doc) (string, error) {
 		return "", fmt.Errorf("markdown report: %w", err)
 	}
 	for _, b := range d.Blocks {
-		c, ok := b.(*Chart)
-		if !ok {
-			continue
+		var err error
+		switch c := b.(type) {
+		case *Chart:
+			var png []byte
+			if png, err = c.PNG(); err == nil {
+				err = writeFile(filepath.Join(dir, c.Name+".png"), png)
+			}
+		case *Flame:
+			err = writeFile(filepath.Join(dir, c.Name+".svg"), c.SVG())
 		}
-		png, err := c.PNG()
 		if err != nil {
-			return "", err
-		}
-		if err := writeFile(filepath.Join(dir, c.Name+".png"), png); err != nil {
 			return "", err
 		}
 	}
@@ -79,6 +81,8 @@ func Markdown(d *Doc) []byte {
 				alt = v.Name
 			}
 			fmt.Fprintf(&b, "![%s](%s.png)\n", escape(alt), v.Name)
+		case *Flame:
+			fmt.Fprintf(&b, "![%s](%s.svg)\n", escape(v.Title), v.Name)
 		}
 	}
 	return b.Bytes()
@@ -228,17 +232,22 @@ func escapeLineStart(s string) string {
 func checkChartNames(d *Doc) error {
 	seen := map[string]bool{}
 	for _, b := range d.Blocks {
-		c, ok := b.(*Chart)
-		if !ok {
+		var name, title string
+		switch c := b.(type) {
+		case *Chart:
+			name, title = c.Name, c.Title
+		case *Flame:
+			name, title = c.Name, c.Title
+		default:
 			continue
 		}
-		if !validName(c.Name) {
-			return fmt.Errorf("chart %q (%s): name must be letters, digits, '.', '-' or '_', not starting with '.'", c.Name, c.Title)
+		if !validName(name) {
+			return fmt.Errorf("chart %q (%s): name must be letters, digits, '.', '-' or '_', not starting with '.'", name, title)
 		}
-		if seen[c.Name] {
-			return fmt.Errorf("chart %q: two charts have this name", c.Name)
+		if seen[name] {
+			return fmt.Errorf("chart %q: two charts have this name", name)
 		}
-		seen[c.Name] = true
+		seen[name] = true
 	}
 	return nil
 }

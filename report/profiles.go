@@ -36,7 +36,8 @@ func profileBlocks(r *result.Result) []Block {
 	if len(ps.Phases) == 0 {
 		return append(out, &Para{Text: "No profile lay wholly within a phase: a shorter --profile-slice covers a short run."})
 	}
-	for _, ph := range ps.Phases {
+	drawn := flamePhases(ps.Phases)
+	for i, ph := range ps.Phases {
 		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("%s, %s", ps.Targets[ph.Target], phaseName(ph.Phase))}, &Para{Text: phaseText(ph)})
 		t := &Table{Header: []string{"function", "cum (s)", "cum %", "flat (s)", "flat %"}, Right: []int{1, 2, 3, 4}}
 		for _, f := range ph.Cum {
@@ -54,8 +55,41 @@ func profileBlocks(r *result.Result) []Block {
 		if len(flat) > 0 {
 			out = append(out, &Para{Text: "Most in themselves (flat): " + strings.Join(flat, "; ") + "."})
 		}
+		if drawn[i] && ph.Flame != nil {
+			out = append(out, &Flame{Name: fmt.Sprintf("flame-%s-t%d", serverprof.Stem(ph.Phase), ph.Target+1),
+				Title: fmt.Sprintf("Server CPU, %s (CPU seconds; hover a box for its figures)", phaseName(ph.Phase)), Unit: "s", Root: ph.Flame})
+		}
 	}
 	return out
+}
+
+// flamePhases are the phases a run's report draws a flame graph of: the
+// users' setup, the window, a ceiling's holds and, of a step's or a
+// ceiling's levels, each target's with the most users (the rest are in
+// result.json and their profiles/).
+func flamePhases(phs []result.ProfilePhase) map[int]bool {
+	out := map[int]bool{}
+	top := map[int]int{} // target: the index of its level with the most users
+	for i, ph := range phs {
+		var n int
+		if _, err := fmt.Sscanf(ph.Phase, "level %d", &n); err != nil {
+			out[i] = true
+			continue
+		}
+		if j, ok := top[ph.Target]; !ok || n >= levelUsers(phs[j].Phase) {
+			top[ph.Target] = i
+		}
+	}
+	for _, i := range top {
+		out[i] = true
+	}
+	return out
+}
+
+func levelUsers(phase string) int {
+	var n int
+	fmt.Sscanf(phase, "level %d", &n)
+	return n
 }
 
 func phaseName(p string) string {
@@ -129,6 +163,11 @@ func profileCompareBlocks(c *compare.Comparison) []Block {
 			metricRow(t, funcName(m.Name)+" (ms)", m)
 		}
 		out = append(out, t)
+		if pc.Flame != nil {
+			unit := "ms a " + pc.Unit
+			out = append(out, &Flame{Name: fmt.Sprintf("flame-diff-%s-t%d", serverprof.Stem(pc.Phase), pc.Target+1), Unit: unit, Root: pc.Flame, Diff: true,
+				Title: fmt.Sprintf("Server CPU, %s (%s): as wide as %s's, red where it spent more than %s, blue less", phaseName(pc.Phase), unit, n, b)})
+		}
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 package report
 
 import (
+	"bytes"
+	"encoding/xml"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,5 +28,62 @@ func TestProfilesAreReported(t *testing.T) {
 		"| github.com/x/testbed.hashPassword | 11.4 | 98.3 |", `crypto/pbkdf2.Key\[...\]`, "(flat): crypto/internal/fips140/sha256.blockSHANI 31.9%")
 	if strings.Contains(md, "(\\*conn).serve") {
 		t.Errorf("net/http's serving in the cumulative table")
+	}
+}
+
+// A phase's flame graph is an SVG of its own in the Markdown report and
+// inline in the HTML one: well-formed, a box and a tooltip a function,
+// names escaped, each box as wide as its share of its caller's.
+func TestFlameGraphsAreDrawn(t *testing.T) {
+	r := fixture(t, "base-1")
+	hash := &result.Flame{Name: "main.hash<T>", Value: 3, Children: []*result.Flame{{Name: "crypto/sha256.block", Value: 1.5}}}
+	r.Profiles = &result.Profiles{Targets: []string{"http://127.0.0.1:8065/debug/pprof"}, SliceS: 10,
+		Phases: []result.ProfilePhase{{Phase: "setup", EndS: 12, Slices: 1, ProfiledS: 10, CPUSeconds: 4,
+			Flame: &result.Flame{Name: "all", Value: 4, Children: []*result.Flame{hash, {Name: "main.json", Value: 1}}}}}}
+	d := ForResult(r)
+	var fl *Flame
+	for _, b := range d.Blocks {
+		if f, ok := b.(*Flame); ok {
+			fl = f
+		}
+	}
+	if fl == nil || fl.Name != "flame-setup-t1" {
+		t.Fatalf("flame graph %+v: want one named flame-setup-t1", fl)
+	}
+	svg := fl.SVG()
+	var doc struct {
+		G []struct {
+			Title string `xml:"title"`
+			Rect  struct {
+				W float64 `xml:"width,attr"`
+			} `xml:"rect"`
+		} `xml:"g"`
+	}
+	if err := xml.Unmarshal(svg, &doc); err != nil {
+		t.Fatalf("not well-formed SVG: %v\n%s", err, svg)
+	}
+	width := map[string]float64{}
+	for _, g := range doc.G {
+		name, _, _ := strings.Cut(g.Title, ":")
+		width[name] = g.Rect.W
+	}
+	if len(width) != 4 || width["all"] != 1200 || width["main.hash<T>"] != 900 || width["crypto/sha256.block"] != 450 || width["main.json"] != 300 {
+		t.Errorf("boxes %v: want all 1200 px, main.hash<T> 900, its sha256.block 450, main.json 300", width)
+	}
+	dir := t.TempDir()
+	if _, err := WriteMarkdown(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	file, err := os.ReadFile(filepath.Join(dir, "flame-setup-t1.svg"))
+	if err != nil || !bytes.Equal(file, svg) || !strings.Contains(string(md), "(flame-setup-t1.svg)") {
+		t.Errorf("Markdown: flame-setup-t1.svg (%v) linked and written as drawn", err)
+	}
+	page, err := HTML(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, svg[:bytes.IndexByte(svg, '\n')]) || !strings.Contains(string(page), "main.hash&lt;T&gt;") {
+		t.Errorf("HTML: the flame graph is not inline, or a name is not escaped")
 	}
 }

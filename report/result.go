@@ -24,8 +24,11 @@ func forResult(r *result.Result, full bool) *Doc {
 	d := &Doc{Title: fmt.Sprintf("headroom %s: %s against %s", r.Kind, filepath.Base(r.Config.Scenario), r.Config.Target)}
 	add := func(b ...Block) {
 		for _, b := range b {
-			if _, chart := b.(*Chart); chart && !full {
-				continue
+			switch b.(type) {
+			case *Chart, *Flame:
+				if !full {
+					continue
+				}
 			}
 			d.Blocks = append(d.Blocks, b)
 		}

@@ -37,6 +37,8 @@ func Text(w io.Writer, d *Doc) error {
 			TextTable(b, bl)
 		case *Chart:
 			fmt.Fprintf(b, "(chart: %s, in the HTML and Markdown reports)\n", bl.Title)
+		case *Flame:
+			fmt.Fprintf(b, "(flame graph: %s, in the HTML and Markdown reports)\n", bl.Title)
 		}
 	}
 	return b.Flush()

@@ -42,6 +42,8 @@ type ProfilePhase struct {
 	Binary    string    `json:"binary,omitempty"` // the profiled program's file name
 	Flat      []FuncCPU `json:"flat"`             // most CPU in the function itself
 	Cum       []FuncCPU `json:"cum"`              // most CPU in it and what it called
+	// Flame is where the CPU went, caller under callee, CPU seconds.
+	Flame *Flame `json:"flame,omitempty"`
 }
 
 // FuncCPU is one function's CPU in a phase, in seconds and in percent of
@@ -53,3 +55,20 @@ type FuncCPU struct {
 	FlatPc float64 `json:"flat_pct"`
 	CumPc  float64 `json:"cum_pct"`
 }
+
+// Flame is a flame graph's tree: the function Name, called from its
+// parent's, and Value, the CPU in it and what it called. The root is
+// "all". In a run's result Value is CPU seconds; in a comparison it is
+// the new side's milliseconds a unit, and Base the base side's. Functions
+// under a small share of the root's are left out (see FlameMin).
+type Flame struct {
+	Name     string   `json:"name"`
+	Value    float64  `json:"value"`
+	Base     float64  `json:"base,omitempty"`
+	Children []*Flame `json:"children,omitempty"`
+}
+
+// FlameMin is the least share of the root's value a flame graph keeps a
+// function for: under it a box is narrower than a pixel of a 1200-pixel
+// graph, and the tree stays a few hundred functions, not thousands.
+const FlameMin = 0.002

@@ -72,7 +72,7 @@ func (s *session) profiles(p *profiling, phases ...profilePhase) {
 				continue
 			}
 			rp := result.ProfilePhase{Target: t, Phase: ph.name, StartS: at(ph.from), EndS: at(ph.to), Slices: got.Slices,
-				ProfiledS: got.Covered.Seconds(), CPUSeconds: got.CPU.Seconds(), Flat: funcs(got.Flat, got.CPU), Cum: funcs(got.Cum, got.CPU), Binary: got.Binary}
+				ProfiledS: got.Covered.Seconds(), CPUSeconds: got.CPU.Seconds(), Flat: funcs(got.Flat, got.CPU), Cum: funcs(got.Cum, got.CPU), Binary: got.Binary, Flame: got.Flame}
 			if rp.ProfiledS > 0 {
 				rp.CPUCores = rp.CPUSeconds / rp.ProfiledS
 				if span := ph.to.Sub(ph.from).Seconds(); ph.units > 0 && span > 0 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/headroom-dev/headroom/result"
 )
 
 // Phase is what one target's CPU did over a part of a run: the merge of
@@ -32,6 +34,7 @@ type Phase struct {
 	// Binary is the profiled program's file name (its main mapping's):
 	// profiles of different programs are not compared.
 	Binary string
+	Flame  *result.Flame // CPU seconds
 	prof   *profile.Profile
 }
 
@@ -70,15 +73,15 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 		return nil, fmt.Errorf("the %s's profiles of %s do not merge: %v", name, c.Targets[target], err)
 	}
 	ph.prof = p
-	ph.Binary = binary(p)
+	ph.Binary, ph.Flame = binary(p), Flame(p)
 	var fs []Func
 	ph.CPU, fs = summarize(p)
 	ph.Flat, ph.Cum = topBy(fs, top, func(f Func) time.Duration { return f.Flat }), topBy(fs, top, func(f Func) time.Duration { return f.Cum })
 	return ph, nil
 }
 
-// stem is a phase's name as a file name: "level 120 (2)" is level-120-2.
-func stem(name string) string {
+// Stem is a phase's name as a file name: "level 120 (2)" is level-120-2.
+func Stem(name string) string {
 	f := strings.FieldsFunc(name, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
 	return strings.Join(f, "-")
 }
@@ -98,7 +101,7 @@ func (c *Capture) parse(s Slice) (*profile.Profile, error) {
 // Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz
 // under dir, for go tool pprof; it returns the path relative to dir.
 func (ph *Phase) Write(dir string) (string, error) {
-	rel := filepath.Join("profiles", fmt.Sprintf("%s-t%d.pb.gz", stem(ph.Name), ph.Target+1))
+	rel := filepath.Join("profiles", fmt.Sprintf("%s-t%d.pb.gz", Stem(ph.Name), ph.Target+1))
 	if err := os.MkdirAll(filepath.Join(dir, "profiles"), 0o755); err != nil {
 		return "", err
 	}
@@ -121,23 +124,32 @@ func binary(p *profile.Profile) string {
 	return filepath.Base(p.Mapping[0].File)
 }
 
-// Read reads a merged phase's profile (Phase.Write's) and returns its CPU
-// time and every function's: what compare diffs.
-func Read(path string) (cpu time.Duration, fs []Func, bin string, err error) {
+// Summary is a merged phase's profile as Read reads it back: its CPU
+// time, every function's, the program's name and the flame graph's tree.
+type Summary struct {
+	CPU    time.Duration
+	Funcs  []Func
+	Binary string
+	Flame  *result.Flame
+}
+
+// Read reads a merged phase's profile (Phase.Write's): what compare diffs.
+func Read(path string) (*Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, nil, "", err
+		return nil, err
 	}
 	defer f.Close()
 	p, err := profile.Parse(f)
 	if err != nil {
-		return 0, nil, "", fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if cpuIndex(p) < 0 {
-		return 0, nil, "", fmt.Errorf("%s: a profile of %s, not of CPU time", path, sampleTypes(p))
+		return nil, fmt.Errorf("%s: a profile of %s, not of CPU time", path, sampleTypes(p))
 	}
-	cpu, fs = summarize(p)
-	return cpu, fs, binary(p), nil
+	s := &Summary{Binary: binary(p), Flame: Flame(p)}
+	s.CPU, s.Funcs = summarize(p)
+	return s, nil
 }
 
 // cpuIndex is the index of p's CPU-time sample value, or -1.

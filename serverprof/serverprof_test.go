@@ -131,8 +131,8 @@ func TestFetchRefusesWhatIsNoCPUProfile(t *testing.T) {
 // A phase's file is named after it, with nothing a shell must quote.
 func TestPhaseFileNames(t *testing.T) {
 	for name, want := range map[string]string{"setup": "setup", "level 120": "level-120", "level 120 (2)": "level-120-2", "hold 38": "hold-38"} {
-		if got := stem(name); got != want {
-			t.Errorf("stem(%q) = %q, want %q", name, got, want)
+		if got := Stem(name); got != want {
+			t.Errorf("Stem(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
