@@ -19,6 +19,9 @@ type ProfileComparison struct {
 	Unit   string `json:"unit"`
 	// CPUPerUnit is each run's CPU per unit, in milliseconds.
 	CPUPerUnit Metric `json:"cpu_per_unit_ms"`
+	// HeapMB is the server's heap in use at the phase's end, in MB; nil
+	// unless every run has it.
+	HeapMB *Metric `json:"heap_mb,omitempty"`
 	// Moved are the functions whose CPU per unit (in them and what they
 	// called: a login's hash, a request's JSON encoding) moved most, in
 	// milliseconds, most first: at most profileMoved.
@@ -71,6 +74,7 @@ func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileCompa
 		}
 		pc.CPUPerUnit.Base, pc.CPUPerUnit.New = meanOr(pc.CPUPerUnit.BaseRuns), meanOr(pc.CPUPerUnit.NewRuns)
 		pc.CPUPerUnit.judge(o)
+		pc.HeapMB = heapMetric(key.phase, bp, np, o)
 		pc.Moved, pc.Cause = movedFunctions(bp, np, o)
 		pc.SampledS = min(sampled(bp), sampled(np)).Seconds()
 		pc.Flame = diffFlame(bp, np)
@@ -134,6 +138,7 @@ type phaseRun struct {
 	unit    string
 	binary  string
 	flame   *result.Flame // CPU seconds
+	heapMB  float64       // in use at the end; -1 when unknown
 }
 
 func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
@@ -149,7 +154,10 @@ func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		pr := phaseRun{cpu: sum.CPU, share: map[string]float64{}, perUnit: ph.PerUnitMs, unit: ph.Unit, binary: sum.Binary, flame: sum.Flame}
+		pr := phaseRun{cpu: sum.CPU, share: map[string]float64{}, perUnit: ph.PerUnitMs, unit: ph.Unit, binary: sum.Binary, flame: sum.Flame, heapMB: -1}
+		if ph.Heap != nil {
+			pr.heapMB = ph.Heap.InuseMB
+		}
 		for _, f := range sum.Funcs {
 			if sum.CPU > 0 {
 				pr.share[f.Name] = ph.PerUnitMs * float64(f.Cum) / float64(sum.CPU)
@@ -216,6 +224,27 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 		}
 	}
 	return ms[:min(profileMoved, len(ms))], cause
+}
+
+// heapMetric compares the heap in use at the phase's end; nil unless
+// every run has it.
+func heapMetric(phase string, bp, np []phaseRun, o Options) *Metric {
+	m := &Metric{Name: fmt.Sprintf("server heap in use at the end (%s)", phase), Unit: "MB"}
+	for _, r := range bp {
+		if r.heapMB < 0 {
+			return nil
+		}
+		m.BaseRuns = append(m.BaseRuns, r.heapMB)
+	}
+	for _, r := range np {
+		if r.heapMB < 0 {
+			return nil
+		}
+		m.NewRuns = append(m.NewRuns, r.heapMB)
+	}
+	m.Base, m.New = meanOr(m.BaseRuns), meanOr(m.NewRuns)
+	m.judge(o)
+	return m
 }
 
 // diffFlame is the runs' flame graphs in ms a unit, each side the mean of

@@ -55,12 +55,31 @@ func profileBlocks(r *result.Result) []Block {
 		if len(flat) > 0 {
 			out = append(out, &Para{Text: "Most in themselves (flat): " + strings.Join(flat, "; ") + "."})
 		}
+		if h := ph.Heap; h != nil {
+			out = append(out, &Para{Text: heapText(h)})
+		}
 		if drawn[i] && ph.Flame != nil {
 			out = append(out, &Flame{Name: fmt.Sprintf("flame-%s-t%d", serverprof.Stem(ph.Phase), ph.Target+1),
 				Title: fmt.Sprintf("Server CPU, %s (CPU seconds; hover a box for its figures)", phaseName(ph.Phase)), Unit: "s", Root: ph.Flame})
 		}
 	}
 	return out
+}
+
+// heapText says what the server's heap held at a phase's end.
+func heapText(h *result.ProfileHeap) string {
+	s := fmt.Sprintf("Heap in use at %s s, the phase's last heap profile (as of the server's last garbage collection): %s MB", num(h.AtS), num(h.InuseMB))
+	var top []string
+	for _, f := range h.Top[:min(5, len(h.Top))] {
+		top = append(top, fmt.Sprintf("%s %s%%", funcName(f.Name), num(f.Pc)))
+	}
+	if len(top) > 0 {
+		s += "; allocated most by " + strings.Join(top, "; ")
+	}
+	if h.File != "" {
+		s += " (" + h.File + ")"
+	}
+	return s + "."
 }
 
 // flamePhases are the phases a run's report draws a flame graph of: the
@@ -151,6 +170,9 @@ func profileCompareBlocks(c *compare.Comparison) []Block {
 		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("Target %d, %s", pc.Target+1, phaseName(pc.Phase))})
 		t := metricTable(b, n)
 		metricRow(t, pc.CPUPerUnit.Name, &pc.CPUPerUnit)
+		if pc.HeapMB != nil {
+			metricRow(t, pc.HeapMB.Name, pc.HeapMB)
+		}
 		switch {
 		case pc.Cause != "":
 			out = append(out, &Para{Text: fmt.Sprintf("Most of the change is in %s and what it calls.", funcName(pc.Cause))})

@@ -17,6 +17,10 @@ type ProfileSlice struct {
 	EndS   float64 `json:"end_s"`
 	File   string  `json:"file,omitempty"`  // relative to the result directory, gzipped pprof
 	Error  string  `json:"error,omitempty"` // why there is none
+	// Heap is the heap profile taken as the slice ended; HeapError why
+	// there is none.
+	Heap      string `json:"heap,omitempty"`
+	HeapError string `json:"heap_error,omitempty"`
 }
 
 // ProfilePhase is one target's CPU over a phase of the run: "setup" (from
@@ -44,6 +48,25 @@ type ProfilePhase struct {
 	Cum       []FuncCPU `json:"cum"`              // most CPU in it and what it called
 	// Flame is where the CPU went, caller under callee, CPU seconds.
 	Flame *Flame `json:"flame,omitempty"`
+	// Heap is the server's heap in use at the phase's end (the last heap
+	// profile taken in it); nil when it served none.
+	Heap *ProfileHeap `json:"heap,omitempty"`
+}
+
+// ProfileHeap is a target's heap in use at a moment, as of its last
+// garbage collection, and the functions that allocated most of it.
+type ProfileHeap struct {
+	AtS     float64   `json:"at_s"`
+	File    string    `json:"file,omitempty"` // the heap profile, for go tool pprof
+	InuseMB float64   `json:"inuse_mb"`
+	Top     []FuncMem `json:"top"`
+}
+
+// FuncMem is what one function allocated of the heap in use.
+type FuncMem struct {
+	Name string  `json:"name"`
+	MB   float64 `json:"mb"`
+	Pc   float64 `json:"pct"`
 }
 
 // FuncCPU is one function's CPU in a phase, in seconds and in percent of

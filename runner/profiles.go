@@ -60,7 +60,8 @@ func (s *session) profiles(p *profiling, phases ...profilePhase) {
 	at := func(t time.Time) float64 { return t.Sub(s.start).Seconds() }
 	out := &result.Profiles{Targets: p.cap.Targets, SliceS: p.cap.Slice.Seconds(), Slices: []result.ProfileSlice{}}
 	for _, sl := range p.cap.Slices() {
-		out.Slices = append(out.Slices, result.ProfileSlice{Target: sl.Target, StartS: at(sl.Start), EndS: at(sl.End), File: sl.File, Error: sl.Err})
+		out.Slices = append(out.Slices, result.ProfileSlice{Target: sl.Target, StartS: at(sl.Start), EndS: at(sl.End), File: sl.File, Error: sl.Err,
+			Heap: sl.Heap, HeapError: sl.HeapErr})
 	}
 	for t := range p.cap.Targets {
 		for _, ph := range phases {
@@ -78,6 +79,12 @@ func (s *session) profiles(p *profiling, phases ...profilePhase) {
 				if span := ph.to.Sub(ph.from).Seconds(); ph.units > 0 && span > 0 {
 					// the units over the phase, scaled to the part of it profiled
 					rp.PerUnitMs, rp.Unit = 1000*rp.CPUSeconds/(float64(ph.units)*min(rp.ProfiledS/span, 1)), ph.unit
+				}
+			}
+			if h := got.Heap; h != nil {
+				rp.Heap = &result.ProfileHeap{AtS: at(h.At), File: h.File, InuseMB: float64(h.Inuse) / 1e6, Top: []result.FuncMem{}}
+				for _, f := range h.Top {
+					rp.Heap.Top = append(rp.Heap.Top, result.FuncMem{Name: f.Name, MB: float64(f.Bytes) / 1e6, Pc: 100 * float64(f.Bytes) / float64(max(h.Inuse, 1))})
 				}
 			}
 			if p.cap.Dir != "" {

@@ -77,6 +77,11 @@ func TestProfilesNameTheSetupsHash(t *testing.T) {
 		t.Errorf("%d profiles written of target 1, %d failed slices of the /metrics one: want at least 5, and some", files, bad)
 	}
 	readProfile(t, filepath.Join(out, setup.File))
+	if h := setup.Heap; h == nil || h.InuseMB <= 0 || h.AtS > setup.EndS+0.1 || h.File == "" || setup.Flame == nil {
+		t.Errorf("setup's heap %+v, flame graph %v: want the heap in use at its end, and a flame graph", h, setup.Flame != nil)
+	} else {
+		readProfile(t, filepath.Join(out, h.File))
+	}
 	if len(warned) != 1 || !strings.Contains(warned[0], srv.URL+"/metrics") {
 		t.Errorf("warnings %q: want one, of the endpoint that serves no profile", warned)
 	}

@@ -41,12 +41,16 @@ type Slice struct {
 	Start, End time.Time // when it was asked for, and when it came back
 	File       string    // relative to the result directory; "" when not written
 	Err        string    // why there is no profile; "" when there is
+	// Heap is the heap profile taken when the slice ended (t<i>-<n>.heap.pb.gz);
+	// HeapErr why there is none.
+	Heap, HeapErr string
 	// ok: a CPU profile was taken; it is in File, or raw (no Dir). A
 	// slice is parsed again when a phase merges it: a long run keeps its
 	// profiles on disk, not in memory.
-	ok   bool
-	raw  []byte
-	size int // bytes on disk
+	ok      bool
+	raw     []byte
+	heapRaw []byte // the heap profile, with no Dir
+	size    int    // bytes on disk
 }
 
 // Capture takes consecutive CPU profiles of each target while Run runs.
@@ -68,8 +72,8 @@ type Capture struct {
 
 	mu     sync.Mutex
 	slices []Slice
-	warned map[int]bool
-	bytes  map[int]int // kept of each target
+	warned map[string]bool // target and kind (cpu, heap) told of
+	bytes  map[int]int     // kept of each target
 }
 
 // Run takes slices of every target until ctx is done; the slice in flight
@@ -112,11 +116,14 @@ func (c *Capture) loop(ctx context.Context, i int) {
 		full := c.bytes[i] >= MaxBytes
 		c.mu.Unlock()
 		if full {
-			c.warn(i, fmt.Sprintf("its profiles reached %d MiB: no more are taken of it in this run", MaxBytes>>20))
+			c.warn(i, "cpu", fmt.Sprintf("its profiles reached %d MiB: no more are taken of it in this run", MaxBytes>>20))
 			return
 		}
+		if s.HeapErr != "" {
+			c.warn(i, "heap", "its heap profile: "+s.HeapErr+" (the CPU profiles go on)")
+		}
 		if s.Err != "" {
-			c.warn(i, s.Err)
+			c.warn(i, "cpu", s.Err)
 			select {
 			case <-ctx.Done():
 				return
@@ -126,65 +133,97 @@ func (c *Capture) loop(ctx context.Context, i int) {
 	}
 }
 
-func (c *Capture) warn(i int, msg string) {
+func (c *Capture) warn(i int, kind, msg string) {
 	c.mu.Lock()
-	first := !c.warned[i]
+	key := fmt.Sprint(i, kind)
+	first := !c.warned[key]
 	if c.warned == nil {
-		c.warned = map[int]bool{}
+		c.warned = map[string]bool{}
 	}
-	c.warned[i] = true
+	c.warned[key] = true
 	c.mu.Unlock()
 	if first && c.Warn != nil {
 		c.Warn(fmt.Sprintf("--profile %s: %s; the run goes on, and tries again every %v (said once)", c.Targets[i], msg, c.Slice))
 	}
 }
 
-// take asks target i for one slice, n-th of its own.
+// take asks target i for one slice, n-th of its own, and then for its
+// heap profile.
 func (c *Capture) take(ctx context.Context, i, n int) Slice {
 	s := Slice{Target: i, Start: c.Now()}
-	body, err := c.fetch(ctx, c.Targets[i])
+	body, err := c.fetch(ctx, c.Targets[i], "profile", c.Slice)
 	s.End = c.Now()
 	if err != nil {
 		s.Err = err.Error()
 		return s
 	}
-	p, err := profile.ParseData(body)
+	if s.Err = check(body, cpuIndex, "CPU time"); s.Err != "" {
+		return s
+	}
+	if s.File, err = c.keep(body, fmt.Sprintf("t%d-%04d.pb.gz", i+1, n)); err != nil {
+		s.Err = "not kept: " + err.Error()
+		return s
+	}
+	s.ok, s.size, s.raw = true, len(body), body
+	if c.Dir != "" {
+		s.raw = nil
+	}
+	heap, err := c.fetch(ctx, c.Targets[i], "heap", 0)
 	switch {
 	case err != nil:
-		s.Err = "not a pprof profile: " + firstLine(err.Error())
-		return s
-	case cpuIndex(p) < 0:
-		s.Err = fmt.Sprintf("a profile of %s, not of CPU time", sampleTypes(p))
-		return s
+		s.HeapErr = err.Error()
+	default:
+		s.HeapErr = check(heap, heapIndex, "the heap in use")
 	}
-	s.ok, s.size = true, len(body)
-	if c.Dir == "" {
-		s.raw = body
-		return s
+	if s.HeapErr == "" {
+		if s.Heap, err = c.keep(heap, fmt.Sprintf("t%d-%04d.heap.pb.gz", i+1, n)); err != nil {
+			s.HeapErr = "not kept: " + err.Error()
+		} else if s.size += len(heap); c.Dir == "" {
+			s.heapRaw = heap
+		}
 	}
-	rel := filepath.Join("profiles", fmt.Sprintf("t%d-%04d.pb.gz", i+1, n))
-	err = os.MkdirAll(filepath.Join(c.Dir, "profiles"), 0o755)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(c.Dir, rel), gzipped(body), 0o644)
-	}
-	if err != nil {
-		s.ok, s.Err = false, "not kept: "+err.Error()
-		return s
-	}
-	s.File = rel
 	return s
 }
 
-// fetch reads one CPU profile of the slice's length from target.
-func (c *Capture) fetch(ctx context.Context, target string) ([]byte, error) {
-	u, err := url.Parse(strings.TrimSuffix(target, "/") + "/profile")
+// check says why body is not a profile of what (the value index finds),
+// "" when it is one.
+func check(body []byte, index func(*profile.Profile) int, what string) string {
+	p, err := profile.ParseData(body)
+	switch {
+	case err != nil:
+		return "not a pprof profile: " + firstLine(err.Error())
+	case index(p) < 0:
+		return fmt.Sprintf("a profile of %s, not of %s", sampleTypes(p), what)
+	}
+	return ""
+}
+
+// keep writes a profile as profiles/name under Dir; "" with no Dir.
+func (c *Capture) keep(body []byte, name string) (string, error) {
+	if c.Dir == "" {
+		return "", nil
+	}
+	rel := filepath.Join("profiles", name)
+	err := os.MkdirAll(filepath.Join(c.Dir, "profiles"), 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(c.Dir, rel), gzipped(body), 0o644)
+	}
+	return rel, err
+}
+
+// fetch reads one profile from target: kind "profile" (CPU) over
+// seconds, or "heap" (no seconds: at once).
+func (c *Capture) fetch(ctx context.Context, target, kind string, seconds time.Duration) ([]byte, error) {
+	u, err := url.Parse(strings.TrimSuffix(target, "/") + "/" + kind)
 	if err != nil {
 		return nil, err
 	}
-	q := u.Query()
-	q.Set("seconds", fmt.Sprint(max(int(c.Slice.Round(time.Second)/time.Second), 1)))
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(ctx, c.Slice+c.Wait)
+	if seconds > 0 {
+		q := u.Query()
+		q.Set("seconds", fmt.Sprint(max(int(seconds.Round(time.Second)/time.Second), 1)))
+		u.RawQuery = q.Encode()
+	}
+	ctx, cancel := context.WithTimeout(ctx, seconds+c.Wait)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

@@ -35,7 +35,10 @@ type Phase struct {
 	// profiles of different programs are not compared.
 	Binary string
 	Flame  *result.Flame // CPU seconds
-	prof   *profile.Profile
+	// Heap is the heap in use at the phase's end; nil when the server
+	// served no heap profile.
+	Heap *Heap
+	prof *profile.Profile
 }
 
 // Func is one function's share of a phase's CPU: Flat in the function
@@ -74,6 +77,9 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	}
 	ph.prof = p
 	ph.Binary, ph.Flame = binary(p), Flame(p)
+	if ph.Heap, err = c.heapAt(target, from, to, top); err != nil {
+		ph.Heap = nil // a CPU profile is worth its phase without the heap
+	}
 	var fs []Func
 	ph.CPU, fs = summarize(p)
 	ph.Flat, ph.Cum = topBy(fs, top, func(f Func) time.Duration { return f.Flat }), topBy(fs, top, func(f Func) time.Duration { return f.Cum })
@@ -173,18 +179,24 @@ func sampleTypes(p *profile.Profile) string {
 	return strings.Join(ts, ", ")
 }
 
-// summarize returns p's CPU time and every function's. A sample's leaf is its first
-// location's first line (inlined frames are lines of one location); its
-// cumulative time counts once for each function on its stack.
+// summarize returns p's CPU time and every function's.
 func summarize(p *profile.Profile) (time.Duration, []Func) {
-	ci := cpuIndex(p)
-	if ci < 0 {
+	total, fs := tally(p, cpuIndex(p))
+	return time.Duration(total), fs
+}
+
+// tally sums p's value vi over all samples, and by function: a sample's
+// leaf is its first location's first line (inlined frames are lines of
+// one location), its flat; its cumulative counts once for each function
+// on its stack. Func's durations hold the value (bytes, for a heap).
+func tally(p *profile.Profile, vi int) (int64, []Func) {
+	if vi < 0 {
 		return 0, nil
 	}
 	flat, cum := map[string]int64{}, map[string]int64{}
 	var total int64
 	for _, s := range p.Sample {
-		v := s.Value[ci]
+		v := s.Value[vi]
 		total += v
 		seen := map[string]bool{}
 		for li, loc := range s.Location {
@@ -207,7 +219,7 @@ func summarize(p *profile.Profile) (time.Duration, []Func) {
 	for name, c := range cum {
 		fs = append(fs, Func{Name: name, Flat: time.Duration(flat[name]), Cum: time.Duration(c)})
 	}
-	return time.Duration(total), fs
+	return total, fs
 }
 
 // topBy is the n functions of fs with the most by (ties by name), none

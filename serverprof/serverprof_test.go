@@ -152,3 +152,58 @@ func TestSlowEndpointIsGivenUp(t *testing.T) {
 		}
 	})
 }
+
+// After each CPU slice the target's heap profile is taken: a phase's heap
+// is its last, with what allocated it. A server that serves no heap
+// profile keeps its CPU slices, and is told of once. In virtual time.
+func TestPhaseHeapIsItsLast(t *testing.T) {
+	heapProfile := func(mb int64) []byte {
+		p := cpuProfile(map[string]int64{"cache.fill;serve": mb << 20, "json;serve": 1 << 20})
+		p.SampleType = []*profile.ValueType{{Type: "alloc_space", Unit: "bytes"}, {Type: "inuse_space", Unit: "bytes"}}
+		for _, s := range p.Sample {
+			s.Value = []int64{2 * s.Value[1], s.Value[1]}
+		}
+		var b bytes.Buffer
+		_ = p.Write(&b)
+		return b.Bytes()
+	}
+	for _, servesHeap := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			var cpu bytes.Buffer
+			_ = cpuProfile(map[string]int64{"f": 1e9}).Write(&cpu)
+			heaps := int64(0)
+			dial := memhttp.Dial(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/debug/pprof/profile":
+					select {
+					case <-time.After(10 * time.Second):
+						w.Write(cpu.Bytes())
+					case <-r.Context().Done():
+					}
+				case r.URL.Path == "/debug/pprof/heap" && servesHeap:
+					heaps++
+					w.Write(heapProfile(10 * heaps)) // the cache grows by 10 MiB a slice
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			var warned []string
+			c := &Capture{Targets: []string{"http://app.invalid/debug/pprof"}, Slice: 10 * time.Second,
+				Client: &http.Client{Transport: &http.Transport{DialContext: dial}}, Warn: func(s string) { warned = append(warned, s) }}
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
+			c.Run(ctx)
+			cancel()
+			ph, err := c.Phase(0, "setup", start, start.Add(20*time.Second), 5)
+			if err != nil || ph == nil || ph.Slices != 2 {
+				t.Fatalf("setup: %+v %v; want two slices", ph, err)
+			}
+			switch {
+			case servesHeap && (ph.Heap == nil || ph.Heap.Inuse != 21<<20 || ph.Heap.Top[0].Name != "cache.fill" || ph.Heap.Top[0].Bytes != 20<<20):
+				t.Errorf("heap at the setup's end: %+v; want the second's, 21 MiB, 20 of them cache.fill's", ph.Heap)
+			case !servesHeap && (ph.Heap != nil || len(warned) != 1 || !strings.Contains(warned[0], "heap profile: status 404")):
+				t.Errorf("no heap served: heap %+v, warnings %q; want none, and one warning", ph.Heap, warned)
+			}
+		})
+	}
+}
