@@ -6,10 +6,13 @@ import (
 	"math"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
@@ -109,4 +112,79 @@ func movedNames(ms []Metric) []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// With three runs a side each figure has an interval over the runs: the
+// CPU a unit and the hash that grew are regressions with intervals clear
+// of zero; what did not move (the JSON encoding) is no change; the heap
+// with it; and the differential flame graph is each side's mean.
+func TestProfileIntervalsOverRepeats(t *testing.T) {
+	side := func(label string, hashMs []float64, heapMB float64) *Side {
+		s := &Side{Label: label}
+		for i, h := range hashMs {
+			dir := t.TempDir()
+			writeCPUProfile(t, filepath.Join(dir, "setup-t1.pb.gz"), map[string]float64{"main.hash;main.login": h, "main.json;main.posts": 10 + float64(i%2)})
+			r := fakeRun("run", nil)
+			r.Dir = dir
+			r.Result.Profiles = &result.Profiles{Phases: []result.ProfilePhase{{Phase: "setup", File: "setup-t1.pb.gz", PerUnitMs: h + 10 + float64(i%2),
+				Unit: "user set up", Heap: &result.ProfileHeap{InuseMB: heapMB + float64(i)}}}}
+			s.Runs = append(s.Runs, r)
+		}
+		return s
+	}
+	c, err := Compare(side("base", []float64{19, 20, 21}, 50), side("new", []float64{78, 80, 82}, 50), Options{})
+	if err != nil || len(c.Profiles) != 1 {
+		t.Fatalf("%v: %d phases compared (notes %q), want the setup", err, len(c.Profiles), c.Notes)
+	}
+	pc := c.Profiles[0]
+	cpu := pc.CPUPerUnit
+	if !cpu.HasInterval || cpu.Verdict != Regression || cpu.Low <= 0 || math.Abs(cpu.Base-30.33) > 0.01 || math.Abs(cpu.New-90.33) > 0.01 {
+		t.Errorf("CPU a user: %.2f → %.2f ms, %s [%.2f, %.2f] %s: want 30.33 → 90.33, a regression with an interval above 0",
+			cpu.Base, cpu.New, cpu.DeltaText(), cpu.Low, cpu.High, cpu.Verdict)
+	}
+	moved := map[string]Metric{}
+	for _, m := range pc.Moved {
+		moved[m.Name] = m
+	}
+	if h := moved["main.hash"]; !h.HasInterval || h.Verdict != Regression || h.Low <= 0 || pc.Moved[0].Name != "main.hash" && pc.Moved[0].Name != "main.login" {
+		t.Errorf("main.hash: %s [%.2f, %.2f] %s, first moved %s: want a regression with an interval above 0, first", h.DeltaText(), h.Low, h.High, h.Verdict, pc.Moved[0].Name)
+	}
+	if j := moved["main.json"]; !j.HasInterval || j.Verdict != NoChange {
+		t.Errorf("main.json: %s [%.2f, %.2f] %s: want no change", j.DeltaText(), j.Low, j.High, j.Verdict)
+	}
+	if pc.HeapMB == nil || pc.HeapMB.Verdict != NoChange || pc.HeapMB.Base != 51 {
+		t.Errorf("heap %+v: want 51 MB a side, no change", pc.HeapMB)
+	}
+	if h := findFlame(pc.Flame, "main.hash"); h == nil || math.Abs(h.Base-20) > 0.01 || math.Abs(h.Value-80) > 0.01 {
+		t.Errorf("flame graph's main.hash %+v: want 20 → 80 ms, each side's mean", h)
+	}
+}
+
+// writeCPUProfile writes a CPU profile of one program whose stacks are
+// given leaf first, with their milliseconds.
+func writeCPUProfile(t *testing.T, path string, stacks map[string]float64) {
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}, PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period: 1e7, Mapping: []*profile.Mapping{{ID: 1, File: "/usr/bin/app"}}}
+	fns := map[string]*profile.Function{}
+	for stack, ms := range stacks {
+		var locs []*profile.Location
+		for _, name := range strings.Split(stack, ";") {
+			if fns[name] == nil {
+				fns[name] = &profile.Function{ID: uint64(len(fns) + 1), Name: name}
+				p.Function = append(p.Function, fns[name])
+			}
+			l := &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: p.Mapping[0], Line: []profile.Line{{Function: fns[name]}}}
+			p.Location = append(p.Location, l)
+			locs = append(locs, l)
+		}
+		p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{int64(ms * 1e6)}})
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 }

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +123,23 @@ func TestStepProfilesArePerLevel(t *testing.T) {
 		if !ok || ph.Slices < 2 || ph.Unit != "request" || ph.PerUnitMs <= 0 || ph.File == "" {
 			t.Errorf("%s: %+v (phases %v): want 2 profiles or more, CPU a request, a merged file", name, ph, res.Profiles.Phases)
 		}
+	}
+}
+
+// A ceiling's levels are profiled over their judged seconds, named by
+// their users: a level held again is "(2)", the hold at the answer
+// "hold N", a level with no time left out.
+func TestCeilingProfilePhases(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	s := &session{start: t0}
+	res := &result.Result{Ceiling: &result.Ceiling{Levels: []result.Level{{Users: 10, Start: 0, JudgeStart: 5, End: 20}, {Users: 20, Start: 20, End: 40},
+		{Users: 10, Start: 40, JudgeStart: 45, End: 60}, {Users: 10, Start: 60, End: 80, Hold: true}, {Users: 15, Start: 80, End: 80}}}}
+	var got []string
+	for _, ph := range s.levelPhases(res) {
+		got = append(got, fmt.Sprintf("%s [%v, %v)", ph.name, ph.from.Sub(t0).Seconds(), ph.to.Sub(t0).Seconds()))
+	}
+	want := []string{"level 10 [5, 20)", "level 20 [20, 40)", "level 10 (2) [45, 60)", "hold 10 [60, 80)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("phases %q, want %q", got, want)
 	}
 }
