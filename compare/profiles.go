@@ -173,6 +173,11 @@ func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
 // over the runs, a Go server's plumbing left out; and the cause (see
 // ProfileComparison.Cause).
 func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
+	var units []float64
+	for _, r := range bp {
+		units = append(units, r.perUnit)
+	}
+	baseUnit := meanOr(units) // the base's CPU a unit: what a function new in the new build is weighed against
 	names := map[string]bool{}
 	for _, rs := range [][]phaseRun{bp, np} {
 		for _, r := range rs {
@@ -194,6 +199,9 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 			m.NewRuns = append(m.NewRuns, r.share[n])
 		}
 		m.Base, m.New = meanOr(m.BaseRuns), meanOr(m.NewRuns)
+		if m.Base == 0 { // new in the new build: judged in ms, against the smallest effect of the whole phase's
+			m.AbsMin = max(o.MinEffect*baseUnit, 1e-9)
+		}
 		m.judge(o)
 		ms = append(ms, m)
 	}

@@ -123,10 +123,16 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 		s := &Side{Label: label}
 		for i, h := range hashMs {
 			dir := t.TempDir()
-			writeCPUProfile(t, filepath.Join(dir, "setup-t1.pb.gz"), map[string]float64{"main.hash;main.login": h, "main.json;main.posts": 10 + float64(i%2)})
+			stacks := map[string]float64{"main.hash;main.login": h, "main.json;main.posts": 10 + float64(i%2)}
+			extra := 0.0
+			if label == "new" { // a function the base never ran: judged in ms, not in % of nothing
+				extra = 5 + float64(i)
+				stacks["main.audit;main.login"] = extra
+			}
+			writeCPUProfile(t, filepath.Join(dir, "setup-t1.pb.gz"), stacks)
 			r := fakeRun("run", nil)
 			r.Dir = dir
-			r.Result.Profiles = &result.Profiles{Phases: []result.ProfilePhase{{Phase: "setup", File: "setup-t1.pb.gz", PerUnitMs: h + 10 + float64(i%2),
+			r.Result.Profiles = &result.Profiles{Phases: []result.ProfilePhase{{Phase: "setup", File: "setup-t1.pb.gz", PerUnitMs: h + 10 + float64(i%2) + extra,
 				Unit: "user set up", Heap: &result.ProfileHeap{InuseMB: heapMB + float64(i)}}}}
 			s.Runs = append(s.Runs, r)
 		}
@@ -138,8 +144,8 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 	}
 	pc := c.Profiles[0]
 	cpu := pc.CPUPerUnit
-	if !cpu.HasInterval || cpu.Verdict != Regression || cpu.Low <= 0 || math.Abs(cpu.Base-30.33) > 0.01 || math.Abs(cpu.New-90.33) > 0.01 {
-		t.Errorf("CPU a user: %.2f → %.2f ms, %s [%.2f, %.2f] %s: want 30.33 → 90.33, a regression with an interval above 0",
+	if !cpu.HasInterval || cpu.Verdict != Regression || cpu.Low <= 0 || math.Abs(cpu.Base-30.33) > 0.01 || math.Abs(cpu.New-96.33) > 0.01 {
+		t.Errorf("CPU a user: %.2f → %.2f ms, %s [%.2f, %.2f] %s: want 30.33 → 96.33, a regression with an interval above 0",
 			cpu.Base, cpu.New, cpu.DeltaText(), cpu.Low, cpu.High, cpu.Verdict)
 	}
 	moved := map[string]Metric{}
@@ -148,6 +154,9 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 	}
 	if h := moved["main.hash"]; !h.HasInterval || h.Verdict != Regression || h.Low <= 0 || pc.Moved[0].Name != "main.hash" && pc.Moved[0].Name != "main.login" {
 		t.Errorf("main.hash: %s [%.2f, %.2f] %s, first moved %s: want a regression with an interval above 0, first", h.DeltaText(), h.Low, h.High, h.Verdict, pc.Moved[0].Name)
+	}
+	if a := moved["main.audit"]; a.Verdict != Regression || a.Low <= 0 || !strings.HasPrefix(a.DeltaText(), "+6.00 ms [") {
+		t.Errorf("main.audit, new in the new build: %q %s: want +6 ms [...], a regression", a.DeltaText(), a.Verdict)
 	}
 	if j := moved["main.json"]; !j.HasInterval || j.Verdict != NoChange {
 		t.Errorf("main.json: %s [%.2f, %.2f] %s: want no change", j.DeltaText(), j.Low, j.High, j.Verdict)

@@ -56,26 +56,31 @@ func (o *Options) defaults() {
 //
 // Base and New are the side's value: pooled over its repeats (from the
 // merged histograms for latencies). Delta is New against Base: relative
-// (0.1 = +10%), or in percentage points for error rates (Points). Low and
+// (0.1 = +10%), in percentage points for error rates (Points), or in Unit
+// for a figure the base had none of (AbsMin, a function new in the new
+// build's profile: a share of nothing is no figure). Low and
 // High bound Delta at the chosen confidence, from the spread between runs
 // (Welch's t interval on the per-run values, centred on Delta); they are
 // only set when both sides have at least two runs.
 type Metric struct {
-	Name           string    `json:"name"`
-	Unit           string    `json:"unit"`
-	HigherIsBetter bool      `json:"higher_is_better"`
-	Points         bool      `json:"points,omitempty"` // Delta is in percentage points
-	Base           float64   `json:"base"`
-	New            float64   `json:"new"`
-	BaseRuns       []float64 `json:"base_runs"`
-	NewRuns        []float64 `json:"new_runs"`
-	BaseSD         float64   `json:"base_sd"`
-	NewSD          float64   `json:"new_sd"`
-	Delta          float64   `json:"delta"`
-	Low            float64   `json:"low"`
-	High           float64   `json:"high"`
-	HasInterval    bool      `json:"has_interval"`
-	Verdict        string    `json:"verdict"`
+	Name           string `json:"name"`
+	Unit           string `json:"unit"`
+	HigherIsBetter bool   `json:"higher_is_better"`
+	Points         bool   `json:"points,omitempty"` // Delta is in percentage points
+	// AbsMin, when more than 0: Delta is New − Base in Unit, and a change
+	// under AbsMin is no change.
+	AbsMin      float64   `json:"abs_min,omitempty"`
+	Base        float64   `json:"base"`
+	New         float64   `json:"new"`
+	BaseRuns    []float64 `json:"base_runs"`
+	NewRuns     []float64 `json:"new_runs"`
+	BaseSD      float64   `json:"base_sd"`
+	NewSD       float64   `json:"new_sd"`
+	Delta       float64   `json:"delta"`
+	Low         float64   `json:"low"`
+	High        float64   `json:"high"`
+	HasInterval bool      `json:"has_interval"`
+	Verdict     string    `json:"verdict"`
 }
 
 // judge fills the delta, its interval and the verdict of m from its
@@ -87,7 +92,7 @@ func (m *Metric) judge(o Options) {
 		return
 	}
 	scale := 1.0
-	if m.Points {
+	if m.Points || m.AbsMin > 0 {
 		m.Delta = m.New - m.Base
 	} else {
 		if m.Base == 0 {
@@ -113,8 +118,11 @@ func (m *Metric) judge(o Options) {
 // delta is at least the smallest effect worth a verdict.
 func (m *Metric) verdict(o Options) {
 	min := o.MinEffect
-	if m.Points {
+	switch {
+	case m.Points:
 		min = o.MinErrorPoints
+	case m.AbsMin > 0:
+		min = m.AbsMin
 	}
 	switch {
 	case m.Low > 0 && m.Delta >= min:
@@ -187,8 +195,11 @@ func sd(xs []float64) float64 { return math.Sqrt(variance(xs)) }
 // or "+0.40 pp".
 func (m *Metric) DeltaText() string {
 	f := func(v float64) string {
-		if m.Points {
+		switch {
+		case m.Points:
 			return signed(v, 2) + " pp"
+		case m.AbsMin > 0:
+			return signedSig(v) + " " + m.Unit
 		}
 		return signed(100*v, 1) + "%"
 	}
@@ -226,6 +237,15 @@ func (m Metric) MarshalJSON() ([]byte, error) {
 
 // signed formats v with its sign and d decimals, and a zero as +0 (not
 // -0.0 for a rounding error below zero).
+// signedSig is v with its sign and three significant digits: +194, +0.0123.
+func signedSig(v float64) string {
+	if v == 0 {
+		return "+0"
+	}
+	d := max(0, 2-int(math.Floor(math.Log10(math.Abs(v)))))
+	return signed(v, d)
+}
+
 func signed(v float64, d int) string {
 	p := math.Pow(10, float64(d))
 	r := math.Round(v*p) / p
