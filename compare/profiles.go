@@ -24,14 +24,19 @@ type ProfileComparison struct {
 	HeapMB *Metric `json:"heap_mb,omitempty"`
 	// Moved are the functions whose CPU per unit (in them and what they
 	// called: a login's hash, a request's JSON encoding) moved most, in
-	// milliseconds, most first: at most profileMoved.
+	// milliseconds, most first: at most profileMoved, one of each chain
+	// of functions that moved alike (see chains).
 	Moved []Metric `json:"moved"`
 	// Cause is the deepest function that carries most of the change: of
 	// those whose CPU a unit moved by at least 90% of the most any did,
 	// the one that spent least (an ancestor carries its callees' change,
 	// so the least is the innermost: the hash, not the handler that calls
-	// it). "" when nothing moved.
+	// it). "" when nothing moved, or the CPU a unit did not change.
 	Cause string `json:"cause,omitempty"`
+	// Gone are the functions the base spent most in that the new build
+	// never ran (a hash the new one replaced), one of each chain, at most
+	// 3: in the base's ms a unit, most first.
+	Gone []Metric `json:"gone,omitempty"`
 	// SampledS is the CPU sampled on the side with less, in seconds: under
 	// minSampled no cause is named, as a few samples (100 a second of
 	// CPU) move by chance.
@@ -46,7 +51,7 @@ type ProfileComparison struct {
 const minSampled = time.Second
 
 // profileMoved is how many functions a phase's comparison lists.
-const profileMoved = 8
+const profileMoved = 10
 
 // compareProfiles compares every phase each run of both sides profiled,
 // target by target; notes say what could not be compared.
@@ -75,11 +80,11 @@ func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileCompa
 		pc.CPUPerUnit.Base, pc.CPUPerUnit.New = meanOr(pc.CPUPerUnit.BaseRuns), meanOr(pc.CPUPerUnit.NewRuns)
 		pc.CPUPerUnit.judge(o)
 		pc.HeapMB = heapMetric(key.phase, bp, np, o)
-		pc.Moved, pc.Cause = movedFunctions(bp, np, o)
+		pc.Moved, pc.Gone, pc.Cause = movedFunctions(bp, np, o)
 		pc.SampledS = min(sampled(bp), sampled(np)).Seconds()
 		pc.Flame = diffFlame(bp, np)
-		if pc.SampledS < minSampled.Seconds() {
-			pc.Cause = ""
+		if pc.SampledS < minSampled.Seconds() || pc.CPUPerUnit.Verdict == NoChange {
+			pc.Cause = "" // too few samples to tell, or no change to explain
 		}
 		out = append(out, pc)
 	}
@@ -172,7 +177,7 @@ func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
 // the sides (the mean of each side's runs), as metrics with intervals
 // over the runs, a Go server's plumbing left out; and the cause (see
 // ProfileComparison.Cause).
-func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
+func movedFunctions(bp, np []phaseRun, o Options) (moved, gone []Metric, cause string) {
 	var units []float64
 	for _, r := range bp {
 		units = append(units, r.perUnit)
@@ -219,7 +224,6 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 		}
 		return 0
 	})
-	cause := ""
 	if len(ms) > 0 && abs(ms[0].New-ms[0].Base) > 0 {
 		most, least := abs(ms[0].New-ms[0].Base), 0.0
 		for _, m := range ms {
@@ -231,7 +235,37 @@ func movedFunctions(bp, np []phaseRun, o Options) ([]Metric, string) {
 			}
 		}
 	}
-	return ms[:min(profileMoved, len(ms))], cause
+	for _, m := range ms { // most moved first: most spent first among the gone
+		if m.New == 0 && m.Base >= o.MinEffect*baseUnit {
+			gone = append(gone, m)
+		}
+	}
+	return chains(ms, cause, profileMoved), chains(gone, "", 3), cause
+}
+
+// chains keeps one function of each chain, at most most: functions
+// that call only each other (a hash and its wrappers) move by the same ms
+// in every run, and five rows of one change would hide the next (the hash
+// the new one replaced). The cause stands for its chain; else the first.
+func chains(ms []Metric, cause string, most int) []Metric {
+	var kept []Metric
+	for _, m := range ms {
+		i := slices.IndexFunc(kept, func(k Metric) bool { return sameRuns(k, m) })
+		switch {
+		case i < 0 && len(kept) < most:
+			kept = append(kept, m)
+		case i >= 0 && m.Name == cause:
+			kept[i] = m
+		}
+	}
+	return kept
+}
+
+func sameRuns(a, b Metric) bool {
+	eq := func(x, y []float64) bool {
+		return slices.EqualFunc(x, y, func(u, v float64) bool { return abs(u-v) <= 1e-9*max(abs(u), abs(v), 1e-9) })
+	}
+	return eq(a.BaseRuns, b.BaseRuns) && eq(a.NewRuns, b.NewRuns)
 }
 
 // heapMetric compares the heap in use at the phase's end; nil unless

@@ -128,6 +128,9 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 			if label == "new" { // a function the base never ran: judged in ms, not in % of nothing
 				extra = 5 + float64(i)
 				stacks["main.audit;main.login"] = extra
+			} else { // one the new build never runs: gone
+				extra = 4
+				stacks["main.oldhash;main.login"] = extra
 			}
 			writeCPUProfile(t, filepath.Join(dir, "setup-t1.pb.gz"), stacks)
 			r := fakeRun("run", nil)
@@ -144,13 +147,20 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 	}
 	pc := c.Profiles[0]
 	cpu := pc.CPUPerUnit
-	if !cpu.HasInterval || cpu.Verdict != Regression || cpu.Low <= 0 || math.Abs(cpu.Base-30.33) > 0.01 || math.Abs(cpu.New-96.33) > 0.01 {
-		t.Errorf("CPU a user: %.2f → %.2f ms, %s [%.2f, %.2f] %s: want 30.33 → 96.33, a regression with an interval above 0",
+	if !cpu.HasInterval || cpu.Verdict != Regression || cpu.Low <= 0 || math.Abs(cpu.Base-34.33) > 0.01 || math.Abs(cpu.New-96.33) > 0.01 {
+		t.Errorf("CPU a user: %.2f → %.2f ms, %s [%.2f, %.2f] %s: want 34.33 → 96.33, a regression with an interval above 0",
 			cpu.Base, cpu.New, cpu.DeltaText(), cpu.Low, cpu.High, cpu.Verdict)
 	}
 	moved := map[string]Metric{}
 	for _, m := range pc.Moved {
 		moved[m.Name] = m
+	}
+	if len(pc.Gone) != 1 || pc.Gone[0].Name != "main.oldhash" || pc.Gone[0].Base != 4 {
+		t.Errorf("gone %v: want main.oldhash, 4 ms a unit in the base", movedNames(pc.Gone))
+	}
+	_, json := moved["main.json"]
+	if _, posts := moved["main.posts"]; json == posts {
+		t.Errorf("main.json and main.posts, which move alike in every run: want one row for the two, got %v", movedNames(pc.Moved))
 	}
 	if h := moved["main.hash"]; !h.HasInterval || h.Verdict != Regression || h.Low <= 0 || pc.Moved[0].Name != "main.hash" && pc.Moved[0].Name != "main.login" {
 		t.Errorf("main.hash: %s [%.2f, %.2f] %s, first moved %s: want a regression with an interval above 0, first", h.DeltaText(), h.Low, h.High, h.Verdict, pc.Moved[0].Name)
@@ -158,7 +168,11 @@ func TestProfileIntervalsOverRepeats(t *testing.T) {
 	if a := moved["main.audit"]; a.Verdict != Regression || a.Low <= 0 || !strings.HasPrefix(a.DeltaText(), "+6.00 ms [") {
 		t.Errorf("main.audit, new in the new build: %q %s: want +6 ms [...], a regression", a.DeltaText(), a.Verdict)
 	}
-	if j := moved["main.json"]; !j.HasInterval || j.Verdict != NoChange {
+	j := moved["main.json"]
+	if !json {
+		j = moved["main.posts"]
+	}
+	if !j.HasInterval || j.Verdict != NoChange {
 		t.Errorf("main.json: %s [%.2f, %.2f] %s: want no change", j.DeltaText(), j.Low, j.High, j.Verdict)
 	}
 	if pc.HeapMB == nil || pc.HeapMB.Verdict != NoChange || pc.HeapMB.Base != 51 {

@@ -66,6 +66,19 @@ func profileBlocks(r *result.Result) []Block {
 	return out
 }
 
+// goneText names the functions the base spent in that the new build never
+// runs: what a new one replaced.
+func goneText(pc compare.ProfileComparison, b, n string) string {
+	var gone []string
+	for _, m := range pc.Gone {
+		gone = append(gone, fmt.Sprintf("%s (%s ms a %s in %s)", funcName(m.Name), num(m.Base), pc.Unit, b))
+	}
+	if len(gone) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Not run at all by %s: %s.", n, strings.Join(gone, ", "))
+}
+
 // heapText says what the server's heap held at a phase's end.
 func heapText(h *result.ProfileHeap) string {
 	s := fmt.Sprintf("Heap in use at %s s, the phase's last heap profile (as of the server's last garbage collection): %s MB", num(h.AtS), num(h.InuseMB))
@@ -175,7 +188,9 @@ func profileCompareBlocks(c *compare.Comparison) []Block {
 		}
 		switch {
 		case pc.Cause != "":
-			out = append(out, &Para{Text: fmt.Sprintf("Most of the change is in %s and what it calls.", funcName(pc.Cause))})
+			out = append(out, &Para{Text: fmt.Sprintf("Most of the change is in %s and what it calls.%s", funcName(pc.Cause), goneText(pc, b, n))})
+		case pc.CPUPerUnit.Verdict == compare.NoChange:
+			out = append(out, &Para{Text: fmt.Sprintf("No significant change in the server's CPU a %s: no cause named (the functions below moved within it).", pc.Unit)})
 		case pc.SampledS < 1:
 			out = append(out, &Para{Text: fmt.Sprintf("Too few samples to say which function moved: %s s of the server's CPU sampled on one side "+
 				"(100 samples a second of CPU); a longer phase, or more repeats, say more.", num(pc.SampledS))})

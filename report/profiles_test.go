@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -86,4 +87,18 @@ func TestFlameGraphsAreDrawn(t *testing.T) {
 	if !bytes.Contains(page, svg[:bytes.IndexByte(svg, '\n')]) || !strings.Contains(string(page), "main.hash&lt;T&gt;") {
 		t.Errorf("HTML: the flame graph is not inline, or a name is not escaped")
 	}
+}
+
+// A profile comparison names its cause only when the CPU a unit changed,
+// and says what the new build no longer runs.
+func TestProfileComparisonNamesCauseAndGone(t *testing.T) {
+	c := &compare.Comparison{Base: compare.SideInfo{Label: "v10.9"}, New: compare.SideInfo{Label: "v11.1"}, Profiles: []compare.ProfileComparison{
+		{Phase: "setup", Unit: "user set up", Cause: "crypto/pbkdf2.Key", SampledS: 20,
+			CPUPerUnit: compare.Metric{Name: "server CPU a user set up (setup)", Verdict: compare.Regression},
+			Gone:       []compare.Metric{{Name: "golang.org/x/crypto/bcrypt.bcrypt", Base: 76.8}}},
+		{Phase: "window", Unit: "request", SampledS: 20, CPUPerUnit: compare.Metric{Name: "server CPU a request (window)", Verdict: compare.NoChange}},
+	}}
+	md := strings.Join(strings.Fields(string(Markdown(&Doc{Blocks: profileCompareBlocks(c)}))), " ")
+	mustContain(t, md, "Most of the change is in crypto/pbkdf2.Key and what it calls. Not run at all by v11.1: golang.org/x/crypto/bcrypt.bcrypt (76.8 ms a user set up in v10.9).",
+		"No significant change in the server's CPU a request: no cause named")
 }
