@@ -25,13 +25,13 @@ type HeapFunc struct {
 	Bytes int64
 }
 
-// heapAt is target's last heap profile taken in [from, to) (within
-// slack), nil when there is none.
+// heapAt is target's last heap profile taken in [from, to) (answered by
+// to plus slack), nil when there is none.
 func (c *Capture) heapAt(target int, from, to time.Time, top int) (*Heap, error) {
 	var last *Slice
 	for _, s := range c.Slices() {
 		if s.Target == target && s.HeapErr == "" && (s.Heap != "" || s.heapRaw != nil) &&
-			!s.End.Before(from.Add(-slack)) && !s.End.After(to.Add(slack)) {
+			!s.End.Before(from) && !s.End.After(to.Add(slack)) {
 			last = &s
 		}
 	}

@@ -16,11 +16,13 @@ import (
 )
 
 // Phase is what one target's CPU did over a part of a run: the merge of
-// the slices that lie in [From, To) (within slack at either end: the
-// time a profile request takes to arrive). A slice across a phase's
-// boundary is in neither phase: its CPU cannot be told apart (a Go
-// profile's samples carry no time), and counting it in one would put the
-// other's work there (logins in the window).
+// the slices that lie in [From, To): asked for at From or later (the
+// server starts profiling once the request arrives, so a slice asked
+// before From holds CPU from before it: the last login's hash in the
+// window), and answered by To plus slack (the answer's trip back). A
+// slice across a phase's boundary is in neither phase: its CPU cannot be
+// told apart (a Go profile's samples carry no time), and counting it in
+// one would put the other's work there (logins in the window).
 type Phase struct {
 	Target   int
 	Name     string // "setup", "window"
@@ -48,8 +50,8 @@ type Func struct {
 	Flat, Cum time.Duration
 }
 
-// slack is how far a slice may start before its phase, or end after it,
-// and still be the phase's: a profile request's round trip.
+// slack is how long after its phase's end a slice's answer may arrive
+// and the slice still be the phase's: the answer's trip back.
 const slack = 100 * time.Millisecond
 
 // Phase merges target's slices over [from, to); nil when none lies there.
@@ -57,7 +59,7 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	ph := &Phase{Target: target, Name: name, From: from, To: to}
 	var ps []*profile.Profile
 	for _, s := range c.Slices() {
-		if s.Target != target || !s.ok || s.Start.Before(from.Add(-slack)) || s.End.After(to.Add(slack)) {
+		if s.Target != target || !s.ok || s.Start.Before(from) || s.End.After(to.Add(slack)) {
 			continue
 		}
 		p, err := c.parse(s)

@@ -65,8 +65,8 @@ func TestSummarizeCountsFlatAndCumulative(t *testing.T) {
 	}
 }
 
-// A phase merges the slices that lie wholly in it (within the slack), and
-// none across its boundary.
+// A phase merges the slices that lie wholly in it (answered within the
+// slack after its end), and none across its boundary.
 func TestPhaseTakesTheSlicesWhollyInIt(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -83,6 +83,11 @@ func TestPhaseTakesTheSlicesWhollyInIt(t *testing.T) {
 	window, _ := c.Phase(0, "window", at(25), at(40.1), 5)
 	if window == nil || window.Slices != 1 || window.Flat[0].Name != "posts" {
 		t.Errorf("window [25, 40.1): %+v; want the last slice alone (the one across 25 in neither)", window)
+	}
+	// a slice asked for before its phase began holds CPU from before it (a
+	// login's hash before the window): not the phase's, however close
+	if late, _ := c.Phase(0, "window", at(30.05), at(40.1), 5); late != nil {
+		t.Errorf("window [30.05, 40.1): %+v; want none (the last slice was asked at 30)", late)
 	}
 	if none, _ := c.Phase(0, "window", at(41), at(45), 5); none != nil {
 		t.Errorf("a phase with no slice in it: %+v", none)
