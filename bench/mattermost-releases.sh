@@ -33,7 +33,7 @@ KEEP=1 # the runs are the result: kept, and their place printed
 chmod 755 "$WORK" # PostgreSQL runs as another user when we are root
 MM=$BENCH_ROOT/scripts/mattermost.sh
 SC=$BENCH_ROOT/examples/mattermost.star
-export PORT=${PORT:-$(free_port)} METRICS_PORT=${METRICS_PORT:-$(free_port)} PG_PORT=${PG_PORT:-$(free_port)}
+export PORT=${PORT:-$(free_port)} METRICS_PORT=${METRICS_PORT:-$(free_port)} PG_PORT=${PG_PORT:-$(free_port)} NODE_PORT=0
 running_dir=""
 trap '[ -n "$running_dir" ] && "$MM" stop "$running_dir" >/dev/null 2>&1; bench_cleanup' EXIT
 build_headroom

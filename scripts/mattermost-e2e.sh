@@ -16,7 +16,8 @@
 #   USERS (50), RAMP (30s), DURATION (90s)   the bounded run
 #   CEILING_MAX (5m)                         the ceiling search's --max-duration
 #   KEEP (0)           1: keep the working directory (kept anyway on failure)
-#   PORT, METRICS_PORT, PG_PORT              as scripts/mattermost.sh (free ones are picked by default)
+#   PORT, METRICS_PORT, PG_PORT, NODE_PORT   as scripts/mattermost.sh (free ones are picked by default;
+#                                            the ceiling scrapes the node_exporter too when one runs)
 #
 # Exit codes: 0 every check passed, 1 a check or a build failed.
 set -euo pipefail
@@ -34,7 +35,7 @@ die() {
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-export PORT=${PORT:-$(free_port)} METRICS_PORT=${METRICS_PORT:-$(free_port)} PG_PORT=${PG_PORT:-$(free_port)}
+export PORT=${PORT:-$(free_port)} METRICS_PORT=${METRICS_PORT:-$(free_port)} PG_PORT=${PG_PORT:-$(free_port)} NODE_PORT=${NODE_PORT:-$(free_port)}
 
 WORK=$(mktemp -d /tmp/mattermost-e2e.XXXXXX)
 chmod 755 "$WORK" # PostgreSQL runs as another user when we are root
@@ -87,7 +88,11 @@ done
 echo "bounded: $set_up users set up, errors $err%, server timings and profiles in $R/result.json"
 
 step "a ceiling search (--max-duration $CEILING_MAX)"
-"$HR" ceiling "$SC" --target "$TARGET" --scrape "$METRICS/metrics" --max-duration "$CEILING_MAX" --out "$WORK/ceiling" || true
+scrape=(--scrape "$METRICS/metrics")
+if curl -fsS -o /dev/null "http://127.0.0.1:$NODE_PORT/metrics" 2>/dev/null; then
+	scrape+=(--scrape "http://127.0.0.1:$NODE_PORT/metrics") # the machine's CPU and memory: all seven checks
+fi
+"$HR" ceiling "$SC" --target "$TARGET" "${scrape[@]}" --max-duration "$CEILING_MAX" --out "$WORK/ceiling" || true
 C=$WORK/ceiling
 [[ -f $C/result.json ]] || die "ceiling: no result"
 su=$(field "$C" 'r["ceiling"]["supported_users"]')

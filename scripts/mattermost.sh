@@ -23,6 +23,9 @@
 #   PORT (18065)          the API and WebSocket: http://127.0.0.1:PORT
 #   METRICS_PORT (18067)  Prometheus metrics at /metrics, Go's profiles at /debug/pprof
 #   PG_PORT (15432)       PostgreSQL, on 127.0.0.1 and a socket in DIR
+#   NODE_PORT (19100)     a node_exporter (Debian's prometheus-node-exporter, when installed) on
+#                         127.0.0.1:NODE_PORT: the machine's CPU and memory, for the reference's two
+#                         server checks (--scrape http://127.0.0.1:NODE_PORT/metrics); 0: none
 #   ADMIN_PASSWORD        the admin's (user "admin"; default the one examples/mattermost.star knows)
 #   RATE_LIMIT (false)    true turns Mattermost's rate limiter on (its defaults)
 #   START_TIMEOUT (120)   seconds `start` waits for the API to answer
@@ -47,6 +50,7 @@ PUBLIC=${PUBLIC_VERSION:-v0.1.22-0.20260113165922-8e4cadbc88ee}
 PORT=${PORT:-18065}
 METRICS_PORT=${METRICS_PORT:-18067}
 PG_PORT=${PG_PORT:-15432}
+NODE_PORT=${NODE_PORT:-19100}
 ADMIN_PASSWORD=${ADMIN_PASSWORD:-headroom-Admin-1}
 RATE_LIMIT=${RATE_LIMIT:-false}
 START_TIMEOUT=${START_TIMEOUT:-120}
@@ -242,6 +246,28 @@ $(tail -n 15 "$dir/mattermost.out" 2>/dev/null)"
 	done
 	make_team "$dir"
 	echo "mattermost: http://127.0.0.1:$PORT (pid $pid), metrics and pprof on 127.0.0.1:$METRICS_PORT, PostgreSQL on 127.0.0.1:$PG_PORT; logs in $dir/logs"
+	start_node_exporter "$dir"
+}
+
+# running_node DIR: true when DIR/node_exporter.pid names a live node_exporter of DIR's.
+running_node() { running_as node_exporter "$1" "127.0.0.1:$(cat "$1/node_exporter.port" 2>/dev/null)"; }
+
+# start_node_exporter DIR: the machine's CPU and memory on 127.0.0.1:NODE_PORT, when a node_exporter is
+# installed and NODE_PORT is not 0; a note, not an error, otherwise.
+start_node_exporter() {
+	local dir=$1 bin
+	[[ $NODE_PORT != 0 ]] || return 0
+	bin=$(command -v prometheus-node-exporter || command -v node_exporter || true)
+	if [[ -z $bin ]]; then
+		echo "mattermost.sh: no node_exporter (Debian: apt-get install prometheus-node-exporter): the CPU and memory checks stay inactive" >&2
+		return 0
+	fi
+	running_node "$dir" && return 0
+	port_free "$NODE_PORT" || die "start: port $NODE_PORT (NODE_PORT) is taken; set a free one, or NODE_PORT=0 for no node_exporter"
+	echo "$NODE_PORT" >"$dir/node_exporter.port"
+	setsid "$bin" --web.listen-address="127.0.0.1:$NODE_PORT" </dev/null >"$dir/node_exporter.out" 2>&1 &
+	echo $! >"$dir/node_exporter.pid"
+	echo "node_exporter: http://127.0.0.1:$NODE_PORT/metrics (pid $!): scrape it too for the CPU and memory checks"
 }
 
 # make_team DIR: the admin (the first user signed up is the system admin) and the open team "headroom",
@@ -269,6 +295,10 @@ stop() {
 	local dir
 	dir=$(cd "$1" && pwd)
 	stop_pidfile mattermost "$dir"
+	if [[ -f $dir/node_exporter.pid ]]; then
+		running() { running_node "$1"; } # stop_pidfile asks `running`
+		stop_pidfile node_exporter "$dir" >/dev/null
+	fi
 	if [[ -f $dir/pg/PG_VERSION ]] && pg pg_ctl -D "$dir/pg" status >/dev/null 2>&1; then
 		pg pg_ctl -D "$dir/pg" -m fast -w stop >/dev/null && echo "postgresql: stopped ($dir/pg)"
 	fi
