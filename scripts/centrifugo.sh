@@ -142,21 +142,7 @@ start() {
 	setsid "$BIN" --config "$dir/config.json" </dev/null >"$dir/centrifugo.log" 2>&1 &
 	local pid=$! url=http://127.0.0.1:$PORT/health
 	echo "$pid" >"$dir/centrifugo.pid"
-	local deadline=$((SECONDS + START_TIMEOUT))
-	until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rm -f "$dir/centrifugo.pid"
-			die "start: Centrifugo (pid $pid) exited before it answered $url. Last lines of its log:
-$(tail -n 15 "$dir/centrifugo.log" 2>/dev/null)"
-		fi
-		if ((SECONDS >= deadline)); then
-			kill -TERM "$pid" 2>/dev/null || true
-			rm -f "$dir/centrifugo.pid"
-			die "start: Centrifugo (pid $pid) did not answer $url within ${START_TIMEOUT}s (stopped; a busy machine: raise START_TIMEOUT). Last lines of its log:
-$(tail -n 15 "$dir/centrifugo.log" 2>/dev/null)"
-		fi
-		sleep 0.1
-	done
+	await_answer centrifugo "$dir" "$pid" "$url" "$START_TIMEOUT" Centrifugo "$dir/centrifugo.log"
 	echo "centrifugo $VERSION: pid $pid, http://127.0.0.1:$PORT (WebSockets /connection/websocket, API /api, metrics /metrics), config and log in $dir"
 }
 

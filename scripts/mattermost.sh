@@ -232,18 +232,7 @@ start() {
 		</dev/null >"$dir/mattermost.out" 2>&1) &
 	local pid=$! url=http://127.0.0.1:$PORT/api/v4/system/ping
 	echo "$pid" >"$dir/mattermost.pid"
-	local deadline=$((SECONDS + START_TIMEOUT))
-	until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rm -f "$dir/mattermost.pid"
-			die "start: Mattermost (pid $pid) exited before it answered $url. Last lines of its output:
-$(tail -n 15 "$dir/mattermost.out" 2>/dev/null)"
-		fi
-		if ((SECONDS >= deadline)); then
-			die "start: Mattermost (pid $pid) did not answer $url within ${START_TIMEOUT}s; see $dir/mattermost.out and $dir/logs; stop it with: $0 stop $dir"
-		fi
-		sleep 0.5
-	done
+	await_answer mattermost "$dir" "$pid" "$url" "$START_TIMEOUT" Mattermost "$dir/mattermost.out"
 	make_team "$dir"
 	echo "mattermost: http://127.0.0.1:$PORT (pid $pid), metrics and pprof on 127.0.0.1:$METRICS_PORT, PostgreSQL on 127.0.0.1:$PG_PORT; logs in $dir/logs"
 	start_node_exporter "$dir"

@@ -189,23 +189,7 @@ start() {
 		</dev/null >"$dir/synapse.out" 2>&1 &
 	local pid=$! url=http://127.0.0.1:$PORT/_matrix/client/versions
 	echo "$pid" >"$dir/synapse.pid"
-	local deadline=$((SECONDS + START_TIMEOUT))
-	until curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			rm -f "$dir/synapse.pid"
-			die "start: Synapse (pid $pid) exited before it answered $url. Last lines of its output and log:
-$(tail -n 15 "$dir/synapse.out" 2>/dev/null)
-$(tail -n 15 "$dir/homeserver.log" 2>/dev/null)"
-		fi
-		if ((SECONDS >= deadline)); then
-			kill -TERM "$pid" 2>/dev/null || true
-			rm -f "$dir/synapse.pid"
-			die "start: Synapse (pid $pid) did not answer $url within ${START_TIMEOUT}s (stopped; a busy machine: raise START_TIMEOUT). Last lines of its output and log:
-$(tail -n 15 "$dir/synapse.out" 2>/dev/null)
-$(tail -n 15 "$dir/homeserver.log" 2>/dev/null)"
-		fi
-		sleep 0.2
-	done
+	await_answer synapse "$dir" "$pid" "$url" "$START_TIMEOUT" Synapse "$dir/synapse.out" "$dir/homeserver.log"
 	echo "synapse $VERSION: pid $pid, client http://127.0.0.1:$PORT, metrics http://127.0.0.1:$METRICS_PORT/_synapse/metrics, data and logs in $dir"
 }
 
