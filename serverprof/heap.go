@@ -60,11 +60,4 @@ func (c *Capture) heapAt(target int, from, to time.Time, top int) (*Heap, error)
 
 // heapIndex is the index of p's in-use bytes (a Go heap profile's
 // inuse_space), or -1.
-func heapIndex(p *profile.Profile) int {
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" && st.Unit == "bytes" {
-			return i
-		}
-	}
-	return -1
-}
+func heapIndex(p *profile.Profile) int { return valueIndex(p, "inuse_space", "bytes") }

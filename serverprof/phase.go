@@ -161,13 +161,11 @@ func Read(path string) (*Summary, error) {
 }
 
 // cpuIndex is the index of p's CPU-time sample value, or -1.
-func cpuIndex(p *profile.Profile) int {
-	for i, st := range p.SampleType {
-		if st.Type == "cpu" && st.Unit == "nanoseconds" {
-			return i
-		}
-	}
-	return -1
+func cpuIndex(p *profile.Profile) int { return valueIndex(p, "cpu", "nanoseconds") }
+
+// valueIndex is the index of p's sample value of that type and unit, or -1.
+func valueIndex(p *profile.Profile, typ, unit string) int {
+	return slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == typ && st.Unit == unit })
 }
 
 func sampleTypes(p *profile.Profile) string {
