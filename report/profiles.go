@@ -101,27 +101,22 @@ func heapText(h *result.ProfileHeap) string {
 // result.json and their profiles/).
 func flamePhases(phs []result.ProfilePhase) map[int]bool {
 	out := map[int]bool{}
-	top := map[int]int{} // target: the index of its level with the most users
+	type level struct{ i, users int }
+	top := map[int]level{} // by target: its level with the most users
 	for i, ph := range phs {
 		var n int
 		if _, err := fmt.Sscanf(ph.Phase, "level %d", &n); err != nil {
 			out[i] = true
 			continue
 		}
-		if j, ok := top[ph.Target]; !ok || n >= levelUsers(phs[j].Phase) {
-			top[ph.Target] = i
+		if l, ok := top[ph.Target]; !ok || n >= l.users {
+			top[ph.Target] = level{i, n}
 		}
 	}
-	for _, i := range top {
-		out[i] = true
+	for _, l := range top {
+		out[l.i] = true
 	}
 	return out
-}
-
-func levelUsers(phase string) int {
-	var n int
-	fmt.Sscanf(phase, "level %d", &n)
-	return n
 }
 
 func phaseName(p string) string {

@@ -102,3 +102,20 @@ func TestProfileComparisonNamesCauseAndGone(t *testing.T) {
 	mustContain(t, md, "Most of the change is in crypto/pbkdf2.Key and what it calls. Not run at all by v11.1: golang.org/x/crypto/bcrypt.bcrypt (76.8 ms a user set up in v10.9).",
 		"No significant change in the server's CPU a request: no cause named")
 }
+
+// A run's report draws the flame graphs of its setup, window and holds,
+// and of each target's level with the most users.
+func TestFlamePhasesDrawn(t *testing.T) {
+	phs := []result.ProfilePhase{{Phase: "setup"}, {Phase: "level 10"}, {Phase: "level 40"}, {Phase: "level 20"}, {Phase: "level 40 (2)"},
+		{Phase: "hold 38"}, {Target: 1, Phase: "level 5"}, {Target: 1, Phase: "level 3"}}
+	got := flamePhases(phs)
+	want := map[int]bool{0: true, 4: true, 5: true, 6: true}
+	if len(got) != len(want) {
+		t.Errorf("drawn %v, want %v (setup, the last level 40, hold 38, target 2's level 5)", got, want)
+	}
+	for i := range want {
+		if !got[i] {
+			t.Errorf("drawn %v, want %v (setup, the last level 40, hold 38, target 2's level 5)", got, want)
+		}
+	}
+}
