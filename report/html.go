@@ -45,16 +45,40 @@ func WriteHTML(dir string, d *Doc) (string, error) {
 // is the very image the Markdown report links to. Six such charts make a
 // page of about 330 KB.
 func HTML(d *Doc) ([]byte, error) {
-	v := htmlPage{Title: d.Title}
-	for _, blk := range d.Blocks {
+	blocks, err := htmlBlocks(d.Blocks, false)
+	if err != nil {
+		return nil, err
+	}
+	v := htmlPage{Title: d.Title, Blocks: blocks}
+	for _, b := range blocks {
+		if b.Level == 2 {
+			v.TOC = append(v.TOC, b)
+		}
+	}
+	if len(v.TOC) < 3 {
+		v.TOC = nil // a contents list for two sections is noise
+	}
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, v); err != nil {
+		return nil, fmt.Errorf("html report: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// htmlBlocks are blocks as the template reads them; a chart is a PNG, or
+// a canvas for a script to draw (canvas).
+func htmlBlocks(blocks []Block, canvas bool) ([]htmlBlock, error) {
+	var out []htmlBlock
+	sections := 0
+	for _, blk := range blocks {
 		var hb htmlBlock
 		switch b := blk.(type) {
 		case *Heading:
 			hb.Level = min(max(b.Level, 2), 4)
 			hb.Text = b.Text
 			if hb.Level == 2 {
-				hb.ID = fmt.Sprintf("s%d", len(v.TOC)+1)
-				v.TOC = append(v.TOC, hb)
+				sections++
+				hb.ID = fmt.Sprintf("s%d", sections)
 			}
 		case *Para:
 			hb.Para, hb.Text = true, b.Text
@@ -66,13 +90,17 @@ func HTML(d *Doc) ([]byte, error) {
 		case *Table:
 			hb.Table = htmlTableOf(b)
 		case *Chart:
-			png, err := b.PNG()
-			if err != nil {
-				return nil, err
-			}
 			alt := b.Title
 			if alt == "" {
 				alt = b.Name
+			}
+			if canvas {
+				hb.Canvas = &htmlChart{Alt: alt, Name: b.Name}
+				break
+			}
+			png, err := b.PNG()
+			if err != nil {
+				return nil, err
 			}
 			hb.Chart = &htmlChart{
 				Alt: alt,
@@ -84,16 +112,9 @@ func HTML(d *Doc) ([]byte, error) {
 		default:
 			continue
 		}
-		v.Blocks = append(v.Blocks, hb)
+		out = append(out, hb)
 	}
-	if len(v.TOC) < 3 {
-		v.TOC = nil // a contents list for two sections is noise
-	}
-	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, v); err != nil {
-		return nil, fmt.Errorf("html report: %w", err)
-	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // htmlPage and the types below are a Doc as the template reads it.
@@ -113,6 +134,8 @@ type htmlBlock struct {
 	Items []string
 	Table *htmlTable
 	Chart *htmlChart
+	// Canvas is a chart left for the live page's script to draw.
+	Canvas *htmlChart
 	// Flame is a flame graph's SVG, inline (its boxes' tooltips work
 	// only so); trusted: this package's own, every text in it escaped.
 	Flame template.HTML
@@ -131,8 +154,9 @@ type htmlCell struct {
 }
 
 type htmlChart struct {
-	Alt string
-	Src template.URL
+	Alt  string
+	Src  template.URL
+	Name string // a canvas's chart
 }
 
 func htmlTableOf(t *Table) *htmlTable {
@@ -184,35 +208,7 @@ const pageHTML = `<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
 <style>
-:root { color-scheme: light; }
-body { margin: 0 auto; padding: 1.5rem 1rem 3rem; max-width: 960px; color: #1f2328; background: #fff;
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; }
-h1 { font-size: 1.8rem; margin: 0 0 1rem; }
-h2 { font-size: 1.35rem; margin: 2rem 0 .6rem; padding-bottom: .2rem; border-bottom: 1px solid #d0d7de; }
-h3 { font-size: 1.1rem; margin: 1.4rem 0 .5rem; }
-h4 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
-p, ul { margin: .5rem 0; }
-nav { margin: 0 0 1rem; padding: .5rem 1rem; background: #f6f8fa; border-radius: 6px; }
-nav ol { margin: .2rem 0; padding-left: 1.4rem; }
-a { color: #0969da; text-decoration: none; }
-.table { overflow-x: auto; margin: .6rem 0; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: .3rem .7rem; border: 1px solid #d0d7de; text-align: left; vertical-align: top; }
-th { background: #f6f8fa; font-weight: 600; }
-tbody tr:nth-child(even) td { background: #fafbfc; }
-.num { text-align: right; white-space: nowrap; }
-tbody tr td.regression { background: #ffebe9; color: #a40e26; font-weight: 600; }
-tbody tr td.improvement { background: #dafbe1; color: #116329; font-weight: 600; }
-figure { margin: 1rem 0; }
-figure img, figure svg { display: block; max-width: 100%; height: auto; }
-@media print {
-  body { max-width: none; padding: 0; font-size: 11pt; }
-  nav { display: none; }
-  h2, h3, h4 { break-after: avoid; }
-  figure, tr { break-inside: avoid; }
-  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-}
-</style>
+` + Style + `</style>
 </head>
 <body>
 <main>
@@ -263,4 +259,35 @@ figure img, figure svg { display: block; max-width: 100%; height: auto; }
 </main>
 </body>
 </html>
+`
+
+// Style is the reports' CSS, which the live view's page (--ui) shares.
+const Style = `:root { color-scheme: light; }
+body { margin: 0 auto; padding: 1.5rem 1rem 3rem; max-width: 960px; color: #1f2328; background: #fff;
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; }
+h1 { font-size: 1.8rem; margin: 0 0 1rem; }
+h2 { font-size: 1.35rem; margin: 2rem 0 .6rem; padding-bottom: .2rem; border-bottom: 1px solid #d0d7de; }
+h3 { font-size: 1.1rem; margin: 1.4rem 0 .5rem; }
+h4 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
+p, ul { margin: .5rem 0; }
+nav { margin: 0 0 1rem; padding: .5rem 1rem; background: #f6f8fa; border-radius: 6px; }
+nav ol { margin: .2rem 0; padding-left: 1.4rem; }
+a { color: #0969da; text-decoration: none; }
+.table { overflow-x: auto; margin: .6rem 0; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: .3rem .7rem; border: 1px solid #d0d7de; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; font-weight: 600; }
+tbody tr:nth-child(even) td { background: #fafbfc; }
+.num { text-align: right; white-space: nowrap; }
+tbody tr td.regression { background: #ffebe9; color: #a40e26; font-weight: 600; }
+tbody tr td.improvement { background: #dafbe1; color: #116329; font-weight: 600; }
+figure { margin: 1rem 0; }
+figure img, figure svg { display: block; max-width: 100%; height: auto; }
+@media print {
+  body { max-width: none; padding: 0; font-size: 11pt; }
+  nav { display: none; }
+  h2, h3, h4 { break-after: avoid; }
+  figure, tr { break-inside: avoid; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
 `
