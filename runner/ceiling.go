@@ -174,6 +174,9 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	}
 	r.target = d.Users
 	r.ld.set(d.Users)
+	if r.c.Live != nil {
+		r.c.levels(r.ci, r.levels, r.tr)
+	}
 	r.selfCheck(now, users)
 	if r.c.Progress != nil {
 		r.c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: r.target, Pool: r.s.eng.Users(), Results: results,
@@ -450,6 +453,16 @@ func setErr(m map[string]string, msg string) map[string]string {
 	return m
 }
 
+// levels fills ci.Levels from the controller's levels so far, with their
+// verdicts: at the end, at each checkpoint, and every tick while a live
+// view (Common.Live) shows them.
+func (c *Ceiling) levels(ci *result.Ceiling, levels map[int]*held, tr *truth) {
+	ci.Levels = ci.Levels[:0]
+	for _, l := range c.Controller.Levels() {
+		ci.Levels = append(ci.Levels, tr.level(l, levels[l.Users]))
+	}
+}
+
 // finish fills the result: the estimate, the figures at the supported
 // user count, the levels. It returns the snapshot the figures came from.
 func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status string) *metrics.Snapshot {
@@ -459,10 +472,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status str
 	ci.SupportedUsers = result.Supported{Value: est.Value, Low: est.Low, High: est.High, Method: est.Method, Found: est.Found, Why: est.Why, Drift: est.Drift}
 	ci.Controller = est.Method
 	ci.SearchSeconds = res.EndedAt.Sub(res.StartedAt).Seconds()
-	ci.Levels = ci.Levels[:0]
-	for _, l := range c.Controller.Levels() {
-		ci.Levels = append(ci.Levels, tr.level(l, levels[l.Users]))
-	}
+	c.levels(ci, levels, tr)
 	tr.drift(ci)
 	ci.Untrusted = strings.Join(slices.DeleteFunc([]string{tr.cpu, tr.untrusted(ci)}, func(s string) bool { return s == "" }), "; ")
 	ci.Trustworthy = ci.Untrusted == ""

@@ -63,8 +63,12 @@ type Common struct {
 	Print    func(int, string) // optional: where scenario print() goes
 	Warn     func(string)      // optional: told at once of what the result's notes will say went wrong (a failed checkpoint)
 	OnAction func(int, string) // optional: see engine.Config
-	Tick     time.Duration     // collection period; default 1 s
-	Save     time.Duration     // checkpoint period; default 10 s
+	// Live, if set, is given each tick as it is collected (the live
+	// view, --ui), on the run's goroutine: it must not keep what it is
+	// given, nor take long.
+	Live func(LiveTick)
+	Tick time.Duration // collection period; default 1 s
+	Save time.Duration // checkpoint period; default 10 s
 
 	// FS is where the result is written; nil is the real file system.
 	FS result.FS
@@ -327,7 +331,28 @@ func (s *session) collect() metrics.Point {
 		}
 	}
 	s.res.Timeline = append(s.res.Timeline, p)
+	if s.c.Live != nil {
+		t := LiveTick{Res: s.res, Interval: s.interval, Total: s.scratch} // PointOf left the second's total there
+		if a, ok := s.eng.(agentsFleet); ok {
+			t.Agents = a.Agents(s.degradedS)
+		}
+		s.c.Live(t)
+	}
 	return p
+}
+
+// LiveTick is one tick of a run, for a live view (Common.Live): the
+// run's own, read on its goroutine, valid during the call only.
+type LiveTick struct {
+	// Res is the result so far: the timeline, a ceiling's checks and
+	// decisions, a step's levels done.
+	Res *result.Result
+	// Interval is the second's figures, per name; Total its requests,
+	// all names merged.
+	Interval *metrics.Snapshot
+	Total    *metrics.Stat
+	// Agents are the agents' figures now; nil without agents.
+	Agents *result.Agents
 }
 
 // scrape scrapes the system under test in the background, unless the
