@@ -240,16 +240,22 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
 	}
 	printChecks(env.Stderr, c.Checks)
-	if !f.quiet {
-		pr := newCeilingProgress(env)
+	ui, err := f.startUI(env, "ceiling", &c.Common)
+	if err != nil {
+		return fail(env, ExitUsage, "%v", err)
+	}
+	if !f.quiet || ui != nil {
+		pr := newCeilingProgress(f.progressEnv(env))
 		if open != nil {
 			pr.unit = result.UnitRate
 		}
+		ui.watch(&pr.statusLine)
 		c.Progress = pr.update
 	}
 	started = true
 	res, err := c.Run(ctx)
 	code = finish(env, out, res, err, f.noReport)
+	ui.end(env, res)
 	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
 		return ExitError
 	}

@@ -23,14 +23,11 @@ func newCeilingProgress(env Env) *ceilingProgress {
 }
 
 func (p *ceilingProgress) update(x runner.CeilingProgress) {
-	if x.Decision != "" || x.Warning != "" {
-		p.clear()
-	}
 	if x.Warning != "" {
-		fmt.Fprintf(p.w, "%s warning: %s\n", clock(x.Elapsed), x.Warning)
+		p.event("%s warning: %s", clock(x.Elapsed), x.Warning)
 	}
 	if x.Decision != "" {
-		fmt.Fprintf(p.w, "%s %s\n", clock(x.Elapsed), x.Decision)
+		p.event("%s %s", clock(x.Elapsed), x.Decision)
 	}
 	var b strings.Builder
 	if p.unit == result.UnitRate {

@@ -306,3 +306,16 @@ func TestMetricsListenWarnsBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// --ui with an address it cannot use is a usage error before any traffic.
+func TestUIRefusesABadAddress(t *testing.T) {
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	for _, addr := range []string{"nope", "127.0.0.1:99999"} {
+		code, _, stderr := headroom(t, "run", "../examples/chat.star", "--target", tb.URL, "--users", "1", "--duration", "1s",
+			"--out", filepath.Join(t.TempDir(), "r"), "--ui", addr)
+		if code != ExitUsage || !strings.Contains(stderr, "--ui") {
+			t.Errorf("--ui %s: exit %d\n%s", addr, code, stderr)
+		}
+	}
+}

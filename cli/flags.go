@@ -23,6 +23,7 @@ import (
 // loadFlags are the flags of every command that runs users.
 type loadFlags struct {
 	target, out, metricsAddr, label string
+	ui                              string
 	seed                            uint64
 	timeout, grace                  time.Duration
 	insecure, quiet, noReport       bool
@@ -56,6 +57,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.profileSlice, "profile-slice", 10*time.Second, "the length of one --profile CPU profile (whole seconds); a phase is the merge of the slices that lie in it, so a shorter slice covers more of a short phase")
 	fs.BoolVar(&f.freshSessions, "fresh-sessions", false, "start every user's user.session empty; by default a user added in the place of one removed (a ceiling stepping down and up) starts with what that one kept there, a token, and need not log in again (docs/SCENARIOS.md)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live progress")
+	fs.StringVar(&f.ui, "ui", "", uiFlagHelp)
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
 	f.memory = memory{text: "50%"}

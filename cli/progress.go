@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/live"
 	"github.com/headroom-dev/headroom/runner"
 )
 
@@ -16,6 +17,7 @@ type statusLine struct {
 	tty   bool
 	last  time.Time
 	width int
+	ui    *live.View // the live view (--ui), shown the same words; nil without
 }
 
 func newStatusLine(env Env) statusLine {
@@ -24,6 +26,9 @@ func newStatusLine(env Env) statusLine {
 
 // show draws line; always prints it off a terminal even within five seconds.
 func (s *statusLine) show(line string, always bool) {
+	if s.ui != nil {
+		s.ui.Status(line)
+	}
 	if s.tty {
 		fmt.Fprintf(s.w, "\r%s%s", line, strings.Repeat(" ", max(0, s.width-len(line))))
 		s.width = len(line)
@@ -32,6 +37,17 @@ func (s *statusLine) show(line string, always bool) {
 	if always || time.Since(s.last) >= 5*time.Second {
 		fmt.Fprintln(s.w, line)
 		s.last = time.Now()
+	}
+}
+
+// event prints a line of its own (a decision, a level done), which the
+// live view lists too.
+func (s *statusLine) event(format string, args ...any) {
+	s.clear()
+	line := fmt.Sprintf(format, args...)
+	fmt.Fprintln(s.w, line)
+	if s.ui != nil {
+		s.ui.Event(line)
 	}
 }
 

@@ -133,10 +133,16 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
+	ui, err := f.startUI(env, "run", &b.Common)
+	if err != nil {
+		out.release()
+		return fail(env, ExitUsage, "%v", err)
+	}
 	var pr *progress
-	if !f.quiet {
-		pr = newProgress(env)
+	if !f.quiet || ui != nil {
+		pr = newProgress(f.progressEnv(env))
 		pr.open = open != nil
+		ui.watch(&pr.statusLine)
 		b.Progress = pr.update
 	}
 	if open != nil {
@@ -150,7 +156,9 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	if pr != nil {
 		pr.done()
 	}
-	return finish(env, out, res, err, f.noReport)
+	code = finish(env, out, res, err, f.noReport)
+	ui.end(env, res)
+	return code
 }
 
 func parseTarget(s string) (*url.URL, error) {

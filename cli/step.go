@@ -150,7 +150,16 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 	defer stop()
+	ui, err := f.startUI(env, "step", &st.Common)
+	if err != nil {
+		out.release()
+		return fail(env, ExitUsage, "%v", err)
+	}
 	pr := newStepProgress(env, levels, f.quiet)
+	if ui != nil && f.quiet { // the page still shows the status; the terminal nothing
+		pr = newStepProgress(f.progressEnv(env), levels, false)
+	}
+	ui.watch(&pr.statusLine)
 	st.Progress = pr.update
 	if open != nil {
 		pr.unit = result.UnitRate
@@ -162,7 +171,9 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	res, err := st.Run(ctx)
 	pr.done()
-	return finish(env, out, res, err, f.noReport)
+	code = finish(env, out, res, err, f.noReport)
+	ui.end(env, res)
+	return code
 }
 
 // parseLevels reads "48,96,162" and checks the levels increase.
@@ -230,13 +241,12 @@ func newStepProgress(env Env, levels []int, quiet bool) *stepProgress {
 
 func (p *stepProgress) update(x runner.StepProgress) {
 	if x.Done != nil {
-		p.clear()
 		l := x.Done
 		dropped := ""
 		if a := l.Arrivals; a != nil {
 			dropped = fmt.Sprintf(", dropped %.2f%%, late %d", a.DroppedPct, a.Late)
 		}
-		fmt.Fprintf(p.w, "%s level %d/%d done: %s, %.1f req/s, mean %s, p95 %s, p99 %s, errors %.2f%%, timeouts %d%s\n",
+		p.event("%s level %d/%d done: %s, %.1f req/s, mean %s, p95 %s, p99 %s, errors %.2f%%, timeouts %d%s",
 			clock(x.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), result.Amount(float64(l.Users), p.unit), l.Totals.RPS,
 			ms(l.Totals.MeanMs), ms(l.Totals.P95Ms), ms(l.Totals.P99Ms), failedPct(l.Totals), l.Totals.Timeouts, dropped)
 	}

@@ -108,4 +108,4 @@ echo "== the generator beside two busy loops: a real token bucket (nginx limit_r
 go test -count=1 -timeout 5m -run '^TestLimiterUnderContention$' ./cmd/headroom/
 
 echo "== race detector on the packages that share memory between goroutines"
-go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./starjson/ ./control/ ./testbed/ ./health/ ./prom/ ./agents/
+go test -race -count=1 ./engine/ ./metrics/ ./transport/ ./scenario/ ./starjson/ ./control/ ./testbed/ ./health/ ./prom/ ./agents/ ./live/
