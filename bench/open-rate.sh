@@ -10,6 +10,7 @@
 #       SERVER_CPU=0     core nginx is pinned to
 #       CLIENT_CPU=1     core each client is pinned to, one at a time (GOMAXPROCS=1 for the Go ones)
 #       HEADROOM=path    use this binary instead of building ./cmd/headroom
+#       HEADROOM_ARGS=   more flags for headroom's trials, e.g. "--max-wait 10ms"
 #       K6_BIN, VEGETA_BIN  use these instead of the pinned versions built once (bench/lib.sh)
 #       OUT=dir          keep the raw outputs there (default: a temp dir, removed)
 #       QUIET_WAIT=60    seconds to wait, before each trial, for the machine to be idle
@@ -94,7 +95,7 @@ trial() {
 	case $tool in
 	headroom)
 		GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$HEADROOM" run "$WORK/hit.star" --target "$URL" --rate "$rate/s" \
-			--duration "${TRIAL}s" --max-users "$POOL" --pre-users "$POOL" --out "$dir/run" --quiet >"$dir/out.txt" 2>&1 || true
+			--duration "${TRIAL}s" --max-users "$POOL" --pre-users "$POOL" ${HEADROOM_ARGS:-} --out "$dir/run" --quiet >"$dir/out.txt" 2>&1 || true
 		local a
 		a=$(jq -r '.arrivals | "\(.intended) \(.dropped) \(.late)"' "$dir/run/result.json" 2>/dev/null) || a="0 0 0"
 		read -r intended dropped late <<<"$a"

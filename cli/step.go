@@ -156,9 +156,6 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 	pr := newStepProgress(env, levels, f.quiet)
-	if ui != nil && f.quiet { // the page still shows the status; the terminal nothing
-		pr = newStepProgress(f.progressEnv(env), levels, false)
-	}
 	ui.watch(&pr.statusLine)
 	st.Progress = pr.update
 	if open != nil {
@@ -250,7 +247,7 @@ func (p *stepProgress) update(x runner.StepProgress) {
 			clock(x.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), result.Amount(float64(l.Users), p.unit), l.Totals.RPS,
 			ms(l.Totals.MeanMs), ms(l.Totals.P95Ms), ms(l.Totals.P99Ms), failedPct(l.Totals), l.Totals.Timeouts, dropped)
 	}
-	if p.quiet {
+	if p.quiet && p.ui == nil {
 		return
 	}
 	var what string
@@ -264,12 +261,18 @@ func (p *stepProgress) update(x runner.StepProgress) {
 	case x.Phase == runner.PhaseHolding:
 		what = fmt.Sprintf("holding, %s left", clock(x.Left))
 	case x.Phase == runner.PhaseStopping:
-		p.clear()
-		fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", x.Users)
+		if !p.quiet {
+			p.clear()
+			fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", x.Users)
+		}
 		return
 	}
 	line := fmt.Sprintf("%s level %d/%d, %s: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d%s",
 		clock(x.Elapsed), x.Level+1, len(p.levels), result.Amount(float64(x.Want), p.unit), what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts, connectedLine(x.Last))
+	if p.quiet { // --quiet --ui: the page's status only
+		p.ui.Status(line)
+		return
+	}
 	p.show(line, false)
 }
 
