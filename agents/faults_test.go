@@ -154,6 +154,9 @@ func TestLeases(t *testing.T) {
 	if why := f.Degraded(); why != "" {
 		t.Fatalf("degraded %q once agent 0 answered", why)
 	}
+	if a := f.Agents(1); a.LateSeconds != 1 || len(a.Faults) != 0 {
+		t.Errorf("late seconds %d, faults %v: want the one late second, no agent lost", a.LateSeconds, a.Faults)
+	}
 	*now = now.Add(2 * time.Second)
 	*now = now.Add(3500 * time.Millisecond)
 	c.checkLeases(c.now())

@@ -17,7 +17,7 @@ func (f *Fleet) Agents(degraded float64) *result.Agents {
 	defer c.mu.Unlock()
 	now := c.now()
 	span := now.Sub(f.began).Seconds()
-	out := &result.Agents{DegradedS: degraded, Coverage: 1}
+	out := &result.Agents{DegradedS: degraded, LateSeconds: f.lateTicks, Coverage: 1}
 	places := map[int]float64{} // seconds each place was held
 	for _, r := range f.all() {
 		from := r.joined

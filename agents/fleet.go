@@ -32,14 +32,15 @@ type Fleet struct {
 	began time.Time // when Init sent Start: the run's agent-seconds count from here
 
 	// Under c.mu:
-	want     int               // the run's users
-	stopping bool              // Stop was called: an agent that ends is not lost
-	faults   []*fault          // agents lost, in order
-	open     *fault            // the fault whose users are not yet set up again
-	tick     uint64            // Drains so far: the flush each asked for
-	missed   []string          // running agents whose samples the last Drain did not get in time
-	model    *engine.OpenModel // the open model's whole pool (StartOpen); nil: the closed model
-	pacing   *pacing           // the schedule the agents run (SetPacer); nil: none
+	want      int               // the run's users
+	stopping  bool              // Stop was called: an agent that ends is not lost
+	faults    []*fault          // agents lost, in order
+	open      *fault            // the fault whose users are not yet set up again
+	tick      uint64            // Drains so far: the flush each asked for
+	missed    []string          // running agents whose samples the last Drain did not get in time
+	lateTicks int               // Drains that missed an agent's samples so
+	model     *engine.OpenModel // the open model's whole pool (StartOpen); nil: the closed model
+	pacing    *pacing           // the schedule the agents run (SetPacer); nil: none
 
 	// shaping orders the open model's frames (reshape), so that each
 	// agent's last are the last shares.
@@ -241,6 +242,9 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 		if r.flushed < n && !r.ended {
 			f.missed = append(f.missed, r.String())
 		}
+	}
+	if len(f.missed) > 0 {
+		f.lateTicks++
 	}
 	var encs [][]byte
 	var from []*remote

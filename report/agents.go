@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/headroom-dev/headroom/result"
 )
@@ -16,8 +17,19 @@ func agentBlocks(r *result.Result) []Block {
 	}
 	text := fmt.Sprintf("The users ran on %d agents; they were there for %s%% of the run's agent-seconds.", len(a.Agents), num(100*a.Coverage))
 	if a.DegradedS > 0 {
-		text += fmt.Sprintf(" %s of the timeline were degraded (an agent lost, its users not yet set up again elsewhere): their %s requests are kept out of every figure above and below.",
-			seconds(a.DegradedS), count(r.DegradedTotals.Count))
+		var why []string
+		if len(a.Faults) > 0 {
+			why = append(why, "an agent lost, its users not yet set up again elsewhere")
+		}
+		if a.LateSeconds > 0 {
+			why = append(why, fmt.Sprintf("in %d of them an agent's second came after the coordinator stopped waiting for it "+
+				"(a busy agent; its samples were counted with a later second)", a.LateSeconds))
+		}
+		if len(why) == 0 {
+			why = append(why, "an agent lost or late")
+		}
+		text += fmt.Sprintf(" %s of the timeline were degraded (%s): their %s requests are kept out of every figure above and below.",
+			seconds(a.DegradedS), strings.Join(why, "; "), count(r.DegradedTotals.Count))
 	}
 	blocks := []Block{&Heading{Level: 2, Text: "Agents"}, &Para{Text: text}}
 	t := &Table{Header: []string{"agent", "name", "cores", "peak users", "requests", "req/s", "p50 ms", "p99 ms", "CPU %", "RSS MB", "late", "note"},

@@ -33,4 +33,13 @@ func TestAgentsAreShown(t *testing.T) {
 		t.Errorf("the slow agent's row: %s", got)
 	}
 	mustContain(t, md, "agent 1 (pod-1) lost (its connection closed); its 500 users moved to 2 agents, all set up again at 32s")
+	mustContain(t, md, "degraded (an agent lost, its users not yet set up again elsewhere)")
+
+	// No agent lost, but one busy: its seconds came late, and the report says so, not "lost".
+	r.Agents.Faults, r.Agents.LateSeconds = nil, 2
+	md = string(Markdown(ForResult(r)))
+	mustContain(t, md, "2s of the timeline were degraded (in 2 of them an agent's second came after the coordinator stopped waiting for it")
+	if strings.Contains(md, "an agent lost") {
+		t.Error("late seconds are told as a lost agent")
+	}
 }

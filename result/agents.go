@@ -11,6 +11,10 @@ type Agents struct {
 	// figures are kept out of the window's, the levels' and the ceiling's
 	// and counted in DegradedTotals instead, so nothing is lost.
 	DegradedS float64 `json:"degraded_s"`
+	// LateSeconds counts the seconds degraded because an agent's second
+	// came after the coordinator stopped waiting for it (its samples
+	// counted with a later second; no agent lost): a busy agent's.
+	LateSeconds int `json:"late_seconds,omitempty"`
 	// Coverage is the share of the run's agent-seconds that agents were
 	// there for: 1 when no agent was lost.
 	Coverage float64 `json:"coverage"`
