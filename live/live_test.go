@@ -2,12 +2,14 @@ package live
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -91,29 +93,50 @@ func TestHandlerServesTheStream(t *testing.T) {
 		t.Fatalf("the page: %v %v", resp, err)
 	}
 
-	// a tick with a viewer builds an update from the result so far
-	stream, err := http.Get(srv.URL + "/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	for !v.hub.watched() {
-		time.Sleep(time.Millisecond)
-	}
-	snap := metrics.NewSnapshot()
-	now := time.Now()
-	snap.Start, snap.End = now.Add(-time.Second), now
-	snap.Add(&metrics.Sample{Kind: metrics.Request, Name: "GET /x/{id}", Outcome: metrics.OK, Status: 200, Latency: 3 * time.Millisecond})
-	res := &result.Result{Kind: "run", Timeline: []metrics.Point{{T: 1, Users: 3, RPS: 1}}}
-	v.Status("steady 00:01/00:10")
-	v.Tick(runner.LiveTick{Res: res, Interval: snap})
+}
+
+// A tick with a viewer builds an update from the result so far, and the
+// viewer's stream sends it: in virtual time, the stream's handler run on
+// a recorder until it waits for its next update.
+func TestTickReachesTheViewer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := New()
+		ctx, cancel := context.WithCancel(t.Context())
+		req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8089/events", nil)
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() { v.Handler("a run", true).ServeHTTP(rec, req); close(done) }()
+		synctest.Wait() // the viewer has joined and waits
+		if !v.hub.watched() {
+			t.Fatal("the stream's viewer did not join")
+		}
+		snap := metrics.NewSnapshot()
+		now := time.Now()
+		snap.Start, snap.End = now.Add(-time.Second), now
+		snap.Add(&metrics.Sample{Kind: metrics.Request, Name: "GET /x/{id}", Outcome: metrics.OK, Status: 200, Latency: 3 * time.Millisecond})
+		res := &result.Result{Kind: "run", Timeline: []metrics.Point{{T: 1, Users: 3, RPS: 1}}}
+		v.Status("steady 00:01/00:10")
+		v.Tick(runner.LiveTick{Res: res, Interval: snap})
+		synctest.Wait() // the update written
+		cancel()
+		<-done
+		if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream" {
+			t.Errorf("content type %q", ct)
+		}
+		checkUpdate(t, rec.Body.String())
+	})
+}
+
+// checkUpdate checks the stream's first event: what the tick above put in it.
+func checkUpdate(t *testing.T, stream string) {
+	t.Helper()
 	// one event: a JSON head line, then the HTML, every line "data: "
-	rd := bufio.NewReader(stream.Body)
+	rd := bufio.NewReader(strings.NewReader(stream))
 	var lines []string
 	for {
 		line, err := rd.ReadString('\n')
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v: %q", err, stream)
 		}
 		if line == "\n" {
 			break
