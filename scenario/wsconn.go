@@ -36,7 +36,7 @@ const wsReadBuffer = 128
 // lend wraps c; a connection that is not TCP is returned as it is.
 func lend(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	if !ok || !rawio.Supported {
 		return c
 	}
 	raw, err := tc.SyscallConn()

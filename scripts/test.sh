@@ -39,6 +39,12 @@ k8slog=$(mktemp)
 (cd deploy/kubernetes/check && export GOWORK=off && go mod download && go vet ./... && go test -count=1 ./...) >"$k8slog" 2>&1 &
 k8scheck=$!
 
+# Windows and macOS: the packages with code of their own per system,
+# cross-compiled (scripts/cross.sh; ~1 min cold), in the background too.
+xlog=$(mktemp)
+./scripts/cross.sh >"$xlog" 2>&1 &
+cross=$!
+
 echo "== vet and format"
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -83,6 +89,15 @@ if ! wait "$k8scheck"; then
 fi
 cat "$k8slog"
 rm -f "$k8slog"
+
+echo "== Windows and macOS builds (begun in the background above)"
+if ! wait "$cross"; then
+  cat "$xlog"
+  echo "test: cross-compiling failed" >&2
+  exit 1
+fi
+cat "$xlog"
+rm -f "$xlog"
 
 echo "== tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo, nginx; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches

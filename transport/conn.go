@@ -219,7 +219,7 @@ func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadli
 		return nil, os.ErrDeadlineExceeded
 	}
 	conn := &connection{Conn: raw, used: now}
-	if tc, ok := raw.(*net.TCPConn); ok {
+	if tc, ok := raw.(*net.TCPConn); ok && rawio.Supported {
 		if rc, err := tc.SyscallConn(); err == nil {
 			conn.raw, conn.onReady = rc, conn.ready
 		}
@@ -307,6 +307,9 @@ func (c *Client) giveBack(conn *connection) {
 // connection is then out of step). TLS connections are peeked at below
 // TLS: any record from the server (a close_notify, say) counts as stray.
 func (conn *connection) alive() bool {
+	if !rawio.Supported { // Windows: found out by the request instead (sent again if it may be)
+		return true
+	}
 	rc := conn.raw
 	if rc == nil {
 		tc, ok := conn.Conn.(*tls.Conn)
@@ -380,17 +383,6 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	}()
 	r := <-done
 	return r.conn, r.err
-}
-
-// bindNoPort lets a socket bound to a source address take its port at
-// connect time (IP_BIND_ADDRESS_NO_PORT), as an unbound one does: the
-// port then need only be free towards that destination, so one address
-// serves every target with its whole port range.
-func bindNoPort(_, _ string, rc syscall.RawConn) error {
-	const ipBindAddressNoPort = 24 // linux/in.h
-	return rc.Control(func(fd uintptr) {
-		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
-	})
 }
 
 func (c *Client) drop(addr string, conn *connection) {

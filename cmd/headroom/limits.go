@@ -6,19 +6,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/headroom-dev/headroom/cli"
+	"github.com/headroom-dev/headroom/internal/rusage"
 )
 
 // limits reads what this process may use. Go's os package has already
 // raised the soft open-files limit to the hard one at start.
 func limits() cli.Limits {
 	var l cli.Limits
-	var r syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) == nil {
-		l.OpenFiles = r.Cur
-	}
+	l.OpenFiles = rusage.OpenFiles()
 	l.Memory, l.MemoryOf = memTotal(), "the machine's memory (MemTotal)"
 	if c := cgroupMemory(); c > 0 && (l.Memory == 0 || c < l.Memory) {
 		l.Memory, l.MemoryOf = c, "the cgroup's memory limit"

@@ -43,3 +43,7 @@ func Peek(fd uintptr, p []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// Supported reports whether Read, Write and Peek work on this system's
+// sockets.
+const Supported = true

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 package rawio
 
@@ -16,3 +16,7 @@ func Peek(fd uintptr, p []byte) (int, error) {
 	n, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	return n, err
 }
+
+// Supported reports whether Read, Write and Peek work on this system's
+// sockets.
+const Supported = true

@@ -1,0 +1,19 @@
+package rawio
+
+import "errors"
+
+// Supported reports whether Read, Write and Peek work on this system's
+// sockets: not on Windows, whose sockets the runtime drives through I/O
+// completion ports; callers use the net package's Read and Write there.
+const Supported = false
+
+var errUnsupported = errors.New("rawio: not on Windows")
+
+// Read is not available on Windows (see Supported).
+func Read(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
+
+// Write is not available on Windows (see Supported).
+func Write(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
+
+// Peek is not available on Windows (see Supported).
+func Peek(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
