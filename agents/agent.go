@@ -190,8 +190,12 @@ func (st *Start) engine(ctx context.Context, index int, rec *metrics.Recorder, p
 		}
 		addrs = append(addrs, ip)
 	}
+	set, err := st.Client.Settings()
+	if err != nil {
+		return nil, err
+	}
 	e := engine.New(engine.Config{Scenario: sc, Target: target, Seed: st.Seed, Timeout: st.Timeout, Grace: st.Grace,
-		Insecure: st.Insecure, FreshSessions: st.FreshSessions, SetupOnly: st.SetupOnly, SetupRetries: st.SetupRetries, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})
+		Settings: set, FreshSessions: st.FreshSessions, SetupOnly: st.SetupOnly, SetupRetries: st.SetupRetries, MaxBody: st.MaxBody, SourceAddrs: addrs, Recorder: rec, Print: print, IDs: ids(index, st.Agents, st.From)})
 	if len(st.Shared) > 0 {
 		v, err := fromJSON(st.Shared)
 		if err != nil {

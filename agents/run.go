@@ -8,6 +8,7 @@ import (
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // The run, after the handshake:
@@ -164,11 +165,11 @@ type Start struct {
 	// JSON; empty without an init.
 	Shared []byte `json:"shared,omitempty"`
 
-	Target   string        `json:"target"` // with its credentials, if it has any
-	Seed     uint64        `json:"seed"`
-	Timeout  time.Duration `json:"timeout"`
-	Grace    time.Duration `json:"grace"`
-	Insecure bool          `json:"insecure,omitempty"`
+	Target  string           `json:"target"` // with its credentials, if it has any
+	Seed    uint64           `json:"seed"`
+	Timeout time.Duration    `json:"timeout"`
+	Grace   time.Duration    `json:"grace"`
+	Client  transport.Config `json:"client"` // TLS, compression
 	// FreshSessions: every user's user.session starts empty (engine.Config).
 	FreshSessions bool `json:"fresh_sessions,omitempty"`
 	// SetupOnly: users set up and run no action (engine.Config).

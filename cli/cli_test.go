@@ -65,6 +65,9 @@ func TestBadInputExitsNonZeroAndWritesNothing(t *testing.T) {
 		{"zero users", []string{"run", good, "--target", tb.URL, "--users", "0"}, ExitUsage, []string{"--users must be at least 1"}},
 		{"unknown flag", []string{"run", good, "--userz", "3"}, ExitUsage, []string{"flag provided but not defined: -userz"}},
 		{"unknown command", []string{"runn"}, ExitUsage, []string{`unknown command "runn"`}},
+		{"missing CA file", []string{"run", good, "--target", tb.URL, "--ca", filepath.Join(dir, "ca.pem")}, ExitUsage, []string{"--ca: open", "ca.pem: no such file"}},
+		{"CA file without a certificate", []string{"run", good, "--target", tb.URL, "--ca", good}, ExitUsage, []string{"--ca: no PEM certificate in it"}},
+		{"certificate without key", []string{"run", good, "--target", tb.URL, "--cert", good}, ExitUsage, []string{"--cert needs --key"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

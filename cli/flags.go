@@ -5,19 +5,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/headroom-dev/headroom/engine"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/serverstats"
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // loadFlags are the flags of every command that runs users.
@@ -26,7 +28,9 @@ type loadFlags struct {
 	ui                              string
 	seed                            uint64
 	timeout, grace                  time.Duration
-	insecure, quiet, noReport       bool
+	quiet, noReport                 bool
+	client                          transport.Config // --insecure, --no-tls-resume, --no-compression; --ca, --cert, --key read in start
+	caFile, certFile, keyFile       string
 	freshSessions                   bool
 	profile                         multi
 	profileSlice                    time.Duration
@@ -51,7 +55,12 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout, dial included; a request past it counts as a timeout, not an error (it fires up to 1% late)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
-	fs.BoolVar(&f.insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.BoolVar(&f.client.Insecure, "insecure", false, "do not verify TLS certificates of an https target")
+	fs.StringVar(&f.caFile, "ca", "", "a PEM file of the certificates to trust (a private CA's) for https targets and wss:// WebSockets, in place of the system's roots")
+	fs.StringVar(&f.certFile, "cert", "", "a PEM file of the client certificate (and its chain) users show a server that asks for one (mutual TLS); with --key")
+	fs.StringVar(&f.keyFile, "key", "", "a PEM file of --cert's private key")
+	fs.BoolVar(&f.client.NoResume, "no-tls-resume", false, "a full TLS handshake on every new connection; by default each user resumes its own TLS sessions, as a browser does")
+	fs.BoolVar(&f.client.NoCompression, "no-compression", false, "send no Accept-Encoding; by default users ask for gzip, deflate, br and zstd, as browsers do, and decode what comes (r.text, r.json()): bytes_in counts the wire, body_bytes_in the decoded bodies")
 	fs.IntVar(&f.setupRetries, "setup-retries", engine.DefaultSetupRetries, "how often a user retries a failed setup (after a doubling, jittered pause from its think time to 30 s: about 3 minutes at the default) before it gives up, unset up, and the result counts it; 0: never retry")
 	fs.Var(&f.profile, "profile", "a Go pprof endpoint of the system under test (its /debug/pprof base, repeatable), e.g. http://127.0.0.1:8067/debug/pprof: its CPU profiles are taken in slices through the run and kept in profiles/, merged by phase (users' setup and the window; each step or ceiling level), with the functions that spent most in the result and report (docs/PROFILES.md)")
 	fs.DurationVar(&f.profileSlice, "profile-slice", 10*time.Second, "the length of one --profile CPU profile (whole seconds); a phase is the merge of the slices that lie in it, so a shorter slice covers more of a short phase")
@@ -130,6 +139,25 @@ func (fs *families) Set(s string) error {
 	return nil
 }
 
+// readClient reads --ca, --cert and --key into f.client and checks them.
+func (f *loadFlags) readClient() error {
+	for _, x := range []struct {
+		flag, path string
+		into       *[]byte
+	}{{"--ca", f.caFile, &f.client.CA}, {"--cert", f.certFile, &f.client.Cert}, {"--key", f.keyFile, &f.client.Key}} {
+		if x.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(x.path)
+		if err != nil {
+			return fmt.Errorf("%s: %v", x.flag, err)
+		}
+		*x.into = b
+	}
+	_, err := f.client.Settings()
+	return err
+}
+
 // start parses the command line of cmd: one scenario file and the flags.
 // It returns the scenario path and the target, or an exit code.
 func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) (string, *url.URL, int, bool) {
@@ -142,6 +170,9 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	}
 	target, err := parseTarget(f.target)
 	if err != nil {
+		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
+	if err := f.readClient(); err != nil {
 		return "", nil, fail(env, ExitUsage, "%v", err), false
 	}
 	if f.timeout <= 0 || f.grace < 0 {
@@ -199,7 +230,7 @@ func (f *loadFlags) load(ctx context.Context, env Env, path string) (*scenario.S
 // common is what every run gets from these flags.
 func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scenario, target *url.URL, out string) runner.Common {
 	return runner.Common{
-		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Insecure: f.insecure, Out: out, Scrape: f.scrape, Label: f.label,
+		Scenario: sc, Target: target, Seed: f.seed, Timeout: f.timeout, Grace: f.grace, Client: f.client, Out: out, Scrape: f.scrape, Label: f.label,
 		FreshSessions: f.freshSessions, SetupRetries: retries(f.setupRetries), Profile: f.profile, ProfileSlice: f.profileSlice, ServerLatency: f.serverLatency, Command: append([]string{"headroom", cmd}, args...), Version: Version,
 		Print:     func(user int, msg string) { fmt.Fprintf(env.Stderr, "[user %d] %s\n", user, msg) },
 		Warn:      func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },

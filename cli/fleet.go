@@ -85,7 +85,7 @@ func (f *loadFlags) attachFleet(ctx context.Context, env Env, sc *scenario.Scena
 	}
 	start := agents.Start{Path: sc.Path, Source: sc.Source, Files: sc.Files, Hash: sc.Hash, Vars: f.vars,
 		MaxSteps: f.maxSteps, LoadTimeout: f.loadTimeout, Target: target.String(), Seed: f.seed, Timeout: f.timeout, Grace: f.grace,
-		Insecure: f.insecure, MaxBody: int(f.maxBody.bytes), FreshSessions: f.freshSessions, SetupOnly: c.SetupOnly,
+		Client: f.client, MaxBody: int(f.maxBody.bytes), FreshSessions: f.freshSessions, SetupOnly: c.SetupOnly,
 		SetupRetries: c.SetupRetries}
 	for _, a := range f.sources.addrs {
 		start.SourceAddrs = append(start.SourceAddrs, a.String())

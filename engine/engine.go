@@ -38,9 +38,11 @@ type Config struct {
 	// Each user's first action then waits its own fixed fraction of one
 	// think time, so users set up together do not act in lockstep.
 	// Negative: neither; every user starts and acts at once (tests).
-	Spread   time.Duration
-	Insecure bool // skip TLS checks
-	MaxBody  int  // response body limit, bytes; default transport's (64 MiB)
+	Spread time.Duration
+	// Settings are the clients' TLS and compression
+	// (transport.Config.Settings); nil: the defaults.
+	Settings *transport.Settings
+	MaxBody  int // response body limit, bytes; default transport's (64 MiB)
 	// FreshSessions: every user's user.session starts empty. By default
 	// a user added in the place of one removed and done (its account's,
 	// see Engine.slots) starts with what that one's setup and actions
@@ -235,7 +237,7 @@ func (e *Engine) userOf(id, account int) (*scenario.User, scenario.HTTPClient) {
 			o.Cookies = cookies
 			return withCredentials(e.newClient(o), e.cfg.Target)
 		},
-		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
+		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
 		Dial: e.cfg.Dial,
 	})
 	return user, client

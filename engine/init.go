@@ -23,7 +23,7 @@ func (e *Engine) Init(ctx context.Context) (err error) {
 	defer client.Close()
 	u := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: 0, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(0), Print: e.cfg.Print,
-		Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxMessage: e.cfg.MaxBody, Dial: e.cfg.Dial,
+		Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), MaxMessage: e.cfg.MaxBody, Dial: e.cfg.Dial,
 	})
 	defer u.Close()
 	stop := context.AfterFunc(ctx, func() {
@@ -75,7 +75,7 @@ func (e *Engine) newClient(opt transport.Options) scenario.HTTPClient {
 // clientOptions are the transport options of user id's connection (id 0
 // is init's user).
 func (e *Engine) clientOptions(id int) transport.Options {
-	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Insecure: e.cfg.Insecure, MaxBodySize: e.cfg.MaxBody, Pool: e.conns, Dial: e.cfg.Dial}
+	opt := transport.Options{Target: e.cfg.Target, Timeout: e.cfg.Timeout, Settings: e.cfg.Settings, MaxBodySize: e.cfg.MaxBody, Pool: e.conns, Dial: e.cfg.Dial}
 	if n := len(e.cfg.SourceAddrs); n > 0 {
 		opt.LocalAddr = e.cfg.SourceAddrs[max(id-1, 0)%n]
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/transport"
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 )
 
@@ -342,7 +343,7 @@ func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
 	tls := *target
 	tls.Scheme = "https"
 	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
-	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: &tls, Insecure: true}, Users: 2, Duration: time.Second})
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: &tls, Client: transport.Config{Insecure: true}}, Users: 2, Duration: time.Second})
 	if res.Status != result.Failed || res.Totals.Count == 0 {
 		t.Fatalf("status %q with %d requests, want failed", res.Status, res.Totals.Count)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	"github.com/headroom-dev/headroom/serverstats"
+	"github.com/headroom-dev/headroom/transport"
 )
 
 // Common is what every kind of run needs.
@@ -32,7 +33,8 @@ type Common struct {
 	Seed     uint64
 	Timeout  time.Duration // per request
 	Grace    time.Duration // for users to finish their action when stopped
-	Insecure bool
+	// Client is how users speak to servers: TLS, compression.
+	Client transport.Config
 	// FreshSessions: every user's user.session starts empty (engine.Config).
 	FreshSessions bool
 	// SetupOnly: users set up and run no action (engine.Config); a
@@ -199,6 +201,10 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 			return nil, fmt.Errorf("cannot write the result to %s: %v\n  hint: choose another --out, or make room there", c.Out, err)
 		}
 	}
+	set, err := c.Client.Settings()
+	if err != nil {
+		return nil, err
+	}
 	var obs metrics.Observer
 	if c.Prom != nil {
 		obs = c.Prom
@@ -213,7 +219,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	s.unwatch = func() {}
 	cfg := engine.Config{
 		Scenario: c.Scenario, Target: c.Target, Seed: c.Seed, Timeout: c.Timeout, Grace: c.Grace,
-		Insecure: c.Insecure, FreshSessions: c.FreshSessions, SetupOnly: c.SetupOnly, SetupRetries: c.SetupRetries, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
+		Settings: set, FreshSessions: c.FreshSessions, SetupOnly: c.SetupOnly, SetupRetries: c.SetupRetries, MaxBody: c.MaxBody, SourceAddrs: c.SourceAddrs, Recorder: rec, Print: c.Print, OnAction: c.OnAction,
 		OnPanic: func(p *engine.PanicError) { s.abort(p) }, Dial: c.Dial,
 	}
 	if c.NewFleet != nil {

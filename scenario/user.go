@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -66,11 +67,13 @@ type Env struct {
 	// frozen; users read it as user.shared. nil reads as None.
 	Shared starlark.Value
 	// For user.ws: the target a path is joined to (as ws:// or wss://),
-	// the handshake timeout, whether to skip TLS checks, the local address
-	// to connect from (zero: any) and the largest message read (0: no bound).
+	// the handshake timeout, the TLS configuration (the run's,
+	// transport.Settings.TLS: the dialer clones it; nil: Go's defaults),
+	// the local address to connect from (zero: any) and the largest
+	// message read (0: no bound).
 	Target     *url.URL
 	Timeout    time.Duration
-	Insecure   bool
+	TLS        *tls.Config
 	SourceAddr netip.Addr
 	MaxMessage int
 	// Dial, if set, makes user.ws's connections in place of TCP: a test's

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -293,9 +292,7 @@ func (c *wsConn) handshake(setup bool) (*websocket.Conn, metrics.Sample) {
 	if d.HandshakeTimeout <= 0 {
 		d.HandshakeTimeout = 10 * time.Second
 	}
-	if u.env.Insecure {
-		d.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
-	}
+	d.TLSClientConfig = u.env.TLS
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // Cancel (the user removed past its grace) stops the handshake

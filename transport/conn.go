@@ -359,7 +359,14 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 		return nil, ErrCanceled
 	}
 	done := make(chan dialed, 1)
-	insecure := c.opt.Insecure
+	var conf *tls.Config
+	if isTLS {
+		if c.tls == nil {
+			c.tls = c.opt.Settings.userTLS()
+		}
+		conf = c.tls.Clone() // the session cache is the user's still
+		conf.ServerName = serverName
+	}
 	local := c.opt.LocalAddr
 	dial := c.opt.Dial
 	go func() {
@@ -373,7 +380,7 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 		}
 		raw, err := dial(ctx, "tcp", addr)
 		if err == nil && isTLS {
-			tc := tls.Client(raw, &tls.Config{ServerName: serverName, InsecureSkipVerify: insecure})
+			tc := tls.Client(raw, conf)
 			if err = tc.HandshakeContext(ctx); err != nil {
 				raw.Close()
 			}

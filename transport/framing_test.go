@@ -97,7 +97,7 @@ func TestTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(httpbin.New().Handler())
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	c := NewClient(Options{Target: u, Insecure: true})
+	c := NewClient(Options{Target: u, Settings: insecure(t)})
 	defer c.Close()
 	for _, path := range []string{"/get", "/stream/2", "/bytes/100000", "/get"} {
 		var r Response
@@ -195,9 +195,9 @@ func TestCancelStopsTheDial(t *testing.T) {
 		}
 	}()
 	u, _ := url.Parse("https://" + ln.Addr().String())
-	cancelMidway(t, NewClient(Options{Target: u, Timeout: 10 * time.Second, Insecure: true}), "/", "the handshake")
+	cancelMidway(t, NewClient(Options{Target: u, Timeout: 10 * time.Second, Settings: insecure(t)}), "/", "the handshake")
 
-	c := NewClient(Options{Target: u, Timeout: 300 * time.Millisecond, Insecure: true})
+	c := NewClient(Options{Target: u, Timeout: 300 * time.Millisecond, Settings: insecure(t)})
 	var r Response
 	c.Do(&Request{Method: "GET", URL: "/"}, &r)
 	if !r.Timeout || r.Latency > 2*time.Second {

@@ -12,6 +12,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -85,10 +86,12 @@ func parseHeaders(head []byte) []Header {
 
 // Options configure clients.
 type Options struct {
-	Target      *url.URL      // where paths go; scheme http or https
-	Timeout     time.Duration // default per-request timeout, dial included
-	Insecure    bool          // skip TLS certificate checks
-	MaxBodySize int           // bytes; larger responses fail; default 64 MiB
+	Target  *url.URL      // where paths go; scheme http or https
+	Timeout time.Duration // default per-request timeout, dial included
+	// Settings are the run's TLS and compression (Config.Settings); nil:
+	// the defaults, Config{}'s.
+	Settings    *Settings
+	MaxBodySize int // bytes; larger responses fail; default 64 MiB
 	// LocalAddr, if valid, is the source address of the user's
 	// connections: one address holds only so many connections to one
 	// target (its ephemeral ports), so a large run spreads its users over
@@ -123,6 +126,7 @@ type Client struct {
 	canceled atomic.Bool
 	dialing  context.CancelFunc // stops the dial in flight, if any
 	parser   respParser         // the response being read; Do's alone
+	tls      *tls.Config        // the user's (Settings.userTLS), made at its first TLS connection
 
 	targetAddr string // host:port of the target: its origin, with targetTLS
 	targetTLS  bool
@@ -139,6 +143,9 @@ func NewClient(opt Options) *Client {
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
+	}
+	if opt.Settings == nil {
+		opt.Settings = defaults
 	}
 	c := &Client{opt: opt}
 	if len(opt.Cookies) > 0 {
