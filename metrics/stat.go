@@ -110,8 +110,9 @@ type Sample struct {
 	Outcome  Outcome       //
 	Status   int           // HTTP status; 0 when no response arrived
 	Latency  time.Duration // start of request to end of response body
-	BytesIn  int64         // response bytes, headers and body
+	BytesIn  int64         // response bytes, headers and body, as they crossed the wire
 	BytesOut int64         // request bytes, headers and body
+	BodyIn   int64         // of a request: its response's body as the scenario reads it, decoded
 	Message  string        // why it failed, when it did
 	// Setup marks a sample of a user's setup (its requests and the setup
 	// itself): kept apart from the acting figures (Snapshot.Setup), so
@@ -150,6 +151,7 @@ type Stat struct {
 	Status   map[int]int64 // responses by HTTP status; 0 = no response
 	BytesIn  int64         //
 	BytesOut int64         //
+	BodyIn   int64         // requests' response bodies, decoded (Sample.BodyIn)
 	// NoRequest, of actions: how many of Count sent no request, so that
 	// their latency is the scenario's code alone, no server's.
 	NoRequest int64
@@ -273,6 +275,7 @@ func (s *Stat) Add(x *Sample) {
 	s.Status[x.Status]++
 	s.BytesIn += x.BytesIn
 	s.BytesOut += x.BytesOut
+	s.BodyIn += x.BodyIn
 	if x.Kind == Action && x.Requests == 0 {
 		s.NoRequest++
 	}
@@ -336,6 +339,7 @@ func (s *Stat) Merge(o *Stat) {
 	}
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
+	s.BodyIn += o.BodyIn
 	s.NoRequest += o.NoRequest
 	for key, k := range o.Messages {
 		s.mergeMessage(key, k)
@@ -365,7 +369,7 @@ func (s *Stat) Reset() {
 	if s.buckets != nil {
 		s.buckets.Reset()
 	}
-	s.Count, s.Errors, s.Timeouts, s.Canceled, s.Dropped, s.BytesIn, s.BytesOut, s.NoRequest = 0, 0, 0, 0, 0, 0, 0, 0
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.Dropped, s.BytesIn, s.BytesOut, s.BodyIn, s.NoRequest = 0, 0, 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)
 }
@@ -373,21 +377,24 @@ func (s *Stat) Reset() {
 // Summary is a Stat reduced to the figures people read. Latencies are in
 // milliseconds; Rate is per second over the window it was computed for.
 type Summary struct {
-	Name     string           `json:"name"`
-	Count    int64            `json:"count"`
-	Errors   int64            `json:"errors"`
-	Timeouts int64            `json:"timeouts"`
-	Canceled int64            `json:"canceled,omitempty"`
-	Dropped  int64            `json:"dropped,omitempty"` // arrivals only: never started
-	MeanMs   float64          `json:"mean_ms"`
-	P50Ms    float64          `json:"p50_ms"`
-	P90Ms    float64          `json:"p90_ms"`
-	P95Ms    float64          `json:"p95_ms"`
-	P99Ms    float64          `json:"p99_ms"`
-	MaxMs    float64          `json:"max_ms"`
-	RPS      float64          `json:"rps"`
-	BytesIn  int64            `json:"bytes_in"`
-	BytesOut int64            `json:"bytes_out"`
+	Name     string  `json:"name"`
+	Count    int64   `json:"count"`
+	Errors   int64   `json:"errors"`
+	Timeouts int64   `json:"timeouts"`
+	Canceled int64   `json:"canceled,omitempty"`
+	Dropped  int64   `json:"dropped,omitempty"` // arrivals only: never started
+	MeanMs   float64 `json:"mean_ms"`
+	P50Ms    float64 `json:"p50_ms"`
+	P90Ms    float64 `json:"p90_ms"`
+	P95Ms    float64 `json:"p95_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	MaxMs    float64 `json:"max_ms"`
+	RPS      float64 `json:"rps"`
+	BytesIn  int64   `json:"bytes_in"`
+	BytesOut int64   `json:"bytes_out"`
+	// BodyIn, requests only: the response bodies as read, decoded; below
+	// BytesIn (which holds the heads too) unless bodies came compressed.
+	BodyIn   int64            `json:"body_bytes_in,omitempty"`
 	Status   map[string]int64 `json:"status,omitempty"`
 	Messages map[string]int64 `json:"messages,omitempty"` // by kind (see Stat.MessageCounts)
 
@@ -400,7 +407,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
 		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled, Dropped: s.Dropped,
-		BytesIn: s.BytesIn, BytesOut: s.BytesOut, NoRequest: s.NoRequest,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut, BodyIn: s.BodyIn, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
 		h := s.figures()

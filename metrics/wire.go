@@ -24,7 +24,7 @@ import (
 //	wakes    = 0 | 1 stats n×(slot actual meant) (Snapshot.Wakes: Late as the one name "wake", then its
 //	                                           slots in order, the first a signed number, each next its gap)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
-//	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut NoRequest
+//	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut BodyIn NoRequest
 //	                n×(status count) n×(key kind) hist)
 //	hist     = n × (gap count)                 the non-empty buckets by index; gap: empty ones skipped
 //	sockets  = n × (name Opened Closed Abnormal Reconnects Gaps Missed Dropped
@@ -39,8 +39,8 @@ import (
 
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
-// times. 3: the generator's wakes.
-const wireVersion = 3
+// times. 3: the generator's wakes. 4: decoded body bytes (BodyIn).
+const wireVersion = 4
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another
@@ -149,7 +149,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 			}
 		}
 		e.str(run[0])
-		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.Dropped, st.BytesIn, st.BytesOut, st.NoRequest} {
+		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.Dropped, st.BytesIn, st.BytesOut, st.BodyIn, st.NoRequest} {
 			e.uvarint(uint64(n))
 		}
 		e.codes = e.codes[:0]

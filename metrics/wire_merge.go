@@ -225,7 +225,7 @@ func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at [
 // its buckets into sum, if sum is not nil, for the caller to record.
 func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 	count, errs, timeouts, canceled, dropped := d.count(), d.count(), d.count(), d.count(), d.count()
-	bytesIn, bytesOut, noRequest := d.count(), d.count(), d.count()
+	bytesIn, bytesOut, bodyIn, noRequest := d.count(), d.count(), d.count(), d.count()
 	switch {
 	case d.err != nil:
 		return
@@ -242,6 +242,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 		st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
 		st.Dropped = addCount(st.Dropped, dropped)
 		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
+		st.BodyIn = addCount(st.BodyIn, bodyIn)
 		st.NoRequest = addCount(st.NoRequest, noRequest)
 		merge = st.mergeMessage
 	}

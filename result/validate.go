@@ -127,7 +127,7 @@ func checkSummary(at string, s metrics.Summary) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"count", s.Count}, {"errors", s.Errors}, {"timeouts", s.Timeouts}, {"canceled", s.Canceled}, {"bytes_in", s.BytesIn}, {"bytes_out", s.BytesOut}, {"no_request", s.NoRequest}} {
+	}{{"count", s.Count}, {"errors", s.Errors}, {"timeouts", s.Timeouts}, {"canceled", s.Canceled}, {"bytes_in", s.BytesIn}, {"bytes_out", s.BytesOut}, {"body_bytes_in", s.BodyIn}, {"no_request", s.NoRequest}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s: %s is %d, below zero", at, f.name, f.v)
 		}

@@ -127,7 +127,7 @@ func TestRequestLargerThanTheSocketBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	req := appendRequest(nil, "POST", "/", "x", nil, nil, nil, bytes.Repeat([]byte("y"), 8000)) // fits a pooled buffer: the raw path
+	req := appendRequest(nil, "POST", "/", "x", nil, nil, nil, bytes.Repeat([]byte("y"), 8000), "") // fits a pooled buffer: the raw path
 	size := len(req)
 	got := make(chan int, 1)
 	go func() {

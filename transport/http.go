@@ -48,7 +48,10 @@ type Request struct {
 }
 
 // Response is what came back. When Err is set no complete response
-// arrived; Timeout and Canceled tell why, when they are the reason.
+// arrived (or its body could not be decoded); Timeout and Canceled tell
+// why, when they are the reason. A compressed body (Content-Encoding gzip,
+// deflate, br or zstd) is decoded: Body is what the server meant, BytesIn
+// what crossed the wire.
 type Response struct {
 	Status    int
 	RawHeader []byte // the status line and headers, as serialized; see Headers
@@ -127,6 +130,7 @@ type Client struct {
 	dialing  context.CancelFunc // stops the dial in flight, if any
 	parser   respParser         // the response being read; Do's alone
 	tls      *tls.Config        // the user's (Settings.userTLS), made at its first TLS connection
+	accept   string             // Accept-Encoding sent unless a request sets its own; "" none
 
 	targetAddr string // host:port of the target: its origin, with targetTLS
 	targetTLS  bool
@@ -148,6 +152,9 @@ func NewClient(opt Options) *Client {
 		opt.Settings = defaults
 	}
 	c := &Client{opt: opt}
+	if opt.Settings.compress {
+		c.accept = acceptEncoding
+	}
 	if len(opt.Cookies) > 0 {
 		c.jar = maps.Clone(opt.Cookies)
 	}
@@ -205,7 +212,7 @@ func (c *Client) Do(req *Request, resp *Response) {
 			return
 		}
 		wb := getBuf()
-		*wb = appendRequest((*wb)[:0], req.Method, uri, host, defaults, req.Header, jar, req.Body)
+		*wb = appendRequest((*wb)[:0], req.Method, uri, host, defaults, req.Header, jar, req.Body, c.accept)
 		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
 		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
@@ -242,6 +249,14 @@ func (c *Client) Do(req *Request, resp *Response) {
 	resp.RawHeader, resp.Body = p.result()
 	if p.cookies && host == c.opt.Target.Host {
 		c.keepCookies(resp.RawHeader)
+	}
+	if p.coding != identity && len(resp.Body) > 0 { // decoded outside Latency: the client's work, not the server's
+		body, err := decode(p.coding, resp.Body, c.opt.MaxBodySize)
+		if err != nil { // no usable response, as a broken framing
+			resp.Status, resp.RawHeader, resp.Body, resp.Err = 0, nil, nil, err
+			return
+		}
+		resp.Body = body
 	}
 }
 

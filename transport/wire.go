@@ -38,13 +38,14 @@ func putBuf(b *[]byte) {
 // (the user's default headers, or nil) come before hs (the request's own);
 // a later header replaces an earlier one of the same name, so a request's
 // own headers override the defaults. Host and Content-Length are set here,
-// and cookies join any Cookie header given.
-func appendRequest(b []byte, method, uri, host string, defaults, hs []Header, cookies map[string]string, body []byte) []byte {
+// cookies join any Cookie header given, and accept, if not empty, is the
+// Accept-Encoding unless one is given.
+func appendRequest(b []byte, method, uri, host string, defaults, hs []Header, cookies map[string]string, body []byte, accept string) []byte {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = appendURI(b, uri)
 	b = append(b, " HTTP/1.1\r\n"...)
-	hostSet, agentSet, cookieSet := false, false, false
+	hostSet, agentSet, cookieSet, acceptSet := false, false, false, accept == ""
 	for i, n := 0, len(defaults)+len(hs); i < n; i++ {
 		var h Header
 		if i < len(defaults) {
@@ -66,6 +67,8 @@ func appendRequest(b []byte, method, uri, host string, defaults, hs []Header, co
 			hostSet = true
 		case strings.EqualFold(h.Key, "User-Agent"):
 			agentSet = true
+		case strings.EqualFold(h.Key, "Accept-Encoding"):
+			acceptSet = true
 		case strings.EqualFold(h.Key, "Cookie"):
 			cookieSet = true
 			b = appendCookies(append(append(b, "Cookie: "...), h.Value...), cookies, len(h.Value) > 0)
@@ -78,6 +81,9 @@ func appendRequest(b []byte, method, uri, host string, defaults, hs []Header, co
 	}
 	if !agentSet {
 		b = append(b, "User-Agent: headroom\r\n"...)
+	}
+	if !acceptSet {
+		b = appendHeader(b, "Accept-Encoding", accept)
 	}
 	if !cookieSet && len(cookies) > 0 {
 		b = appendCookies(append(b, "Cookie: "...), cookies, false)
@@ -184,13 +190,14 @@ type respParser struct {
 	noBody  bool    // a response to HEAD
 
 	status  int
-	length  int  // Content-Length, or -1
-	chunked bool // Transfer-Encoding: chunked
-	close   bool // the server closes the connection after this response
-	cookies bool // the head has Set-Cookie lines
-	chunkAt int  // chunked: offset of the next chunk-size line
-	body    int  // chunked: data bytes so far
-	end     int  // offset just past the response, once complete
+	length  int    // Content-Length, or -1
+	chunked bool   // Transfer-Encoding: chunked
+	close   bool   // the server closes the connection after this response
+	cookies bool   // the head has Set-Cookie lines
+	coding  coding // Content-Encoding
+	chunkAt int    // chunked: offset of the next chunk-size line
+	body    int    // chunked: data bytes so far
+	end     int    // offset just past the response, once complete
 }
 
 // reset readies p for a response, keeping its buffer if it has one.
@@ -327,7 +334,7 @@ func (p *respParser) parseFields(head []byte) (int, error) {
 	}
 	http10 := line[7] == '0'
 	p.close = http10
-	p.length, p.chunked, p.cookies = -1, false, false
+	p.length, p.chunked, p.cookies, p.coding = -1, false, false, identity
 	for len(rest) > 2 {
 		var l []byte
 		if l, rest, err = cutLine(rest); err != nil {
@@ -358,6 +365,12 @@ func (p *respParser) parseFields(head []byte) (int, error) {
 			}
 		case equalFold(k, "set-cookie"):
 			p.cookies = true
+		case equalFold(k, "content-encoding"):
+			if c := parseCoding(v); p.coding == identity {
+				p.coding = c
+			} else if c != identity {
+				p.coding = otherCoding // two codings in a row: left as they came
+			}
 		}
 	}
 	return status, nil

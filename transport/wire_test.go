@@ -108,20 +108,21 @@ func TestParseResponses(t *testing.T) {
 func TestAppendRequest(t *testing.T) {
 	got := string(appendRequest(nil, "POST", "/a b?q=é", "h:1", nil,
 		[]Header{{"X-Default", "1"}, {"Accept", "*/*"}, {"x-default", "2"}, {"Content-Length", "7"}},
-		map[string]string{"z": "1", "a": "2"}, []byte(`{}`)))
+		map[string]string{"z": "1", "a": "2"}, []byte(`{}`), acceptEncoding))
 	want := "POST /a%20b?q=%C3%A9 HTTP/1.1\r\n" +
 		"Accept: */*\r\n" +
 		"x-default: 2\r\n" +
 		"Host: h:1\r\n" +
 		"User-Agent: headroom\r\n" +
+		"Accept-Encoding: gzip, deflate, br, zstd\r\n" +
 		"Cookie: a=2; z=1\r\n" +
 		"Content-Length: 2\r\n" +
 		"\r\n{}"
 	if got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
-	got = string(appendRequest(nil, "GET", "/", "h", nil, []Header{{"Cookie", "mine=1"}, {"Host", "other"}}, map[string]string{"s": "x"}, nil))
-	want = "GET / HTTP/1.1\r\nCookie: mine=1; s=x\r\nHost: other\r\nUser-Agent: headroom\r\n\r\n"
+	got = string(appendRequest(nil, "GET", "/", "h", nil, []Header{{"Cookie", "mine=1"}, {"Host", "other"}, {"accept-encoding", "gzip"}}, map[string]string{"s": "x"}, nil, acceptEncoding))
+	want = "GET / HTTP/1.1\r\nCookie: mine=1; s=x\r\nHost: other\r\naccept-encoding: gzip\r\nUser-Agent: headroom\r\n\r\n"
 	if got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
