@@ -93,10 +93,11 @@ type requestArgs struct {
 	json, body, expect, timeout starlark.Value
 	name                        string
 	longPoll                    bool // long_poll=True: the sample is a metrics.Poll
+	noRedirect                  bool // redirect=False
 }
 
 // unpackRequest reads url, params=, headers=, json=, body=, name=,
-// expect=, timeout=, long_poll= (url may also be given by keyword). It does what
+// expect=, timeout=, long_poll=, redirect= (url may also be given by keyword). It does what
 // starlark.UnpackArgs would, without its per-call allocations: this runs
 // for every request.
 func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a requestArgs, err error) {
@@ -106,7 +107,7 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 	case 1:
 		urlV = args[0]
 	default:
-		return a, fmt.Errorf("%s: got %d positional arguments, want 1 (the URL); the rest are keywords: params=, headers=, json=, body=, name=, expect=, timeout=, long_poll=", fn, len(args))
+		return a, fmt.Errorf("%s: got %d positional arguments, want 1 (the URL); the rest are keywords: params=, headers=, json=, body=, name=, expect=, timeout=, long_poll=, redirect=", fn, len(args))
 	}
 	dict := func(k string, v starlark.Value) (*starlark.Dict, error) {
 		if v == starlark.None {
@@ -145,12 +146,16 @@ func unpackRequest(fn string, args starlark.Tuple, kw []starlark.Tuple) (a reque
 				return a, fmt.Errorf("%s: name= is a %s, want a string", fn, v.Type())
 			}
 			a.name = n
-		case "long_poll":
+		case "long_poll", "redirect":
 			b, ok := v.(starlark.Bool)
 			if !ok {
-				return a, fmt.Errorf("%s: long_poll= is a %s, want True or False", fn, v.Type())
+				return a, fmt.Errorf("%s: %s= is a %s, want True or False", fn, k, v.Type())
 			}
-			a.longPoll = bool(b)
+			if k == "redirect" {
+				a.noRedirect = !bool(b)
+			} else {
+				a.longPoll = bool(b)
+			}
 		default:
 			return a, fmt.Errorf("%s: unexpected keyword argument %s=", fn, k)
 		}
@@ -205,7 +210,7 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		return "", nil, 0, err
 	}
 	req := &h.req
-	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0]}
+	*req = transport.Request{Method: method, URL: rawURL, Header: req.Header[:0], Defaults: req.Defaults[:0], NoRedirect: a.noRedirect}
 	if params != nil && params.Len() > 0 {
 		q := url.Values{}
 		for _, it := range params.Items() {
@@ -398,7 +403,7 @@ func (r *responseValue) Truth() starlark.Bool {
 }
 func (r *responseValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: response") }
 func (r *responseValue) AttrNames() []string {
-	return []string{"error", "headers", "json", "ms", "ok", "status", "text"}
+	return []string{"error", "headers", "json", "ms", "ok", "redirects", "status", "text", "url"}
 }
 
 func (r *responseValue) Attr(name string) (starlark.Value, error) {
@@ -407,6 +412,13 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 		return starlark.MakeInt(r.r.Status), nil
 	case "ok":
 		return r.Truth(), nil
+	case "redirects":
+		return starlark.MakeInt(r.r.Redirects), nil
+	case "url": // where the response came from: the last redirect's, or the URL asked for
+		if r.r.URL != "" {
+			return starlark.String(r.r.URL), nil
+		}
+		return starlark.String(r.url), nil
 	case "text":
 		return r.body(), nil
 	case "ms":

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/andybalholm/brotli"
@@ -50,9 +51,13 @@ func flateOf(s string) string {
 func TestCompression(t *testing.T) {
 	text := strings.Repeat(`{"id":"a1b2c3","message":"hello, world"},`, 200)
 	bodies := map[string]string{"gzip": gzipped(text), "deflate": zlibOf(text), "raw-deflate": flateOf(text), "br": brOf(text), "zstd": zstdOf(text)}
-	var asked string
+	var mu sync.Mutex // the handler's goroutine writes, the test reads
+	var sent string
+	asked := func() string { mu.Lock(); defer mu.Unlock(); return sent }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		asked = r.Header.Get("Accept-Encoding")
+		mu.Lock()
+		sent = r.Header.Get("Accept-Encoding")
+		mu.Unlock()
 		c := r.URL.Query().Get("c")
 		w.Header().Set("Content-Encoding", strings.TrimPrefix(c, "raw-"))
 		w.Write([]byte(bodies[c]))
@@ -71,19 +76,19 @@ func TestCompression(t *testing.T) {
 			t.Errorf("%s: %d bytes in, want the %d encoded ones and a head", coding, r.BytesIn, len(bodies[coding]))
 		}
 	}
-	if asked != "gzip, deflate, br, zstd" {
-		t.Errorf("Accept-Encoding %q", asked)
+	if asked() != "gzip, deflate, br, zstd" {
+		t.Errorf("Accept-Encoding %q", asked())
 	}
 	var r Response
 	c.Do(&Request{Method: "GET", URL: "/?c=identity", Header: []Header{{"Accept-Encoding", "identity"}}}, &r)
-	if asked != "identity" {
-		t.Errorf("a request's own Accept-Encoding: sent %q", asked)
+	if asked() != "identity" {
+		t.Errorf("a request's own Accept-Encoding: sent %q", asked())
 	}
 	set, _ := Config{NoCompression: true}.Settings()
 	plain := NewClient(Options{Target: u, Settings: set})
 	defer plain.Close()
 	plain.Do(&Request{Method: "GET", URL: "/?c=gzip"}, &r)
-	if asked != "" || string(r.Body) != text {
-		t.Errorf("NoCompression: sent Accept-Encoding %q; a gzip body anyway decoded to %q", asked, clipBytes(r.Body, 40))
+	if asked() != "" || string(r.Body) != text {
+		t.Errorf("NoCompression: sent Accept-Encoding %q; a gzip body anyway decoded to %q", asked(), clipBytes(r.Body, 40))
 	}
 }

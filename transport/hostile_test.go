@@ -28,6 +28,8 @@ type hostileCase struct {
 	// reusable: the error leaves the connection in step (a body read
 	// whole, then found undecodable), so it is kept
 	reusable bool
+	// noRedirect: the request asks not to follow redirects
+	noRedirect bool
 }
 
 // ok wants a 2xx-3xx with this body.
@@ -90,7 +92,10 @@ func TestHostileServers(t *testing.T) {
 		{name: "204 without a length", serve: hostile.Reply("HTTP/1.1 204 No Content\r\n\r\n"), want: ok(204, "")},
 		{name: "304 with a length and no body", serve: hostile.Reply("HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n"), want: ok(304, "")},
 		{name: "HEAD with a length and no body", method: "HEAD", serve: hostile.Reply("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"), want: ok(200, "")},
-		{name: "redirect is not followed", serve: hostile.Reply("HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"), want: ok(302, "")},
+		{name: "a redirect not followed when asked", noRedirect: true, serve: hostile.Reply("HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"), want: ok(302, "")},
+		{name: "a 3xx without a Location is the response", serve: hostile.Reply("HTTP/1.1 302 Found\r\nContent-Length: 0\r\n\r\n"), want: ok(302, "")},
+		{name: "a redirect loop", serve: hostile.Reply("HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"), want: failed("stopped after 10 redirects, the last to /elsewhere"), reusable: true},
+		{name: "a redirect to another scheme", serve: hostile.Reply("HTTP/1.1 301 Moved\r\nLocation: ftp://127.0.0.1/x\r\nContent-Length: 0\r\n\r\n"), want: failed("a redirect to \"ftp://127.0.0.1/x\", not an http(s) URL"), reusable: true},
 		{name: "gzip is decoded", serve: encoded("gzip", gz), want: ok(200, "hello")},
 		{name: "a coding not known is left as it came", serve: encoded("compress", gz), want: ok(200, gz)},
 		{name: "two codings are left as they came", serve: encoded("gzip, gzip", gz), want: ok(200, gz)},
@@ -168,7 +173,7 @@ func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
 	}
 	c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody, Pool: pool})
 	defer c.Close()
-	req := &Request{Method: cmp(tc.method, "GET"), URL: "/"}
+	req := &Request{Method: cmp(tc.method, "GET"), URL: "/", NoRedirect: tc.noRedirect}
 	if req.Method == "PUT" {
 		req.Body = bytes.Repeat([]byte("y"), 16<<20)
 	}

@@ -44,7 +44,10 @@ type Request struct {
 	// entries of the same name override them.
 	Defaults []Header
 	Body     []byte
-	Timeout  time.Duration // 0 means the client's default
+	Timeout  time.Duration // 0 means the client's default; with redirects, for them all
+	// NoRedirect: a 3xx is the response. By default up to MaxRedirects are
+	// followed (redirect.go).
+	NoRedirect bool
 }
 
 // Response is what came back. When Err is set no complete response
@@ -65,6 +68,11 @@ type Response struct {
 	Err      error
 	Timeout  bool
 	Canceled bool
+	// Redirects is how many redirects were followed to this response; URL,
+	// when there were any, is where it came from (absolute). Latency,
+	// Queued and the bytes are then the sums over every hop.
+	Redirects int
+	URL       string
 }
 
 // Headers parses RawHeader into header lines, in order. It is done on
@@ -163,8 +171,17 @@ func NewClient(opt Options) *Client {
 	return c
 }
 
-// Do sends req and fills resp. It never panics on network trouble: errors
-// end up in resp.Err.
+// Do sends req and fills resp, following redirects unless req.NoRedirect
+// (redirect.go). It never panics on network trouble: errors end up in
+// resp.Err.
+func (c *Client) Do(req *Request, resp *Response) {
+	c.hop(req, resp)
+	if !req.NoRedirect && resp.Err == nil && isRedirect(resp.Status) {
+		c.follow(req, resp)
+	}
+}
+
+// hop sends req and fills resp: one request, one response.
 //
 // A request that may have reached the server is sent again only when its
 // method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
@@ -173,7 +190,7 @@ func NewClient(opt Options) *Client {
 // server read and then dropped is an error, as in browsers. A connection
 // idle for probeIdle or more is checked before reuse, so one the server
 // closed meanwhile is replaced without sending anything on it.
-func (c *Client) Do(req *Request, resp *Response) {
+func (c *Client) hop(req *Request, resp *Response) {
 	*resp = Response{}
 	start := c.opt.Now()
 	timeout := req.Timeout
