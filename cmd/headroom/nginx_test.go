@@ -1,0 +1,323 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// nginxBin is Debian's nginx, which the test command installs.
+const nginxBin = "/usr/sbin/nginx"
+
+// pki is a CA made for one test, a server certificate it signed for
+// 127.0.0.1 and a client certificate for CN=user, as PEM files in dir.
+type pki struct{ ca, cert, key, clientCert, clientKey string }
+
+func makePKI(t *testing.T, dir string) pki {
+	t.Helper()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	now := time.Now()
+	caKey := newKey()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "headroom test CA"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, ips ...net.IP) ([]byte, []byte) {
+		k := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Hour),
+			NotAfter: now.Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der, kder
+	}
+	srvDER, srvKey := leaf(2, "127.0.0.1", x509.ExtKeyUsageServerAuth, net.IPv4(127, 0, 0, 1))
+	cliDER, cliKey := leaf(3, "user", x509.ExtKeyUsageClientAuth)
+	return pki{ca: write("ca.pem", "CERTIFICATE", caDER),
+		cert: write("server.pem", "CERTIFICATE", srvDER), key: write("server-key.pem", "EC PRIVATE KEY", srvKey),
+		clientCert: write("client.pem", "CERTIFICATE", cliDER), clientKey: write("client-key.pem", "EC PRIVATE KEY", cliKey)}
+}
+
+// freePort is a port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startNginx runs nginx in the foreground with conf (an http block's
+// servers, %[1]s standing for dir) on 127.0.0.1, its logs in dir, and stops
+// it by its PID when the test ends.
+func startNginx(t *testing.T, dir string, port int, servers string) {
+	t.Helper()
+	if _, err := os.Stat(nginxBin); err != nil {
+		t.Fatalf("%s: %v (the test command installs Debian's nginx: ./scripts/test.sh)", nginxBin, err)
+	}
+	user := ""
+	if os.Geteuid() == 0 { // workers run as root too, so they read the test's private directory
+		user = "user root;"
+	}
+	for _, d := range []string{"tmp", "www"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := fmt.Sprintf(`%[2]s
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 256; }
+http {
+    client_body_temp_path %[1]s/tmp/body;
+    proxy_temp_path %[1]s/tmp/proxy;
+    fastcgi_temp_path %[1]s/tmp/fastcgi;
+    uwsgi_temp_path %[1]s/tmp/uwsgi;
+    scgi_temp_path %[1]s/tmp/scgi;
+%[3]s
+}
+`, dir, user, fmt.Sprintf(servers, dir, port))
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nginxBin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off; master_process on;")
+	out, err := os.Create(filepath.Join(dir, "nginx.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGQUIT) // graceful: the workers finish and exit with it
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(filepath.Join(dir, "nginx.out"))
+			e, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx exited before it listened on %s:\n%s\n%s", addr, b, e)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen on %s within 15 s", addr)
+		}
+	}
+}
+
+// TestNginxTLS runs headroom against a real nginx over TLS: a private CA
+// (--ca), a client certificate the server asks for (--cert, --key), TLS
+// sessions resumed when nginx closes a kept-alive connection (every second
+// request), gzipped JSON decoded, a 301 followed; then the same with
+// --no-tls-resume and --no-compression, and without --ca (refused). nginx's
+// own access log says what arrived: protocol, client certificate, whether
+// the session was resumed, whether the body went out gzipped.
+func TestNginxTLS(t *testing.T) {
+	dir := t.TempDir()
+	keys := makePKI(t, dir)
+	port := freePort(t)
+	// A JSON document of ~20 KB that gzip makes ~30 times smaller.
+	var doc strings.Builder
+	doc.WriteString(`{"ok": true, "posts": [`)
+	for i := range 200 {
+		fmt.Fprintf(&doc, `{"id": "post%04d", "message": "hello from the load test, again and again"},`, i)
+	}
+	doc.WriteString(`{"id": "last"}]}`)
+	startNginx(t, dir, port, `
+    log_format tls '$server_protocol $status $request_uri $ssl_client_s_dn $ssl_session_reused $sent_http_content_encoding';
+    access_log %[1]s/access.log tls;
+    keepalive_requests 2;
+    gzip on;
+    gzip_types application/json;
+    gzip_min_length 100;
+    ssl_session_cache shared:tls:1m;
+    server {
+        listen 127.0.0.1:%[2]d ssl;
+        ssl_certificate %[1]s/server.pem;
+        ssl_certificate_key %[1]s/server-key.pem;
+        ssl_client_certificate %[1]s/ca.pem;
+        ssl_verify_client on;
+        root %[1]s/www;
+        default_type application/json;
+        location = /old { return 301 /posts.json; }
+    }`)
+	if err := os.WriteFile(filepath.Join(dir, "www", "posts.json"), []byte(doc.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	star := filepath.Join(dir, "tls.star")
+	if err := os.WriteFile(star, []byte(`
+def posts(user):
+    r = user.http.get("/old", name="old")
+    if r.redirects != 1 or not r.json("ok") or len(r.json("posts")) != 201:
+        fail("GET /old: %d after %d redirects: %s" % (r.status, r.redirects, r.text[:80]))
+actions = [action("posts", posts)]
+think_time = think.constant("100ms")
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := fmt.Sprintf("https://127.0.0.1:%d", port)
+	logPath := filepath.Join(dir, "access.log")
+	run := func(name string, args ...string) (*result.Result, []string) {
+		t.Helper()
+		if err := os.Truncate(logPath, 0); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, name)
+		code, _, _, stderr := outcome(t, command(t, "", nil, append([]string{"run", star, "--target", target, "--users", "3",
+			"--duration", "2s", "--ramp", "0s", "--quiet", "--no-report", "--out", out}, args...)...))
+		res, err := result.Read(out)
+		if err != nil {
+			t.Fatalf("%s: exit %d, %v\n%s", name, code, err, stderr)
+		}
+		return res, accessLines(t, logPath, target, keys)
+	}
+	byName := func(res *result.Result, name string) metrics.Summary {
+		for _, s := range res.Requests {
+			if s.Name == name {
+				return s
+			}
+		}
+		t.Fatalf("no request %q in %+v", name, res.Requests)
+		return metrics.Summary{}
+	}
+
+	res, lines := run("default", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey)
+	old := byName(res, "old")
+	if old.Count < 10 || old.Errors != 0 || res.Totals.Errors != 0 {
+		t.Fatalf("GET /old over TLS: %+v; totals %+v", old, res.Totals)
+	}
+	if old.BodyIn < 10*old.BytesIn {
+		t.Errorf("body_bytes_in %d, bytes_in %d: want the bodies read decoded, ~30 times what came gzipped", old.BodyIn, old.BytesIn)
+	}
+	resumed, gzipped, bodies := 0, 0, 0
+	for _, l := range lines {
+		f := strings.Fields(l) // protocol status uri client-dn reused encoding
+		if len(f) != 6 || f[0] != "HTTP/1.1" || f[3] != "CN=user" || (f[2] != "/old" && f[2] != "/posts.json") {
+			t.Fatalf("nginx logged %q: want HTTP/1.1 with the client certificate CN=user", l)
+		}
+		if f[4] == "r" {
+			resumed++
+		}
+		if f[2] == "/posts.json" {
+			bodies++
+			if f[5] == "gzip" {
+				gzipped++
+			}
+		}
+	}
+	// nginx closes a connection after its second request: each user's
+	// first connection makes a full handshake, every later one resumes.
+	if full := len(lines) - resumed; gzipped != bodies || int64(bodies) < old.Count || full < 3 || full > 3*2 {
+		t.Errorf("nginx: %d lines, %d of %d bodies gzipped, %d requests on resumed sessions (want all but the 3 users' first connections' 2 each)",
+			len(lines), gzipped, bodies, resumed)
+	}
+
+	res, lines = run("full-handshakes", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey, "--no-tls-resume", "--no-compression")
+	old = byName(res, "old")
+	if old.Count < 10 || res.Totals.Errors != 0 || old.BodyIn > old.BytesIn {
+		t.Errorf("--no-tls-resume --no-compression: %+v; want the bodies as they came, below bytes_in", old)
+	}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) != 6 || f[4] == "r" || f[5] == "gzip" {
+			t.Fatalf("--no-tls-resume --no-compression: nginx logged %q: want no resumed session, no gzip", l)
+		}
+	}
+
+	res, _ = run("no-ca", "--cert", keys.clientCert, "--key", keys.clientKey)
+	if res.Totals.Errors == 0 || res.Totals.Errors != res.Totals.Count {
+		t.Errorf("without --ca: %+v, want every request refused (unknown authority)", res.Totals)
+	}
+	if msgs := fmt.Sprint(byName(res, "old").Messages); !strings.Contains(msgs, "certificate") {
+		t.Errorf("without --ca: errors %s, want a certificate error", msgs)
+	}
+}
+
+// accessLines reads nginx's access log once it holds every request of a
+// run that has ended: nginx writes a line after its response has gone, so
+// a last request of our own (GET /end) is sent, and the log read when its
+// line is there; that line is left out.
+func accessLines(t *testing.T, path, target string, keys pki) []string {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(keys.clientCert, keys.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{pair}}}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(target + "/end")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if n := len(lines); strings.Contains(lines[n-1], " /end ") {
+			return lines[:n-1]
+		}
+	}
+	t.Fatalf("%s: no line for GET /end within 10 s", path)
+	return nil
+}
