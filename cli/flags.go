@@ -60,6 +60,8 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.certFile, "cert", "", "a PEM file of the client certificate (and its chain) users show a server that asks for one (mutual TLS); with --key")
 	fs.StringVar(&f.keyFile, "key", "", "a PEM file of --cert's private key")
 	fs.BoolVar(&f.client.NoResume, "no-tls-resume", false, "a full TLS handshake on every new connection; by default each user resumes its own TLS sessions, as a browser does")
+	fs.BoolVar(&f.client.HTTP1, "http1", false, "HTTP/1.1 only; by default users offer HTTP/2 to an https target by ALPN, as browsers do, and speak what the server picks")
+	fs.BoolVar(&f.client.H2C, "h2c", false, "HTTP/2 with prior knowledge on an http:// target (cleartext h2c), for a server that speaks HTTP/2 without TLS")
 	fs.BoolVar(&f.client.NoCompression, "no-compression", false, "send no Accept-Encoding; by default users ask for gzip, deflate, br and zstd, as browsers do, and decode what comes (r.text, r.json()): bytes_in counts the wire, body_bytes_in the decoded bodies")
 	fs.IntVar(&f.setupRetries, "setup-retries", engine.DefaultSetupRetries, "how often a user retries a failed setup (after a doubling, jittered pause from its think time to 30 s: about 3 minutes at the default) before it gives up, unset up, and the result counts it; 0: never retry")
 	fs.Var(&f.profile, "profile", "a Go pprof endpoint of the system under test (its /debug/pprof base, repeatable), e.g. http://127.0.0.1:8067/debug/pprof: its CPU profiles are taken in slices through the run and kept in profiles/, merged by phase (users' setup and the window; each step or ceiling level), with the functions that spent most in the result and report (docs/PROFILES.md)")

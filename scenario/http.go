@@ -403,7 +403,7 @@ func (r *responseValue) Truth() starlark.Bool {
 }
 func (r *responseValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: response") }
 func (r *responseValue) AttrNames() []string {
-	return []string{"error", "headers", "json", "ms", "ok", "redirects", "status", "text", "url"}
+	return []string{"error", "headers", "json", "ms", "ok", "protocol", "redirects", "status", "text", "url"}
 }
 
 func (r *responseValue) Attr(name string) (starlark.Value, error) {
@@ -414,6 +414,14 @@ func (r *responseValue) Attr(name string) (starlark.Value, error) {
 		return r.Truth(), nil
 	case "redirects":
 		return starlark.MakeInt(r.r.Redirects), nil
+	case "protocol": // as nginx logs it
+		switch {
+		case r.r.Status == 0:
+			return starlark.None, nil
+		case r.r.HTTP2:
+			return starlark.String("HTTP/2.0"), nil
+		}
+		return starlark.String("HTTP/1.1"), nil
 	case "url": // where the response came from: the last redirect's, or the URL asked for
 		if r.r.URL != "" {
 			return starlark.String(r.r.URL), nil

@@ -28,6 +28,13 @@ type Config struct {
 	// NoCompression: no Accept-Encoding is sent (a response compressed
 	// anyway is still decoded).
 	NoCompression bool `json:"no_compression,omitempty"`
+	// HTTP1: HTTP/1.1 even where an https server offers HTTP/2. By default
+	// users offer h2 by ALPN, as browsers do, and speak what the server
+	// picks.
+	HTTP1 bool `json:"http1,omitempty"`
+	// H2C: HTTP/2 with prior knowledge on http:// targets (cleartext,
+	// RFC 9113 3.3), for servers that speak only that there.
+	H2C bool `json:"h2c,omitempty"`
 }
 
 // Settings is a Config made ready once for all of a run's clients: its
@@ -36,6 +43,8 @@ type Settings struct {
 	tls      *tls.Config // never changed once made: clients clone it
 	resume   bool
 	compress bool
+	http1    bool
+	h2c      bool
 }
 
 // defaults is Options.Settings when it is nil.
@@ -62,7 +71,10 @@ func (c Config) Settings() (*Settings, error) {
 	case len(c.Key) > 0:
 		return nil, errors.New("--key needs --cert, the certificate it is the key of")
 	}
-	return &Settings{tls: t, resume: !c.NoResume, compress: !c.NoCompression}, nil
+	if c.HTTP1 && c.H2C {
+		return nil, errors.New("--http1 and --h2c: choose one")
+	}
+	return &Settings{tls: t, resume: !c.NoResume, compress: !c.NoCompression, http1: c.HTTP1, h2c: c.H2C}, nil
 }
 
 // TLS is the TLS configuration clients start from, for a client that is

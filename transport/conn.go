@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/internal/rawio"
+	"golang.org/x/net/http2"
 )
 
 // roundTrip sends the serialized request in wb on conn, returning wb to
@@ -186,7 +187,7 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline 
 	c.busy = conn
 	c.mu.Unlock()
 	if conn != nil {
-		if now.Sub(conn.used) < probeIdle || conn.alive() {
+		if conn.h2 != nil && conn.h2.CanTakeNewRequest() || conn.h2 == nil && (now.Sub(conn.used) < probeIdle || conn.alive()) {
 			return conn, true, nil
 		}
 		c.drop(addr, conn)
@@ -219,6 +220,13 @@ func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadli
 		return nil, os.ErrDeadlineExceeded
 	}
 	conn := &connection{Conn: raw, used: now}
+	if h2Conn(raw, isTLS, c.opt.Settings) {
+		if err := newH2(conn); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 	if tc, ok := raw.(*net.TCPConn); ok && rawio.Supported {
 		if rc, err := tc.SyscallConn(); err == nil {
 			conn.raw, conn.onReady = rc, conn.ready
@@ -268,7 +276,7 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			conn.pool = pl
 			return c.hold(conn, false)
 		}
-		if c.opt.Now().Sub(conn.used) < probeIdle || conn.alive() {
+		if conn.h2 != nil && conn.h2.CanTakeNewRequest() || conn.h2 == nil && (c.opt.Now().Sub(conn.used) < probeIdle || conn.alive()) {
 			return c.hold(conn, true)
 		}
 		conn.Close() // closed by the server while idle: its place goes to a new one
@@ -360,13 +368,18 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	}
 	done := make(chan dialed, 1)
 	var conf *tls.Config
+	set := c.opt.Settings
 	if isTLS {
 		if c.tls == nil {
-			c.tls = c.opt.Settings.userTLS()
+			c.tls = set.userTLS()
 		}
 		conf = c.tls.Clone() // the session cache is the user's still
 		conf.ServerName = serverName
+		if !set.http1 {
+			conf.NextProtos = []string{"h2", "http/1.1"}
+		}
 	}
+	count := isTLS && !set.http1 || !isTLS && set.h2c // HTTP/2 may be spoken: its bytes are counted below it
 	local := c.opt.LocalAddr
 	dial := c.opt.Dial
 	go func() {
@@ -379,6 +392,9 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 			dial = d.DialContext
 		}
 		raw, err := dial(ctx, "tcp", addr)
+		if err == nil && count {
+			raw = &counted{Conn: raw}
+		}
 		if err == nil && isTLS {
 			tc := tls.Client(raw, conf)
 			if err = tc.HandshakeContext(ctx); err != nil {
@@ -410,10 +426,21 @@ func (c *Client) drop(addr string, conn *connection) {
 // connection is one kept-alive connection.
 type connection struct {
 	net.Conn
-	raw      syscall.RawConn // plain TCP: the socket, for rawTrip; nil for TLS
+	raw      syscall.RawConn   // plain TCP: the socket, for rawTrip; nil for TLS and HTTP/2
+	h2       *http2.ClientConn // an HTTP/2 connection's; nil for HTTP/1.1
+	counted  *counted          // HTTP/2: the bytes read and written below TLS
+	coding   coding            // HTTP/2: the last response's Content-Encoding
 	onReady  func(fd uintptr) bool
 	trip     trip
 	deadline time.Time // the deadline last set on it
 	used     time.Time // when it was dialed or last finished a request
 	pool     *Pool     // the shared pool it belongs to; nil: a client's own
+}
+
+// Close closes the connection (an HTTP/2 one's streams with it).
+func (c *connection) Close() error {
+	if c.h2 != nil {
+		return c.h2.Close()
+	}
+	return c.Conn.Close()
 }

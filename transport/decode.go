@@ -9,7 +9,6 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -141,31 +140,9 @@ func decode(c coding, body []byte, limit int) ([]byte, error) {
 	default:
 		return body, nil
 	}
-	out, err := readAll(r, len(body), limit)
+	out, err := readBody(r, 4*len(body), limit, " once decoded")
 	if err != nil {
 		return nil, fmt.Errorf("%v body: %w", c, err)
 	}
 	return out, nil
-}
-
-// readAll reads r to its end, at most limit bytes, starting with room for
-// a few times the encoded size.
-func readAll(r io.Reader, encoded, limit int) ([]byte, error) {
-	b := make([]byte, 0, min(max(4*encoded, 512), limit+1))
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
-		b = b[:len(b)+n]
-		if len(b) > limit {
-			return nil, fmt.Errorf("response body is larger than the limit of %d bytes once decoded", limit)
-		}
-		if errors.Is(err, io.EOF) {
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }

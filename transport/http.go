@@ -73,6 +73,8 @@ type Response struct {
 	// Queued and the bytes are then the sums over every hop.
 	Redirects int
 	URL       string
+	// HTTP2: the response came over HTTP/2 (else HTTP/1.x).
+	HTTP2 bool
 }
 
 // Headers parses RawHeader into header lines, in order. It is done on
@@ -138,6 +140,7 @@ type Client struct {
 	dialing  context.CancelFunc // stops the dial in flight, if any
 	parser   respParser         // the response being read; Do's alone
 	tls      *tls.Config        // the user's (Settings.userTLS), made at its first TLS connection
+	stopH2   context.CancelFunc // ends the HTTP/2 stream in flight, if any
 	accept   string             // Accept-Encoding sent unless a request sets its own; "" none
 
 	targetAddr string // host:port of the target: its origin, with targetTLS
@@ -228,6 +231,23 @@ func (c *Client) hop(req *Request, resp *Response) {
 			c.fail(resp, err, start)
 			return
 		}
+		if conn.h2 != nil {
+			scheme := "http"
+			if isTLS {
+				scheme = "https"
+			}
+			if err = c.h2Trip(conn, req, scheme, host, uri, defaults, jar, deadline.Add(timeout/100), resp); err != nil {
+				if !conn.h2.CanTakeNewRequest() {
+					c.drop(addr, conn)
+				}
+				if reused && attempt == 0 && !c.canceled.Load() && h2Again(err, idempotent(req)) {
+					continue
+				}
+				c.fail(resp, err, start)
+				return
+			}
+			break
+		}
 		wb := getBuf()
 		*wb = appendRequest((*wb)[:0], req.Method, uri, host, defaults, req.Header, jar, req.Body, c.accept)
 		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
@@ -259,16 +279,22 @@ func (c *Client) hop(req *Request, resp *Response) {
 		// Complete, but past the timeout (a connect the kernel held, a
 		// response that finished as the deadline fired): a timeout, as
 		// documented, whatever arrived.
+		resp.Status, resp.RawHeader, resp.Body = 0, nil, nil
 		c.fail(resp, os.ErrDeadlineExceeded, start)
 		return
 	}
-	resp.Status = p.status
-	resp.RawHeader, resp.Body = p.result()
-	if p.cookies && host == c.opt.Target.Host {
+	coding, cookies := conn.coding, true // HTTP/2's: h2Trip's
+	resp.HTTP2 = conn.h2 != nil
+	if conn.h2 == nil {
+		resp.Status = p.status
+		resp.RawHeader, resp.Body = p.result()
+		coding, cookies = p.coding, p.cookies
+	}
+	if cookies && host == c.opt.Target.Host {
 		c.keepCookies(resp.RawHeader)
 	}
-	if p.coding != identity && len(resp.Body) > 0 { // decoded outside Latency: the client's work, not the server's
-		body, err := decode(p.coding, resp.Body, c.opt.MaxBodySize)
+	if coding != identity && len(resp.Body) > 0 { // decoded outside Latency: the client's work, not the server's
+		body, err := decode(coding, resp.Body, c.opt.MaxBodySize)
 		if err != nil { // no usable response, as a broken framing
 			resp.Status, resp.RawHeader, resp.Body, resp.Err = 0, nil, nil, err
 			return
@@ -327,6 +353,9 @@ func (c *Client) Cancel() {
 	}
 	if c.dialing != nil {
 		c.dialing()
+	}
+	if c.stopH2 != nil {
+		c.stopH2()
 	}
 	c.mu.Unlock()
 }

@@ -164,13 +164,14 @@ http {
 	}
 }
 
-// TestNginxTLS runs headroom against a real nginx over TLS: a private CA
-// (--ca), a client certificate the server asks for (--cert, --key), TLS
-// sessions resumed when nginx closes a kept-alive connection (every second
-// request), gzipped JSON decoded, a 301 followed; then the same with
-// --no-tls-resume and --no-compression, and without --ca (refused). nginx's
-// own access log says what arrived: protocol, client certificate, whether
-// the session was resumed, whether the body went out gzipped.
+// TestNginxTLS runs headroom against a real nginx over TLS: HTTP/2 by ALPN,
+// a private CA (--ca), a client certificate the server asks for (--cert,
+// --key), TLS sessions resumed when nginx ends a connection (after every
+// second request: a GOAWAY over HTTP/2), gzipped JSON decoded, a 301
+// followed; then the same with --http1, --no-tls-resume and
+// --no-compression, and without --ca (refused). nginx's own access log
+// says what arrived: protocol, client certificate, whether the session was
+// resumed, whether the body went out gzipped.
 func TestNginxTLS(t *testing.T) {
 	dir := t.TempDir()
 	keys := makePKI(t, dir)
@@ -191,7 +192,7 @@ func TestNginxTLS(t *testing.T) {
     gzip_min_length 100;
     ssl_session_cache shared:tls:1m;
     server {
-        listen 127.0.0.1:%[2]d ssl;
+        listen 127.0.0.1:%[2]d ssl http2;
         ssl_certificate %[1]s/server.pem;
         ssl_certificate_key %[1]s/server-key.pem;
         ssl_client_certificate %[1]s/ca.pem;
@@ -207,6 +208,8 @@ func TestNginxTLS(t *testing.T) {
 	if err := os.WriteFile(star, []byte(`
 def posts(user):
     r = user.http.get("/old", name="old")
+    if r.protocol != vars.get("protocol", "HTTP/2.0"):
+        fail("GET /old over " + r.protocol)
     if r.redirects != 1 or not r.json("ok") or len(r.json("posts")) != 201:
         fail("GET /old: %d after %d redirects: %s" % (r.status, r.redirects, r.text[:80]))
 actions = [action("posts", posts)]
@@ -251,8 +254,8 @@ think_time = think.constant("100ms")
 	resumed, gzipped, bodies := 0, 0, 0
 	for _, l := range lines {
 		f := strings.Fields(l) // protocol status uri client-dn reused encoding
-		if len(f) != 6 || f[0] != "HTTP/1.1" || f[3] != "CN=user" || (f[2] != "/old" && f[2] != "/posts.json") {
-			t.Fatalf("nginx logged %q: want HTTP/1.1 with the client certificate CN=user", l)
+		if len(f) != 6 || f[0] != "HTTP/2.0" || f[3] != "CN=user" || (f[2] != "/old" && f[2] != "/posts.json") {
+			t.Fatalf("nginx logged %q: want HTTP/2.0 with the client certificate CN=user", l)
 		}
 		if f[4] == "r" {
 			resumed++
@@ -271,14 +274,14 @@ think_time = think.constant("100ms")
 			len(lines), gzipped, bodies, resumed)
 	}
 
-	res, lines = run("full-handshakes", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey, "--no-tls-resume", "--no-compression")
+	res, lines = run("http1-full-handshakes", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey, "--http1", "--no-tls-resume", "--no-compression", "--var", "protocol=HTTP/1.1")
 	old = byName(res, "old")
 	if old.Count < 10 || res.Totals.Errors != 0 || old.BodyIn > old.BytesIn {
-		t.Errorf("--no-tls-resume --no-compression: %+v; want the bodies as they came, below bytes_in", old)
+		t.Errorf("--http1 --no-tls-resume --no-compression: %+v; want the bodies as they came, below bytes_in", old)
 	}
 	for _, l := range lines {
-		if f := strings.Fields(l); len(f) != 6 || f[4] == "r" || f[5] == "gzip" {
-			t.Fatalf("--no-tls-resume --no-compression: nginx logged %q: want no resumed session, no gzip", l)
+		if f := strings.Fields(l); len(f) != 6 || f[0] != "HTTP/1.1" || f[4] == "r" || f[5] == "gzip" {
+			t.Fatalf("--http1 --no-tls-resume --no-compression: nginx logged %q: want HTTP/1.1, no resumed session, no gzip", l)
 		}
 	}
 

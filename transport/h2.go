@@ -1,0 +1,220 @@
+package transport
+
+// HTTP/2, as browsers and k6 speak it: negotiated by ALPN on https targets
+// (Config.HTTP1 keeps to HTTP/1.1), or with prior knowledge on http ones
+// (Config.H2C). The protocol is golang.org/x/net/http2's: a user's
+// connection becomes its ClientConn, and each request a stream on it, one
+// at a time as the user sends them. HTTP/1.1 keeps its own path (wire.go).
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// h2 is the HTTP/2 configuration of every connection: compression is
+// headroom's (it asks and decodes itself), and a response's head is
+// bounded as HTTP/1.1's is.
+var h2 = &http2.Transport{DisableCompression: true, MaxHeaderListSize: maxHead, StrictMaxConcurrentStreams: true}
+
+// counted counts the bytes a connection reads and writes, below TLS: an
+// HTTP/2 request's share is what moved while it was in flight (frames the
+// connection's own reader took, PINGs and window updates included).
+type counted struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+// h2Conn reports whether raw, just dialed, speaks HTTP/2: TLS that
+// negotiated h2, or plain TCP under Config.H2C.
+func h2Conn(raw net.Conn, isTLS bool, set *Settings) bool {
+	if tc, ok := raw.(*tls.Conn); ok {
+		return tc.ConnectionState().NegotiatedProtocol == "h2"
+	}
+	return !isTLS && set.h2c
+}
+
+// newH2 makes conn an HTTP/2 connection: the client preface and SETTINGS
+// are written here, the server's read by the ClientConn's own goroutine.
+func newH2(conn *connection) error {
+	under := conn.Conn
+	if tc, ok := under.(*tls.Conn); ok {
+		under = tc.NetConn()
+	}
+	bytes, ok := under.(*counted)
+	if !ok {
+		return errors.New("http2: the connection's bytes are not counted")
+	}
+	cc, err := h2.NewClientConn(conn.Conn)
+	if err != nil {
+		return fmt.Errorf("http2: %w", err)
+	}
+	conn.h2, conn.counted, conn.raw = cc, bytes, nil
+	return nil
+}
+
+// h2Trip sends req as one stream on conn and reads its response into resp:
+// its status, its head as HTTP/1.1 would have it (for Headers and cookies),
+// its body within the body limit; its coding in conn.coding.
+func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string, defaults []Header, jar map[string]string,
+	deadline time.Time, resp *Response) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c.mu.Lock()
+	c.stopH2 = cancel // Cancel ends the stream
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.stopH2 = nil
+		c.mu.Unlock()
+	}()
+	if c.canceled.Load() {
+		return ErrCanceled
+	}
+	hr, err := c.h2Request(ctx, req, scheme, host, uri, defaults, jar)
+	if err != nil {
+		return err
+	}
+	in0, out0 := conn.counted.in.Load(), conn.counted.out.Load()
+	defer func() {
+		resp.BytesIn += conn.counted.in.Load() - in0
+		resp.BytesOut += conn.counted.out.Load() - out0
+	}()
+	hresp, err := conn.h2.RoundTrip(hr)
+	if err != nil {
+		return err
+	}
+	defer hresp.Body.Close()
+	limit := c.opt.MaxBodySize
+	if hresp.ContentLength > int64(limit) {
+		return fmt.Errorf("response body of %d bytes is larger than the limit of %d", hresp.ContentLength, limit)
+	}
+	body, err := readBody(hresp.Body, int(max(hresp.ContentLength, 0)), limit, "")
+	if err != nil {
+		return err
+	}
+	resp.Status, resp.Body = hresp.StatusCode, body
+	resp.RawHeader = h2Head(hresp)
+	conn.coding = parseCoding([]byte(hresp.Header.Get("Content-Encoding")))
+	return nil
+}
+
+// h2Request is req as net/http's request: the headers Do would write (the
+// defaults, overridden by the request's own, cookies, User-Agent,
+// Accept-Encoding), less those HTTP/2 forbids.
+func (c *Client) h2Request(ctx context.Context, req *Request, scheme, host, uri string, defaults []Header, jar map[string]string) (*http.Request, error) {
+	hr, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+host, nil)
+	if err != nil {
+		return nil, err
+	}
+	hr.URL.Opaque = string(appendURI(nil, uri)) // the request target exactly: RequestURI returns it
+	hr.URL.Path, hr.URL.RawPath, hr.URL.RawQuery = "", "", ""
+	hr.Host = host
+	for _, hs := range [2][]Header{defaults, req.Header} {
+		for _, h := range hs {
+			switch k := http.CanonicalHeaderKey(h.Key); k {
+			case "Host":
+				hr.Host = h.Value
+			case "Content-Length", "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade":
+				// framing HTTP/2 does itself
+			default:
+				hr.Header[k] = []string{h.Value}
+			}
+		}
+	}
+	if _, ok := hr.Header["User-Agent"]; !ok {
+		hr.Header["User-Agent"] = []string{"headroom"}
+	}
+	if _, ok := hr.Header["Accept-Encoding"]; !ok && c.accept != "" {
+		hr.Header["Accept-Encoding"] = []string{c.accept}
+	}
+	if len(jar) > 0 {
+		given := hr.Header.Get("Cookie")
+		v := appendCookies([]byte(given), jar, given != "")
+		hr.Header["Cookie"] = []string{string(v[:len(v)-2])} // less its CRLF
+	}
+	if req.Body != nil || req.Method == "POST" || req.Method == "PUT" || req.Method == "PATCH" {
+		hr.Body = io.NopCloser(bytes.NewReader(req.Body))
+		hr.ContentLength = int64(len(req.Body))
+		hr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(req.Body)), nil }
+		if len(req.Body) == 0 {
+			hr.Body = http.NoBody
+		}
+	}
+	return hr, nil
+}
+
+// h2Head writes a response's status and headers as an HTTP/1.1 head
+// would hold them.
+func h2Head(r *http.Response) []byte {
+	b := fmt.Appendf(nil, "HTTP/2.0 %d %s\r\n", r.StatusCode, http.StatusText(r.StatusCode))
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			b = appendHeader(b, k, v)
+		}
+	}
+	return append(b, "\r\n"...)
+}
+
+// readBody reads a body to its end, at most limit bytes (past them, an
+// error whose text ends in what: " once decoded", say), starting with
+// room for hint.
+func readBody(r io.Reader, hint, limit int, what string) ([]byte, error) {
+	b := make([]byte, 0, min(max(hint, 512), limit+1))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
+		b = b[:len(b)+n]
+		if len(b) > limit {
+			return nil, fmt.Errorf("response body is larger than the limit of %d bytes%s", limit, what)
+		}
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// h2Again reports whether a request that failed with err on a kept-alive
+// HTTP/2 connection may be sent again on a new one: the server refused
+// its stream unprocessed (a GOAWAY that left it out, REFUSED_STREAM), or,
+// for an idempotent request, the connection was gone.
+func h2Again(err error, idempotent bool) bool {
+	var ga http2.GoAwayError
+	var se http2.StreamError
+	switch {
+	case errors.As(err, &ga): // x/net gives it to the streams past the GOAWAY's last: never processed
+		return true
+	case errors.As(err, &se):
+		return se.Code == http2.ErrCodeRefusedStream
+	case strings.Contains(err.Error(), "client conn not usable"):
+		return true
+	}
+	return idempotent && (retryable(err) || strings.Contains(err.Error(), "client connection lost"))
+}
