@@ -113,6 +113,7 @@ type Sample struct {
 	BytesIn  int64         // response bytes, headers and body, as they crossed the wire
 	BytesOut int64         // request bytes, headers and body
 	BodyIn   int64         // of a request: its response's body as the scenario reads it, decoded
+	HTTP2    bool          // of a request: its response came over HTTP/2
 	Message  string        // why it failed, when it did
 	// Setup marks a sample of a user's setup (its requests and the setup
 	// itself): kept apart from the acting figures (Snapshot.Setup), so
@@ -152,6 +153,7 @@ type Stat struct {
 	BytesIn  int64         //
 	BytesOut int64         //
 	BodyIn   int64         // requests' response bodies, decoded (Sample.BodyIn)
+	HTTP2    int64         // responses that came over HTTP/2
 	// NoRequest, of actions: how many of Count sent no request, so that
 	// their latency is the scenario's code alone, no server's.
 	NoRequest int64
@@ -276,6 +278,9 @@ func (s *Stat) Add(x *Sample) {
 	s.BytesIn += x.BytesIn
 	s.BytesOut += x.BytesOut
 	s.BodyIn += x.BodyIn
+	if x.HTTP2 {
+		s.HTTP2++
+	}
 	if x.Kind == Action && x.Requests == 0 {
 		s.NoRequest++
 	}
@@ -340,6 +345,7 @@ func (s *Stat) Merge(o *Stat) {
 	s.BytesIn += o.BytesIn
 	s.BytesOut += o.BytesOut
 	s.BodyIn += o.BodyIn
+	s.HTTP2 += o.HTTP2
 	s.NoRequest += o.NoRequest
 	for key, k := range o.Messages {
 		s.mergeMessage(key, k)
@@ -369,7 +375,7 @@ func (s *Stat) Reset() {
 	if s.buckets != nil {
 		s.buckets.Reset()
 	}
-	s.Count, s.Errors, s.Timeouts, s.Canceled, s.Dropped, s.BytesIn, s.BytesOut, s.BodyIn, s.NoRequest = 0, 0, 0, 0, 0, 0, 0, 0, 0
+	s.Count, s.Errors, s.Timeouts, s.Canceled, s.Dropped, s.BytesIn, s.BytesOut, s.BodyIn, s.HTTP2, s.NoRequest = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	clear(s.Status)
 	clear(s.Messages)
 }
@@ -394,7 +400,9 @@ type Summary struct {
 	BytesOut int64   `json:"bytes_out"`
 	// BodyIn, requests only: the response bodies as read, decoded; below
 	// BytesIn (which holds the heads too) unless bodies came compressed.
-	BodyIn   int64            `json:"body_bytes_in,omitempty"`
+	BodyIn int64 `json:"body_bytes_in,omitempty"`
+	// HTTP2, requests only: how many of the responses came over HTTP/2.
+	HTTP2    int64            `json:"http2,omitempty"`
 	Status   map[string]int64 `json:"status,omitempty"`
 	Messages map[string]int64 `json:"messages,omitempty"` // by kind (see Stat.MessageCounts)
 
@@ -407,7 +415,7 @@ func (s *Stat) Summarize(name string, window time.Duration) Summary {
 	ms := func(us int64) float64 { return float64(us) / 1000 }
 	out := Summary{
 		Name: name, Count: s.Count, Errors: s.Errors, Timeouts: s.Timeouts, Canceled: s.Canceled, Dropped: s.Dropped,
-		BytesIn: s.BytesIn, BytesOut: s.BytesOut, BodyIn: s.BodyIn, NoRequest: s.NoRequest,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut, BodyIn: s.BodyIn, HTTP2: s.HTTP2, NoRequest: s.NoRequest,
 	}
 	if s.Count > 0 {
 		h := s.figures()

@@ -24,7 +24,7 @@ import (
 //	wakes    = 0 | 1 stats n×(slot actual meant) (Snapshot.Wakes: Late as the one name "wake", then its
 //	                                           slots in order, the first a signed number, each next its gap)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
-//	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut BodyIn NoRequest
+//	stats    = n × (name Count Errors Timeouts Canceled Dropped BytesIn BytesOut BodyIn HTTP2 NoRequest
 //	                n×(status count) n×(key kind) hist)
 //	hist     = n × (gap count)                 the non-empty buckets by index; gap: empty ones skipped
 //	sockets  = n × (name Opened Closed Abnormal Reconnects Gaps Missed Dropped
@@ -39,7 +39,8 @@ import (
 
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
-// times. 3: the generator's wakes. 4: decoded body bytes (BodyIn).
+// times. 3: the generator's wakes. 4: decoded body bytes (BodyIn), HTTP/2
+// responses.
 const wireVersion = 4
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
@@ -149,7 +150,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 			}
 		}
 		e.str(run[0])
-		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.Dropped, st.BytesIn, st.BytesOut, st.BodyIn, st.NoRequest} {
+		for _, n := range [...]int64{st.Count, st.Errors, st.Timeouts, st.Canceled, st.Dropped, st.BytesIn, st.BytesOut, st.BodyIn, st.HTTP2, st.NoRequest} {
 			e.uvarint(uint64(n))
 		}
 		e.codes = e.codes[:0]

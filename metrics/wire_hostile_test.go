@@ -53,10 +53,10 @@ func wakes(parts ...any) []byte {
 }
 
 // okWake is Wakes.Late of 2 starts, in bucket 100.
-var okWake = []any{2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 1, 100, 2}
+var okWake = []any{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 1, 100, 2}
 
 // okStat is a Stat of 2 samples of status 200 in bucket 100.
-var okStat = []any{"a", 2, 0, 0, 0, 0, 10, 20, 30, 0, 1, 200, 2, 0, 1, 100, 2}
+var okStat = []any{"a", 2, 0, 0, 0, 0, 10, 20, 30, 1, 0, 1, 200, 2, 0, 1, 100, 2}
 
 // hostileInputs are encodings MergeEncoded must refuse, each with a
 // fragment of the error that says why.
@@ -65,8 +65,8 @@ func hostileInputs() []struct {
 	b          []byte
 } {
 	// counts is a Stat named "a" from its counts on: Count Errors Timeouts
-	// Canceled Dropped BytesIn BytesOut NoRequest as given, BodyIn 0 put in.
-	counts := func(c ...any) []any { return append(append(append([]any{"a"}, c[:7]...), 0), c[7:]...) }
+	// Canceled Dropped BytesIn BytesOut NoRequest as given, BodyIn and HTTP2 0 put in.
+	counts := func(c ...any) []any { return append(append(append([]any{"a"}, c[:7]...), 0, 0), c[7:]...) }
 	long := strings.Repeat("x", maxWireString+1)
 	return []struct {
 		name, want string
@@ -131,7 +131,7 @@ func TestMergeEncodedReadsHandMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := into.Requests["a"]
-	if st == nil || st.Count != 2 || st.BytesIn != 10 || st.BytesOut != 20 || st.BodyIn != 30 || st.Status[200] != 2 ||
+	if st == nil || st.Count != 2 || st.BytesIn != 10 || st.BytesOut != 20 || st.BodyIn != 30 || st.HTTP2 != 1 || st.Status[200] != 2 ||
 		st.Hist().TotalCount() != 2 || st.Hist().Max() != 100 {
 		t.Fatalf("hand-made stat read as %+v", st)
 	}
@@ -210,7 +210,7 @@ func TestHugeLengthsAllocateNothing(t *testing.T) {
 
 // counts1 is a Stat whose histogram claims n buckets.
 func counts1(n uint64) []any {
-	return []any{"a", 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, n}
+	return []any{"a", 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, n}
 }
 
 // allocated is the bytes allocated by the process so far.

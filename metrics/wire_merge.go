@@ -225,15 +225,15 @@ func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at [
 // its buckets into sum, if sum is not nil, for the caller to record.
 func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 	count, errs, timeouts, canceled, dropped := d.count(), d.count(), d.count(), d.count(), d.count()
-	bytesIn, bytesOut, bodyIn, noRequest := d.count(), d.count(), d.count(), d.count()
+	bytesIn, bytesOut, bodyIn, http2, noRequest := d.count(), d.count(), d.count(), d.count(), d.count()
 	switch {
 	case d.err != nil:
 		return
 	case count == 0 && canceled == 0 && dropped == 0:
 		d.fail("%q counted nothing", name)
 		return
-	case errs > count || timeouts > count-errs || noRequest > count:
-		d.fail("%q: %d errors, %d timeouts or %d without a request in %d samples", name, errs, timeouts, noRequest, count)
+	case errs > count || timeouts > count-errs || noRequest > count || http2 > count:
+		d.fail("%q: %d errors, %d timeouts, %d over HTTP/2 or %d without a request in %d samples", name, errs, timeouts, http2, noRequest, count)
 		return
 	}
 	var merge func(string, MessageKind)
@@ -242,7 +242,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 		st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
 		st.Dropped = addCount(st.Dropped, dropped)
 		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
-		st.BodyIn = addCount(st.BodyIn, bodyIn)
+		st.BodyIn, st.HTTP2 = addCount(st.BodyIn, bodyIn), addCount(st.HTTP2, http2)
 		st.NoRequest = addCount(st.NoRequest, noRequest)
 		merge = st.mergeMessage
 	}

@@ -96,7 +96,7 @@ func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 	for len(out) < n {
 		name := "GET /" + strconv.Itoa(r.IntN(m.names))
 		x := Sample{Name: name, Latency: latency(), Status: []int{200, 200, 200, 201, 404, 0}[r.IntN(6)],
-			BytesIn: r.Int64N(1e5), BytesOut: r.Int64N(1e3), BodyIn: r.Int64N(1e6), Setup: r.Float64() < m.setup}
+			BytesIn: r.Int64N(1e5), BytesOut: r.Int64N(1e3), BodyIn: r.Int64N(1e6), HTTP2: r.IntN(2) == 0, Setup: r.Float64() < m.setup}
 		if r.Float64() < m.failed {
 			x.Outcome = []Outcome{Failed, Failed, Timeout, Canceled}[r.IntN(4)]
 			x.Message, x.Status = message(), []int{500, 503, 0}[r.IntN(3)]
@@ -220,8 +220,8 @@ func tablesDiff(prefix string, a, b *Snapshot) []string {
 }
 
 func statDiff(x, y *Stat) string {
-	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.Dropped, x.BytesIn, x.BytesOut, x.BodyIn, x.NoRequest}
-	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.Dropped, y.BytesIn, y.BytesOut, y.BodyIn, y.NoRequest}
+	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.Dropped, x.BytesIn, x.BytesOut, x.BodyIn, x.HTTP2, x.NoRequest}
+	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.Dropped, y.BytesIn, y.BytesOut, y.BodyIn, y.HTTP2, y.NoRequest}
 	switch {
 	case fx != fy:
 		return fmt.Sprintf("counts %v vs %v", fx, fy)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/headroom-dev/headroom/compare"
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -183,5 +184,23 @@ func TestReportFilesWritten(t *testing.T) {
 	text, _ := os.ReadFile(md)
 	if got := strings.Count(string(text), ".png)"); got != n {
 		t.Errorf("%d images linked from %s, want %d", got, md, n)
+	}
+}
+
+// TestWireText: the report says when responses came over HTTP/2 and what
+// compression saved, and nothing for plain HTTP/1.1.
+func TestWireText(t *testing.T) {
+	for _, tc := range []struct {
+		s    metrics.Summary
+		want string
+	}{
+		{metrics.Summary{Count: 10, BytesIn: 1000, BodyIn: 500}, ""},
+		{metrics.Summary{Count: 10, HTTP2: 10, BytesIn: 1000, BodyIn: 500}, "Every response came over HTTP/2."},
+		{metrics.Summary{Count: 10, HTTP2: 4, BytesIn: 1000, BodyIn: 500}, "4 of the 10 responses came over HTTP/2, the rest over HTTP/1.1."},
+		{metrics.Summary{Count: 10, BytesIn: 1 << 20, BodyIn: 30 << 20}, "Bodies came compressed: 1 MiB on the wire, heads included, held 30 MiB decoded (30 times as much)."},
+	} {
+		if got := wireText(tc.s); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
+		}
 	}
 }

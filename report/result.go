@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -74,6 +75,9 @@ func requestBlocks(r *result.Result) []Block {
 	if n := r.StoppingTotals.Count; n > 0 {
 		out = append(out, &Para{Text: fmt.Sprintf("%s more requests ended while users stopped, after the window: in stopping_totals, in no figure above.", count(n))})
 	}
+	if txt := wireText(r.Totals); txt != "" {
+		out = append(out, &Para{Text: txt})
+	}
 	out = append(out, openBlocks(r)...)
 	if len(r.Actions) > 0 {
 		out = append(out, &Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))
@@ -82,6 +86,24 @@ func requestBlocks(r *result.Result) []Block {
 		}
 	}
 	return out
+}
+
+// wireText says how the requests went on the wire, when it is not plain
+// HTTP/1.1: how many responses came over HTTP/2, and what compression
+// saved; "" otherwise.
+func wireText(t metrics.Summary) string {
+	var parts []string
+	switch {
+	case t.HTTP2 > 0 && t.HTTP2 == t.Count:
+		parts = append(parts, "Every response came over HTTP/2.")
+	case t.HTTP2 > 0:
+		parts = append(parts, fmt.Sprintf("%s of the %s responses came over HTTP/2, the rest over HTTP/1.1.", count(t.HTTP2), count(t.Count)))
+	}
+	if t.BodyIn > t.BytesIn && t.BytesIn > 0 {
+		parts = append(parts, fmt.Sprintf("Bodies came compressed: %s MiB on the wire, heads included, held %s MiB decoded (%s times as much).",
+			num(float64(t.BytesIn)/(1<<20)), num(float64(t.BodyIn)/(1<<20)), num(float64(t.BodyIn)/float64(t.BytesIn))))
+	}
+	return strings.Join(parts, " ")
 }
 
 // serverBlocks are the scraped server's figures over the measured window.

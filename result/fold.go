@@ -110,6 +110,7 @@ func addSummary(into *metrics.Summary, s metrics.Summary) {
 	into.BytesIn = add(into.BytesIn, s.BytesIn)
 	into.BytesOut = add(into.BytesOut, s.BytesOut)
 	into.BodyIn = add(into.BodyIn, s.BodyIn)
+	into.HTTP2 = add(into.HTTP2, s.HTTP2)
 	into.NoRequest = add(into.NoRequest, s.NoRequest)
 	into.RPS += s.RPS
 	into.P50Ms, into.P90Ms, into.P95Ms = max(into.P50Ms, s.P50Ms), max(into.P90Ms, s.P90Ms), max(into.P95Ms, s.P95Ms)

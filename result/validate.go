@@ -127,13 +127,16 @@ func checkSummary(at string, s metrics.Summary) error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"count", s.Count}, {"errors", s.Errors}, {"timeouts", s.Timeouts}, {"canceled", s.Canceled}, {"bytes_in", s.BytesIn}, {"bytes_out", s.BytesOut}, {"body_bytes_in", s.BodyIn}, {"no_request", s.NoRequest}} {
+	}{{"count", s.Count}, {"errors", s.Errors}, {"timeouts", s.Timeouts}, {"canceled", s.Canceled}, {"bytes_in", s.BytesIn}, {"bytes_out", s.BytesOut}, {"body_bytes_in", s.BodyIn}, {"http2", s.HTTP2}, {"no_request", s.NoRequest}} {
 		if f.v < 0 {
 			return fmt.Errorf("%s: %s is %d, below zero", at, f.name, f.v)
 		}
 	}
 	if s.Errors > s.Count || s.Timeouts > s.Count-s.Errors {
 		return fmt.Errorf("%s: %d errors and %d timeouts out of %d requests", at, s.Errors, s.Timeouts, s.Count)
+	}
+	if s.HTTP2 > s.Count {
+		return fmt.Errorf("%s: %d responses over HTTP/2 out of %d requests", at, s.HTTP2, s.Count)
 	}
 	if s.NoRequest > s.Count {
 		return fmt.Errorf("%s: %d actions sent no request out of %d", at, s.NoRequest, s.Count)

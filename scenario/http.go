@@ -353,7 +353,7 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	resp := &rv.r
 	u.env.HTTP.Do(req, resp)
 	s := metrics.Sample{Kind: kind, Name: name, Status: resp.Status, Latency: resp.Latency,
-		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut, BodyIn: int64(len(resp.Body)), Setup: u.setup}
+		BytesIn: resp.BytesIn, BytesOut: resp.BytesOut, BodyIn: int64(len(resp.Body)), HTTP2: resp.HTTP2, Setup: u.setup}
 	switch {
 	case resp.Canceled:
 		s.Outcome = metrics.Canceled

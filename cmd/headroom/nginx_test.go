@@ -248,6 +248,9 @@ think_time = think.constant("100ms")
 	if old.Count < 10 || old.Errors != 0 || res.Totals.Errors != 0 {
 		t.Fatalf("GET /old over TLS: %+v; totals %+v", old, res.Totals)
 	}
+	if old.HTTP2 != old.Count {
+		t.Errorf("result.json: %d of %d responses over HTTP/2, want all", old.HTTP2, old.Count)
+	}
 	if old.BodyIn < 10*old.BytesIn {
 		t.Errorf("body_bytes_in %d, bytes_in %d: want the bodies read decoded, ~30 times what came gzipped", old.BodyIn, old.BytesIn)
 	}
@@ -276,7 +279,7 @@ think_time = think.constant("100ms")
 
 	res, lines = run("http1-full-handshakes", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey, "--http1", "--no-tls-resume", "--no-compression", "--var", "protocol=HTTP/1.1")
 	old = byName(res, "old")
-	if old.Count < 10 || res.Totals.Errors != 0 || old.BodyIn > old.BytesIn {
+	if old.Count < 10 || res.Totals.Errors != 0 || old.BodyIn > old.BytesIn || old.HTTP2 != 0 {
 		t.Errorf("--http1 --no-tls-resume --no-compression: %+v; want the bodies as they came, below bytes_in", old)
 	}
 	for _, l := range lines {
