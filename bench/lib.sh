@@ -67,10 +67,13 @@ wait_port() {
 # Starts nginx in the foreground of a background job (daemon off), one
 # worker, pinned to CPU ("" = not pinned), serving a 13-byte body on every
 # path at 127.0.0.1:PORT with no access log and (almost) unlimited
-# keep-alive requests. Sets NGINX_PID.
+# keep-alive requests. Sets NGINX_PID. With TLS_LISTEN ("ssl http2", say),
+# TLS_CERT and TLS_KEY (PEM files) set, it listens with those parameters
+# and that certificate.
 start_nginx() {
-	local dir=$1 port=$2 cpu=$3 wc=$4 kat=$5
+	local dir=$1 port=$2 cpu=$3 wc=$4 kat=$5 tls=""
 	mkdir -p "$dir/tmp"
+	[ -n "${TLS_CERT:-}" ] && tls="ssl_certificate $TLS_CERT; ssl_certificate_key $TLS_KEY;"
 	cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 worker_rlimit_nofile $(ulimit -n);
@@ -92,7 +95,8 @@ http {
     keepalive_requests 1000000;
     keepalive_timeout $kat;
     server {
-        listen 127.0.0.1:$port backlog=4096;
+        listen 127.0.0.1:$port ${TLS_LISTEN:-} backlog=4096;
+        $tls
         location / {
             default_type text/plain;
             return 200 "Hello, World!";
@@ -111,6 +115,36 @@ CONF
 	BENCH_PIDS+=("$NGINX_PID")
 	wait_port "$port" 10 || die "nginx did not start on port $port: $(tail -5 "$dir/error.log")"
 	log "nginx pid $NGINX_PID on 127.0.0.1:$port${cpu:+ (cpu $cpu)}, worker_connections $wc"
+}
+
+# watched NAME CMD...: waits for the machine to be quiet (QUIET_WAIT
+# seconds at most), then runs CMD under /usr/bin/time and sets (NGINX_PID
+# the server's, WORK the scratch directory):
+#   ELAPSED      wall seconds
+#   CLIENT_CPU_S CMD's user+system CPU seconds
+#   NGINX_PCT    nginx's CPU, in % of one core
+#   OTHERS_PCT   CPU used by anything but CMD and nginx (other work on the
+#                machine, and kernel work not charged to a process such as
+#                interrupts), in % of all cores
+#   STEAL_PCT    time the hypervisor gave to other guests, in % of all cores
+watched() {
+	local name=$1 tm=$WORK/$1.time
+	shift
+	local b0 s0 n0 t0 b1 s1 n1 t1 hz ncpu
+	hz=$(getconf CLK_TCK) ncpu=$(nproc)
+	wait_quiet "$QUIET_WAIT"
+	read -r b0 s0 < <(cpu_ticks)
+	n0=$(tree_ticks "$NGINX_PID")
+	t0=$(date +%s.%N)
+	/usr/bin/time -f '%U %S' -o "$tm" "$@"
+	t1=$(date +%s.%N)
+	n1=$(tree_ticks "$NGINX_PID")
+	read -r b1 s1 < <(cpu_ticks)
+	ELAPSED=$(calc "$t1 - $t0")
+	CLIENT_CPU_S=$(awk '{print $1 + $2}' "$tm")
+	NGINX_PCT=$(calc "100 * ($n1 - $n0) / ($ELAPSED * $hz)")
+	OTHERS_PCT=$(calc "100 * ($b1 - $b0 - ($n1 - $n0) - $CLIENT_CPU_S * $hz) / ($ELAPSED * $hz * $ncpu)")
+	STEAL_PCT=$(calc "100 * ($s1 - $s0) / ($ELAPSED * $hz * $ncpu)")
 }
 
 # bench_cleanup: stops every process in BENCH_PIDS by PID (TERM, then KILL)
@@ -134,7 +168,6 @@ bench_cleanup() {
 	fi
 }
 
-# median NUMBER...: prints the median.
 # bench_workdir NAME: sets WORK to $OUT (kept afterwards) or a fresh temp dir,
 # and installs the cleanup traps. Call it from the script, not a subshell.
 bench_workdir() {
@@ -149,6 +182,7 @@ bench_workdir() {
 	trap 'exit 130' INT TERM
 }
 
+# median NUMBER...: prints the median.
 median() {
 	printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {
 		if (NR == 0) { print "nan"; exit }

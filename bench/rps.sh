@@ -8,6 +8,9 @@
 #       SERVER_CPU=0    core nginx is pinned to
 #       CLIENT_CPU=1    core wrk and headroom are pinned to
 #       HEADROOM=path   use this binary instead of building ./cmd/headroom
+#       HEADROOM_ARGS   more flags for headroom run (default --no-compression: the
+#                       request wrk sends, without the Accept-Encoding users send
+#                       by default; set it empty for an older binary)
 #       OUT=dir         keep the raw outputs there (default: a temp dir, removed)
 #       QUIET_WAIT=120  seconds to wait, before each measurement, for the machine
 #                       to be idle (other work on it skews the figures)
@@ -59,35 +62,6 @@ STAR
 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d2s "$URL/" >"$WORK/warmup.txt"
 grep -q 'Requests/sec' "$WORK/warmup.txt" || die "wrk warm-up failed: $(cat "$WORK/warmup.txt")"
 
-# watched NAME CMD...: waits for the machine to be quiet, then runs CMD
-# under /usr/bin/time and sets:
-#   ELAPSED      wall seconds
-#   CLIENT_CPU_S CMD's user+system CPU seconds
-#   NGINX_PCT    nginx's CPU, in % of one core
-#   OTHERS_PCT   CPU used by anything but CMD and nginx (other work on the
-#                machine, and kernel work not charged to a process such as
-#                interrupts), in % of all cores
-#   STEAL_PCT    time the hypervisor gave to other guests, in % of all cores
-watched() {
-	local name=$1 tm=$WORK/$1.time
-	shift
-	local b0 s0 n0 t0 b1 s1 n1 t1 hz ncpu
-	hz=$(getconf CLK_TCK) ncpu=$(nproc)
-	wait_quiet "$QUIET_WAIT"
-	read -r b0 s0 < <(cpu_ticks)
-	n0=$(tree_ticks "$NGINX_PID")
-	t0=$(date +%s.%N)
-	/usr/bin/time -f '%U %S' -o "$tm" "$@"
-	t1=$(date +%s.%N)
-	n1=$(tree_ticks "$NGINX_PID")
-	read -r b1 s1 < <(cpu_ticks)
-	ELAPSED=$(calc "$t1 - $t0")
-	CLIENT_CPU_S=$(awk '{print $1 + $2}' "$tm")
-	NGINX_PCT=$(calc "100 * ($n1 - $n0) / ($ELAPSED * $hz)")
-	OTHERS_PCT=$(calc "100 * ($b1 - $b0 - ($n1 - $n0) - $CLIENT_CPU_S * $hz) / ($ELAPSED * $hz * $ncpu)")
-	STEAL_PCT=$(calc "100 * ($s1 - $s0) / ($ELAPSED * $hz * $ncpu)")
-}
-
 # show N CLIENT RPS CPU_MS: prints one measurement's line; sets NOISY=1 when
 # other work took 10% of the machine or more, or the hypervisor 2% or more.
 show() {
@@ -121,7 +95,7 @@ run_headroom() {
 	local n=$1 dir=$WORK/headroom-$1
 	watched "headroom-$n" timeout $((DURATION + 60)) env GOMAXPROCS=1 taskset -c "$CLIENT_CPU" \
 		"$HEADROOM" run "$WORK/rps.star" --target "$URL" --users "$CONNS" --ramp 0s \
-		--duration "${DURATION}s" --out "$dir" --quiet >"$dir.txt" 2>"$dir.err" ||
+		--duration "${DURATION}s" --out "$dir" --quiet $HEADROOM_ARGS >"$dir.txt" 2>"$dir.err" ||
 		die "headroom failed in round $n: $(tail -5 "$dir.err")"
 	local r=$dir/result.json errs
 	HR_RPS=$(jq -r '.totals.rps' "$r")
@@ -131,6 +105,7 @@ run_headroom() {
 	show "$n" headroom "$HR_RPS" "$HR_CPU_MS"
 }
 
+HEADROOM_ARGS=${HEADROOM_ARGS---no-compression}
 log "$ROUNDS rounds of ${DURATION}s, $CONNS connections, nginx on cpu $SERVER_CPU, clients on cpu $CLIENT_CPU"
 cat <<'HEAD'
 cpu_ms/1k: the client's CPU time per 1,000 requests; client%, nginx%: CPU in % of one core;

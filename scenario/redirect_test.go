@@ -15,7 +15,8 @@ import (
 // TestRedirectsAndCompressionInAScenario, against go-httpbin through
 // headroom's transport: a redirected request is one sample under its name,
 // r.redirects and r.url say where it went, redirect=False takes the 3xx,
-// and a gzipped or deflated body reads as JSON, its decoded size counted.
+// statuses are what the server said, and a gzipped or deflated body reads
+// as JSON, its decoded size counted.
 func TestRedirectsAndCompressionInAScenario(t *testing.T) {
 	srv := httptest.NewServer(httpbin.New().Handler())
 	defer srv.Close()
@@ -33,6 +34,10 @@ def act(user):
     r = user.http.get("/redirect/2", redirect=False, name="not followed", expect=302)
     if r.redirects != 0 or r.url != "/redirect/2" or r.headers["location"] != "/relative-redirect/1":
         fail("not followed: %d redirects, %s, %s" % (r.redirects, r.url, r.headers))
+    for status in [200, 204, 404, 418, 503]:
+        r = user.http.get("/status/%d" % status, name="status", expect=status)
+        if r.status != status or r.redirects != 0:
+            fail("GET /status/%d: %d" % (status, r.status))
     for coding in ["gzip", "deflate"]:
         r = user.http.get("/" + coding, name=coding)
         if r.headers["content-encoding"] != coding or not r.json(coding + "ped" if coding == "gzip" else "deflated"):
@@ -45,13 +50,13 @@ def act(user):
 	byName := map[string]metrics.Sample{}
 	for _, s := range *rec {
 		if s.Kind == metrics.Request {
-			if _, twice := byName[s.Name]; twice {
+			if _, twice := byName[s.Name]; twice && s.Name != "status" {
 				t.Errorf("%s counted twice: a redirect's hop became a sample", s.Name)
 			}
 			byName[s.Name] = s
 		}
 	}
-	if len(byName) != 5 || byName["followed"].Status != 200 || byName["not followed"].Status != 302 {
+	if len(byName) != 6 || byName["followed"].Status != 200 || byName["not followed"].Status != 302 {
 		t.Errorf("samples %+v", byName)
 	}
 	for _, coding := range []string{"gzip", "deflate"} {

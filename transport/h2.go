@@ -202,19 +202,19 @@ func readBody(r io.Reader, hint, limit int, what string) ([]byte, error) {
 }
 
 // h2Again reports whether a request that failed with err on a kept-alive
-// HTTP/2 connection may be sent again on a new one: the server refused
-// its stream unprocessed (a GOAWAY that left it out, REFUSED_STREAM), or,
-// for an idempotent request, the connection was gone.
+// HTTP/2 connection may be sent again on a new one: the server left its
+// stream unprocessed (past a GOAWAY's last stream, which x/net says as
+// "graceful shutdown GOAWAY"; REFUSED_STREAM; a connection that could no
+// longer take it), or, for an idempotent request, the connection was gone
+// (a GoAwayError: closed after a GOAWAY that may have named the stream).
 func h2Again(err error, idempotent bool) bool {
-	var ga http2.GoAwayError
 	var se http2.StreamError
-	switch {
-	case errors.As(err, &ga): // x/net gives it to the streams past the GOAWAY's last: never processed
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "graceful shutdown GOAWAY"), strings.Contains(msg, "client conn not usable"):
 		return true
 	case errors.As(err, &se):
 		return se.Code == http2.ErrCodeRefusedStream
-	case strings.Contains(err.Error(), "client conn not usable"):
-		return true
 	}
-	return idempotent && (retryable(err) || strings.Contains(err.Error(), "client connection lost"))
+	var ga http2.GoAwayError
+	return idempotent && (errors.As(err, &ga) || retryable(err) || strings.Contains(err.Error(), "client connection lost"))
 }

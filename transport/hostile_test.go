@@ -30,6 +30,8 @@ type hostileCase struct {
 	reusable bool
 	// noRedirect: the request asks not to follow redirects
 	noRedirect bool
+	// h2c: the client speaks HTTP/2 with prior knowledge (Config.H2C)
+	h2c bool
 }
 
 // ok wants a 2xx-3xx with this body.
@@ -157,6 +159,36 @@ func TestHostileServers(t *testing.T) {
 	}
 }
 
+// TestHostileHTTP2Servers: servers that lie in HTTP/2's frames end as
+// HTTP/1.1's liars do: an error (or a timeout, at the timeout), within a
+// bounded time and memory, whatever the server keeps sending.
+func TestHostileHTTP2Servers(t *testing.T) {
+	const capped = 30 * time.Second
+	cases := []hostileCase{
+		{name: "a good response", serve: hostile.H2Reply("ok"), want: ok(200, "ok")},
+		{name: "SETTINGS with a window past 2^31-1", serve: hostile.H2BadSettings, want: failed("connection error: FLOW_CONTROL_ERROR")},
+		{name: "HEADERS continued without end", timeout: capped, serve: hostile.H2(nil, hostile.H2EndlessHeaders), want: failed("connection error: PROTOCOL_ERROR")},
+		// The stream's error leaves the connection usable: it is kept.
+		{name: "every stream reset, resets without end", timeout: capped, reusable: true, serve: hostile.H2(nil, hostile.H2ResetEverything),
+			want: failed("stream error: stream ID 1; INTERNAL_ERROR; received from peer")},
+		{name: "a GOAWAY in the middle of the body", serve: hostile.H2(nil, hostile.H2GoAwayMidBody), want: failed("server sent GOAWAY and closed the connection")},
+		// x/net buffers up to its 4 MiB stream window beside the body read.
+		{name: "DATA without end past the limit", timeout: capped, maxBody: 4 << 20, alloc: 40 << 20, serve: hostile.H2(nil, hostile.H2EndlessBody),
+			want: failed("larger than the limit")},
+		{name: "never answers", timeout: 300 * time.Millisecond, reusable: true, serve: hostile.H2(nil, hostile.H2Silent), want: timedOut(300 * time.Millisecond)},
+	}
+	for _, shared := range []bool{false, true} {
+		for _, tc := range cases {
+			tc.h2c = true
+			name := tc.name
+			if shared {
+				name = "pooled/" + name
+			}
+			t.Run(name, func(t *testing.T) { hostileCheck(t, tc, shared) })
+		}
+	}
+}
+
 // hostileCheck meets tc's server with one request, over a pool of one
 // connection when shared.
 func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
@@ -171,7 +203,11 @@ func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
 		pool = NewPool(1)
 		defer pool.Close()
 	}
-	c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody, Pool: pool})
+	var set *Settings
+	if tc.h2c {
+		set, _ = Config{H2C: true}.Settings()
+	}
+	c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody, Pool: pool, Settings: set})
 	defer c.Close()
 	req := &Request{Method: cmp(tc.method, "GET"), URL: "/", NoRedirect: tc.noRedirect}
 	if req.Method == "PUT" {
