@@ -269,6 +269,14 @@ func (c *Client) hop(req *Request, resp *Response) {
 		}
 		break
 	}
+	c.finish(conn, resp, host, start, deadline, timeout)
+}
+
+// finish ends a request whose response was read on conn: the connection
+// freed, the latency, the status, head and body (decoded) in resp, cookies
+// kept. A response complete past the timeout is a timeout.
+func (c *Client) finish(conn *connection, resp *Response, host string, start, deadline time.Time, timeout time.Duration) {
+	p := &c.parser
 	end := c.opt.Now()
 	conn.used = end
 	if !p.close { // the response is read: the connection is free for the next request
