@@ -43,6 +43,11 @@ type Snapshot struct {
 	// scheduled fired, and how bunched they were (Shard.Wake). nil until
 	// there is one; a setup's and service's are not kept.
 	Wakes *Wakes
+	// Phases holds, for each phase of a request (PhaseNames), its times
+	// by request name in its Requests table (Sample.Phases): a Snapshot
+	// per phase, as Service is, so the requests that time none pay
+	// nothing. nil until there is one; setups' are not kept.
+	Phases [NumPhases]*Snapshot
 }
 
 // NewSnapshot returns an empty Snapshot.
@@ -122,10 +127,15 @@ func (s *Snapshot) Add(x *Sample) {
 	}
 	if x.Setup {
 		s = s.setup()
-	} else if x.Intended && (x.Kind == Request || x.Kind == Action) {
-		y := *x
-		y.Latency, y.Intended = x.Service, false
-		s.service().Add(&y)
+	} else {
+		if x.Intended && (x.Kind == Request || x.Kind == Action) {
+			y := *x
+			y.Latency, y.Intended, y.Timed = x.Service, false, 0
+			s.service().Add(&y)
+		}
+		if x.Timed != 0 && x.Kind == Request {
+			s.addPhases(x)
+		}
 	}
 	t := s.table(x.Kind)
 	st := t[x.Name]
@@ -134,6 +144,25 @@ func (s *Snapshot) Add(x *Sample) {
 		t[x.Name] = st
 	}
 	st.Add(x)
+}
+
+// addPhases adds request x's timed phases to s.Phases.
+func (s *Snapshot) addPhases(x *Sample) {
+	for p := range NumPhases {
+		if x.Timed&(1<<p) == 0 {
+			continue
+		}
+		y := Sample{Kind: Request, Name: x.Name, Status: x.Status, Latency: x.Phases[p]}
+		s.phase(p).Add(&y)
+	}
+}
+
+// phase returns s.Phases[p], made if need be.
+func (s *Snapshot) phase(p Phase) *Snapshot {
+	if s.Phases[p] == nil {
+		s.Phases[p] = NewSnapshot()
+	}
+	return s.Phases[p]
 }
 
 // Merge adds every Stat of o into s and widens s's window to cover o's.
@@ -178,6 +207,11 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	if o.Wakes != nil {
 		s.wakes().Merge(o.Wakes)
 	}
+	for p, ph := range o.Phases {
+		if ph != nil {
+			s.phase(Phase(p)).mergeStats(ph)
+		}
+	}
 }
 
 // widen widens s's window to cover o's.
@@ -208,6 +242,11 @@ func (s *Snapshot) Reset() {
 	}
 	if s.Wakes != nil {
 		s.Wakes.Reset()
+	}
+	for _, ph := range s.Phases {
+		if ph != nil {
+			ph.Reset()
+		}
 	}
 	s.Start, s.End = time.Time{}, time.Time{}
 }

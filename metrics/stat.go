@@ -135,7 +135,29 @@ type Sample struct {
 	// service times apart.
 	Intended bool
 	Service  time.Duration
+	// Phases, of a request: where its time went (Phase), those whose bit
+	// is set in Timed only (a request on a kept-alive connection made no
+	// connection; one without a response has no wait).
+	Phases [NumPhases]time.Duration
+	Timed  uint8
 }
+
+// Phase is a part of a request's time (Sample.Phases, Snapshot.Phases).
+type Phase int
+
+// The phases, as k6 names them: resolving the host's name, connecting,
+// the TLS handshake, waiting for the first byte, receiving the rest.
+const (
+	PhaseDNS Phase = iota
+	PhaseConnect
+	PhaseTLS
+	PhaseWait
+	PhaseReceive
+	NumPhases
+)
+
+// PhaseNames are the phases' names in results.
+var PhaseNames = [NumPhases]string{"dns", "connect", "tls", "wait", "receive"}
 
 // maxMessages bounds the kinds of error messages kept per name (see
 // MessageKind); the rest are counted under "other".

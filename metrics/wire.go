@@ -18,9 +18,10 @@ import (
 // Snapshot of it. Numbers are varints (encoding/binary), unsigned but for
 // seconds and parts; every list is sorted and says first how long it is:
 //
-//	snapshot = version(byte) seq start end body setup service wakes
+//	snapshot = version(byte) seq start end body setup service wakes phases
 //	setup    = 0 | 1 body                      (a setup's window, seq, own setup and service are not kept)
 //	service  = 0 | 1 body                      (Snapshot.Service; likewise)
+//	phases   = 5 × (0 | 1 body)                (Snapshot.Phases, dns to receive; a phase's own are not kept)
 //	wakes    = 0 | 1 stats n×(slot actual meant) (Snapshot.Wakes: Late as the one name "wake", then its
 //	                                           slots in order, the first a signed number, each next its gap)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
@@ -40,7 +41,7 @@ import (
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
 // times. 3: the generator's wakes. 4: decoded body bytes (BodyIn), HTTP/2
-// responses.
+// responses, requests' phases.
 const wireVersion = 4
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
@@ -108,6 +109,14 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 		}
 	}
 	e.wakes(s.Wakes)
+	for _, ph := range s.Phases {
+		if ph == nil {
+			e.b = append(e.b, 0)
+		} else {
+			e.b = append(e.b, 1)
+			e.body(ph)
+		}
+	}
 	return e.b
 }
 

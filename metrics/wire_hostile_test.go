@@ -39,17 +39,17 @@ func wireOf(parts ...any) []byte {
 // request is a snapshot of one Stat in Requests made of parts; socket one
 // of one SocketStat.
 func request(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 func socket(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 // wakes is a snapshot of nothing but wakes made of parts: the one Stat
 // (from its count on) and the slots.
 func wakes(parts ...any) []byte {
-	return wireOf(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...)...)
+	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...), 0, 0, 0, 0, 0)...)
 }
 
 // okWake is Wakes.Late of 2 starts, in bucket 100.

@@ -95,6 +95,15 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 		}
 	}
 	m.wakes(into)
+	for p := range NumPhases {
+		if with := m.flagged(phaseFlags[p]); len(with) > 0 {
+			var s *Snapshot
+			if into != nil {
+				s = into.phase(p)
+			}
+			m.body(s, with)
+		}
+	}
 	for _, d := range m.ds {
 		if d.err == nil && d.off != len(d.b) {
 			d.fail("%d bytes past the end of the snapshot", len(d.b)-d.off)
@@ -102,6 +111,9 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 	}
 	return seq
 }
+
+// phaseFlags name the phases' sections in errors.
+var phaseFlags = [NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
 
 // flagged reads a flag (0 or 1) from each decoder of m and returns those
 // whose flag says the section what follows.

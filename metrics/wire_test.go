@@ -127,6 +127,12 @@ func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 		default:
 			x.Kind = Request
 		}
+		if x.Kind == Request && r.IntN(2) == 0 {
+			x.Timed = uint8(r.IntN(1 << NumPhases))
+			for p := range NumPhases {
+				x.Phases[p] = time.Duration(r.Int64N(int64(x.Latency)/5 + 1))
+			}
+		}
 		out = append(out, x)
 	}
 	return out
@@ -180,6 +186,14 @@ func snapshotDiff(a, b *Snapshot) []string {
 		out = append(out, fmt.Sprintf("service %v vs %v", a.Service != nil, b.Service != nil))
 	case a.Service != nil:
 		out = append(out, tablesDiff("service: ", a.Service, b.Service)...)
+	}
+	for p := range NumPhases {
+		switch pa, pb := a.Phases[p], b.Phases[p]; {
+		case (pa == nil) != (pb == nil):
+			out = append(out, fmt.Sprintf("phase %s %v vs %v", PhaseNames[p], pa != nil, pb != nil))
+		case pa != nil:
+			out = append(out, tablesDiff("phase "+PhaseNames[p]+": ", pa, pb)...)
+		}
 	}
 	return out
 }

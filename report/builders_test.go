@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,5 +203,27 @@ func TestWireText(t *testing.T) {
 		if got := wireText(tc.s); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestPhaseBlocks: one row per request name and one for all, the
+// connections' phases as a mean and a count (only those any request went
+// through), the wait and receive at p50 and p99; no table without phases.
+func TestPhaseBlocks(t *testing.T) {
+	if b := phaseBlocks(nil); b != nil {
+		t.Errorf("no phases: %v", b)
+	}
+	ps := result.Phases{
+		"connect": {Totals: metrics.Summary{Count: 3, MeanMs: 0.5}, Requests: []metrics.Summary{{Name: "GET /a", Count: 3, MeanMs: 0.5}}},
+		"wait": {Totals: metrics.Summary{Count: 30, P50Ms: 2, P99Ms: 9}, Requests: []metrics.Summary{
+			{Name: "GET /a", Count: 10, P50Ms: 1, P99Ms: 3}, {Name: "GET /b", Count: 20, P50Ms: 2, P99Ms: 9}}},
+	}
+	tab := phaseBlocks(ps)[2].(*Table)
+	if h := fmt.Sprint(tab.Header); h != "[request connect (ms) wait p50 (ms) wait p99 (ms) receive p50 (ms) receive p99 (ms)]" {
+		t.Errorf("header %s", h)
+	}
+	want := [][]string{{"GET /a", "0.5 (3)", "1", "3", "", ""}, {"GET /b", "", "2", "9", "", ""}, {"all requests", "0.5 (3)", "2", "9", "", ""}}
+	if fmt.Sprint(tab.Rows) != fmt.Sprint(want) {
+		t.Errorf("rows\n%v\nwant\n%v", tab.Rows, want)
 	}
 }

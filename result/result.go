@@ -68,6 +68,9 @@ type Result struct {
 	// ServiceTimes from its actual send.
 	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
 	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
+	// Phases: where the window's requests spent their time (dns,
+	// connect, tls, wait, receive), per request name.
+	Phases Phases `json:"phases,omitempty"`
 	// Omission, of the closed model: what the window's actions say of
 	// stalls that held users up (coordinated omission, omission.go); nil
 	// when the users have no think time. A ceiling's is at the supported

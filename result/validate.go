@@ -43,6 +43,9 @@ func (r *Result) validate() error {
 	if err := checkSummary("ramp_totals", r.RampTotals); err != nil {
 		return err
 	}
+	if err := checkPhases(r.Phases); err != nil {
+		return err
+	}
 	for i, p := range r.Timeline {
 		if p.Users < 0 || p.Requests < 0 || p.Errors < 0 || p.Timeouts < 0 || p.Actions < 0 || p.ActionErrors < 0 ||
 			p.RPS < 0 || p.MeanMs < 0 || p.P50Ms < 0 || p.P95Ms < 0 || p.P99Ms < 0 {

@@ -294,6 +294,7 @@ func (r *boundedRun) finish(status string) {
 		res.StoppingTotals = r.stopping.Total(metrics.Request, scratch).Summarize("stopping", r.stopping.End.Sub(r.stopping.Start))
 	}
 	res.Requests = steady.Summaries(metrics.Request, win)
+	res.Phases = result.PhasesOf(steady, win)
 	res.Actions = steady.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(steady, win)
 	res.Setup = setupOf(s.all, s.eng.Began(), res.EndedAt.Sub(res.StartedAt))

@@ -500,6 +500,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status str
 	scratch := metrics.NewStat()
 	res.Totals = snap.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.Requests = snap.Summaries(metrics.Request, win)
+	res.Phases = result.PhasesOf(snap, win)
 	res.Actions = snap.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(snap, win)
 	ci.ThroughputRPS = res.Totals.RPS

@@ -384,6 +384,7 @@ func (r *stepRun) finish(status string) {
 	scratch := metrics.NewStat()
 	res.Totals = r.held.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.Requests = r.held.Summaries(metrics.Request, win)
+	res.Phases = result.PhasesOf(r.held, win)
 	res.Actions = r.held.Summaries(metrics.Action, win)
 	res.Connected = result.ConnectedOf(r.held, win)
 	res.RampTotals = r.excluded.Total(metrics.Request, scratch).Summarize("setup and settling", r.exclTime)

@@ -364,6 +364,7 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	case !expected(resp.Status, expect):
 		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
 	}
+	timePhases(&s, &resp.Phases, resp.Status > 0)
 	u.fromIntended(&s)
 	if s.Intended { // a wait for a shared connection is not the target's time
 		s.Service -= resp.Queued
@@ -371,6 +372,25 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
 	return rv
+}
+
+// timePhases puts the phases a request went through into its sample: the
+// connection's when it made one (DNS and TLS when they took time: a name
+// resolved, https), the wait and receive when a response came.
+func timePhases(s *metrics.Sample, ph *transport.Phases, responded bool) {
+	if ph.Dialed {
+		s.Phases[metrics.PhaseConnect], s.Timed = ph.Connect, 1<<metrics.PhaseConnect
+		if ph.DNS > 0 {
+			s.Phases[metrics.PhaseDNS], s.Timed = ph.DNS, s.Timed|1<<metrics.PhaseDNS
+		}
+		if ph.TLS > 0 {
+			s.Phases[metrics.PhaseTLS], s.Timed = ph.TLS, s.Timed|1<<metrics.PhaseTLS
+		}
+	}
+	if responded {
+		s.Phases[metrics.PhaseWait], s.Phases[metrics.PhaseReceive] = ph.Wait, ph.Receive
+		s.Timed |= 1<<metrics.PhaseWait | 1<<metrics.PhaseReceive
+	}
 }
 
 func expected(status int, expect []int) bool {

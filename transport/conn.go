@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +52,9 @@ func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline
 	}
 	for {
 		n, err := conn.Read(p.space())
+		if n > 0 && p.first.IsZero() {
+			p.first = c.opt.Now()
+		}
 		resp.BytesIn += int64(n)
 		eof := errors.Is(err, io.EOF)
 		if err != nil && !eof {
@@ -149,6 +153,9 @@ func (c *connection) ready(fd uintptr) bool {
 			t.err = os.NewSyscallError("read", err)
 			return true
 		}
+		if n > 0 && t.p.first.IsZero() {
+			t.p.first = time.Now() // the raw path is real sockets': no clock but the wall's
+		}
 		t.resp.BytesIn += int64(n)
 		t.done, t.err = t.p.advance(n, n == 0)
 		if t.done || t.err != nil {
@@ -192,7 +199,7 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline 
 		}
 		c.drop(addr, conn)
 	}
-	conn, err := c.connect(addr, isTLS, serverName, now, deadline)
+	conn, err := c.connect(addr, isTLS, serverName, now, deadline, &resp.Phases)
 	if err != nil {
 		return nil, false, err
 	}
@@ -209,9 +216,9 @@ func (c *Client) conn(addr string, isTLS bool, serverName string, now, deadline 
 	return conn, false, nil
 }
 
-// connect dials a new connection to addr.
-func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadline time.Time) (*connection, error) {
-	raw, err := c.dial(addr, isTLS, serverName, deadline)
+// connect dials a new connection to addr, its phases into ph.
+func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadline time.Time, ph *Phases) (*connection, error) {
+	raw, err := c.dial(addr, isTLS, serverName, deadline, ph)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +275,7 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			c.mu.Lock()
 			c.dialing = nil
 			c.mu.Unlock()
-			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline)
+			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline, &resp.Phases)
 			if err != nil {
 				pl.gone()
 				return nil, false, err
@@ -347,10 +354,11 @@ func (conn *connection) alive() bool {
 // DNS client alone over 6 KB): run on the user's goroutine they would
 // double its stack for good, while this goroutine's stack is freed when
 // it ends. See docs/BENCHMARKS.md, memory per idle user.
-func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.Time) (net.Conn, error) {
+func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.Time, ph *Phases) (net.Conn, error) {
 	type dialed struct {
 		conn net.Conn
 		err  error
+		ph   Phases
 	}
 	// Cancel stops a dial in flight through its context.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -382,30 +390,67 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 	count := isTLS && !set.http1 || !isTLS && set.h2c // HTTP/2 may be spoken: its bytes are counted below it
 	local := c.opt.LocalAddr
 	dial := c.opt.Dial
+	now := c.opt.Now
 	go func() {
+		var ph Phases
+		t := now()
+		var raw net.Conn
+		var err error
 		if dial == nil {
 			var d net.Dialer
 			if local.IsValid() {
 				d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
 				d.Control = bindNoPort
 			}
-			dial = d.DialContext
+			raw, err = dialTCP(ctx, &d, addr, &ph, now)
+		} else {
+			raw, err = dial(ctx, "tcp", addr)
 		}
-		raw, err := dial(ctx, "tcp", addr)
+		ph.Connect = now().Sub(t) - ph.DNS
 		if err == nil && count {
 			raw = &counted{Conn: raw}
 		}
 		if err == nil && isTLS {
+			t = now()
 			tc := tls.Client(raw, conf)
 			if err = tc.HandshakeContext(ctx); err != nil {
 				raw.Close()
 			}
 			raw = tc
+			ph.TLS = now().Sub(t)
 		}
-		done <- dialed{raw, err}
+		ph.Dialed = true
+		done <- dialed{raw, err, ph}
 	}()
 	r := <-done
+	*ph = r.ph
 	return r.conn, r.err
+}
+
+// dialTCP connects to addr, resolving its host first when it is a name
+// (the time that took in ph.DNS), then trying its addresses in the
+// resolver's order.
+func dialTCP(ctx context.Context, d *net.Dialer, addr string, ph *Phases, now func() time.Time) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	t := now()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	ph.DNS = now().Sub(t)
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range ips {
+		var conn net.Conn
+		if conn, err = d.DialContext(ctx, "tcp", net.JoinHostPort(ip.Unmap().String(), port)); err == nil {
+			return conn, nil
+		}
+	}
+	return nil, err
 }
 
 func (c *Client) drop(addr string, conn *connection) {

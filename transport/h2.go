@@ -106,6 +106,8 @@ func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string
 	if err != nil {
 		return err
 	}
+	c.parser.first = c.opt.Now() // the response's head has come
+
 	defer hresp.Body.Close()
 	limit := c.opt.MaxBodySize
 	if hresp.ContentLength > int64(limit) {

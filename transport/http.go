@@ -75,6 +75,32 @@ type Response struct {
 	URL       string
 	// HTTP2: the response came over HTTP/2 (else HTTP/1.x).
 	HTTP2 bool
+	// Phases are where Latency went; with redirects, the sums over the hops.
+	Phases Phases
+}
+
+// Phases are where a request's time went, as k6 splits it
+// (http_req_connecting, tls_handshaking, waiting, receiving).
+type Phases struct {
+	// Dialed: the request made a new connection, and DNS (when its host
+	// is a name), Connect and TLS (when it is https) are that
+	// connection's. A request on a kept-alive connection made none.
+	Dialed            bool
+	DNS, Connect, TLS time.Duration
+	// Wait is from sending the request to the response's first byte (the
+	// time to first byte); Receive from that byte to the response's end.
+	// Both 0 without a response.
+	Wait, Receive time.Duration
+}
+
+// add adds o's durations to ph's: a redirect's hop.
+func (ph *Phases) add(o Phases) {
+	ph.Dialed = ph.Dialed || o.Dialed
+	ph.DNS += o.DNS
+	ph.Connect += o.Connect
+	ph.TLS += o.TLS
+	ph.Wait += o.Wait
+	ph.Receive += o.Receive
 }
 
 // Headers parses RawHeader into header lines, in order. It is done on
@@ -224,6 +250,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 	p := &c.parser
 	defer c.release()
 	var conn *connection
+	var sent time.Time
 	for attempt := 0; ; attempt++ {
 		var reused bool
 		conn, reused, err = c.conn(addr, isTLS, serverName, start, deadline, resp)
@@ -231,6 +258,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 			c.fail(resp, err, start)
 			return
 		}
+		sent = c.opt.Now()
 		if conn.h2 != nil {
 			scheme := "http"
 			if isTLS {
@@ -269,16 +297,19 @@ func (c *Client) hop(req *Request, resp *Response) {
 		}
 		break
 	}
-	c.finish(conn, resp, host, start, deadline, timeout)
+	c.finish(conn, resp, host, start, sent, deadline, timeout)
 }
 
 // finish ends a request whose response was read on conn: the connection
 // freed, the latency, the status, head and body (decoded) in resp, cookies
 // kept. A response complete past the timeout is a timeout.
-func (c *Client) finish(conn *connection, resp *Response, host string, start, deadline time.Time, timeout time.Duration) {
+func (c *Client) finish(conn *connection, resp *Response, host string, start, sent, deadline time.Time, timeout time.Duration) {
 	p := &c.parser
 	end := c.opt.Now()
 	conn.used = end
+	if !p.first.IsZero() {
+		resp.Phases.Wait, resp.Phases.Receive = p.first.Sub(sent), end.Sub(p.first)
+	}
 	if !p.close { // the response is read: the connection is free for the next request
 		c.giveBack(conn)
 	}

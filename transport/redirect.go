@@ -75,6 +75,7 @@ func (c *Client) follow(req *Request, resp *Response) {
 		resp.Queued += prev.Queued
 		resp.BytesIn += prev.BytesIn
 		resp.BytesOut += prev.BytesOut
+		resp.Phases.add(prev.Phases)
 		resp.Redirects, resp.URL = prev.Redirects+1, to.String()
 		if resp.Timeout { // said of the whole request
 			resp.Err = fmt.Errorf("timeout after %v", resp.Latency.Round(time.Millisecond))

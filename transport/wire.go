@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The HTTP/1.1 wire format, both ways. Requests are serialized into one
@@ -190,14 +191,15 @@ type respParser struct {
 	noBody  bool    // a response to HEAD
 
 	status  int
-	length  int    // Content-Length, or -1
-	chunked bool   // Transfer-Encoding: chunked
-	close   bool   // the server closes the connection after this response
-	cookies bool   // the head has Set-Cookie lines
-	coding  coding // Content-Encoding
-	chunkAt int    // chunked: offset of the next chunk-size line
-	body    int    // chunked: data bytes so far
-	end     int    // offset just past the response, once complete
+	length  int       // Content-Length, or -1
+	chunked bool      // Transfer-Encoding: chunked
+	close   bool      // the server closes the connection after this response
+	cookies bool      // the head has Set-Cookie lines
+	coding  coding    // Content-Encoding
+	first   time.Time // when the response's first byte arrived (set by the reader)
+	chunkAt int       // chunked: offset of the next chunk-size line
+	body    int       // chunked: data bytes so far
+	end     int       // offset just past the response, once complete
 }
 
 // reset readies p for a response, keeping its buffer if it has one.

@@ -248,6 +248,14 @@ think_time = think.constant("100ms")
 	if old.Count < 10 || old.Errors != 0 || res.Totals.Errors != 0 {
 		t.Fatalf("GET /old over TLS: %+v; totals %+v", old, res.Totals)
 	}
+	// Where the time went: every response waited for, the connections
+	// made (a new one for each request: nginx ends one after two hops)
+	// connected and shook hands; no name was resolved (an address).
+	if ph := res.Phases; ph["wait"] == nil || ph["receive"] == nil || ph["connect"] == nil || ph["tls"] == nil || ph["dns"] != nil {
+		t.Errorf("result.json's phases: %v; want wait, receive, connect and tls, no dns", ph)
+	} else if w, c := ph["wait"].Totals, ph["tls"].Totals; w.Count != old.Count || c.Count < old.Count/2 || c.MeanMs <= 0 || w.P50Ms <= 0 {
+		t.Errorf("phases: wait %+v, tls %+v; want a wait for each of the %d requests (its hops together), a handshake for most (nginx ends each connection after the two hops)", w, c, old.Count)
+	}
 	if old.HTTP2 != old.Count {
 		t.Errorf("result.json: %d of %d responses over HTTP/2, want all", old.HTTP2, old.Count)
 	}

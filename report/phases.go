@@ -1,0 +1,89 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/result"
+)
+
+// phaseBlocks say where each request name's time went (result.Phases):
+// the connections' phases as a mean and how many made one, the wait (time
+// to first byte) and receive at their median and p99.
+func phaseBlocks(ps result.Phases) []Block {
+	if len(ps) == 0 {
+		return nil
+	}
+	var names []string
+	for _, t := range ps {
+		for _, s := range t.Requests {
+			if !slices.Contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	names = append(names, "all requests")
+	// The connections' phases that any request went through, then the
+	// wait and receive, whose every column stays.
+	var conns []string
+	for _, p := range metrics.PhaseNames[:metrics.PhaseWait] {
+		if ps[p] != nil {
+			conns = append(conns, p)
+		}
+	}
+	t := &Table{Header: []string{"request"}}
+	for _, p := range conns {
+		t.Header = append(t.Header, p+" (ms)")
+	}
+	t.Header = append(t.Header, "wait p50 (ms)", "wait p99 (ms)", "receive p50 (ms)", "receive p99 (ms)")
+	for i := 1; i < len(t.Header); i++ {
+		t.Right = append(t.Right, i)
+	}
+	for _, name := range names {
+		row := []string{name}
+		for _, p := range conns {
+			row = append(row, made(phaseOf(ps, p, name)))
+		}
+		for _, p := range metrics.PhaseNames[metrics.PhaseWait:] {
+			s := phaseOf(ps, p, name)
+			if s == nil {
+				row = append(row, "", "")
+				continue
+			}
+			row = append(row, num(s.P50Ms), num(s.P99Ms))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return []Block{&Heading{Level: 3, Text: "Where the time went"},
+		&Para{Text: "wait: from sending the request to the response's first byte; receive: from it to the response's end; dns, connect, " +
+			"tls (where any request made a connection in the window): the mean of those that did, how many in brackets (docs/HTTP.md)."},
+		t}
+}
+
+// made is a connection phase's mean and how many went through it.
+func made(s *metrics.Summary) string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", num(s.MeanMs), count(s.Count))
+}
+
+// phaseOf is phase p's summary of request name ("all requests": the
+// totals), or nil.
+func phaseOf(ps result.Phases, p, name string) *metrics.Summary {
+	t := ps[p]
+	switch {
+	case t == nil:
+		return nil
+	case name == "all requests":
+		return &t.Totals
+	}
+	for i := range t.Requests {
+		if t.Requests[i].Name == name {
+			return &t.Requests[i]
+		}
+	}
+	return nil
+}
