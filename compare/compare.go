@@ -60,6 +60,9 @@ type Comparison struct {
 	// Profiles compare the server's CPU profiles phase by phase (--profile):
 	// CPU per unit of work, and the functions whose share moved most.
 	Profiles []ProfileComparison `json:"profiles,omitempty"`
+	// Phases compare where the window's requests spent their time (dns,
+	// connect, tls, wait, receive) per request name.
+	Phases []PhaseRow `json:"phases,omitempty"`
 }
 
 // Format names the comparison format.
@@ -160,6 +163,7 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	}
 	c.Server = compareServers(base, new, o, &c.Notes)
 	c.Profiles = compareProfiles(base, new, o, &c.Notes)
+	c.Phases = comparePhases(base, new, o)
 	return c, nil
 }
 

@@ -27,22 +27,35 @@ func agentSamples(r *rand.Rand, names int) []Sample {
 // (untimed) once a second's worth: 30,000 samples of 10 or 1,000 names.
 func BenchmarkRecord(b *testing.B) {
 	for _, names := range []int{10, 1000} {
-		b.Run("names="+strconv.Itoa(names), func(b *testing.B) {
-			samples := agentSamples(rand.New(rand.NewPCG(1, 1)), names)
-			rec := NewRecorder(1, nil, time.Now)
-			shard, into := rec.Shard(0), NewSnapshot()
-			b.ResetTimer()
-			for i := range b.N {
-				j := i % len(samples)
-				if j == 0 && i > 0 {
-					b.StopTimer()
-					into.Reset()
-					rec.Drain(into)
-					b.StartTimer()
-				}
-				shard.Record(samples[j])
-			}
-		})
+		for _, phases := range []bool{false, true} {
+			b.Run("names="+strconv.Itoa(names)+"/phases="+strconv.FormatBool(phases), func(b *testing.B) { benchRecord(b, names, phases) })
+		}
+	}
+}
+
+// benchRecord records samples of names names, with their wait and
+// receive timed when phases.
+func benchRecord(b *testing.B, names int, phases bool) {
+	samples := agentSamples(rand.New(rand.NewPCG(1, 1)), names)
+	if phases {
+		for i := range samples {
+			x := &samples[i]
+			x.Timed = 1<<PhaseWait | 1<<PhaseReceive
+			x.Phases[PhaseWait], x.Phases[PhaseReceive] = x.Latency*9/10, x.Latency/10
+		}
+	}
+	rec := NewRecorder(1, nil, time.Now)
+	shard, into := rec.Shard(0), NewSnapshot()
+	b.ResetTimer()
+	for i := range b.N {
+		j := i % len(samples)
+		if j == 0 && i > 0 {
+			b.StopTimer()
+			into.Reset()
+			rec.Drain(into)
+			b.StartTimer()
+		}
+		shard.Record(samples[j])
 	}
 }
 

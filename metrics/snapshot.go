@@ -146,14 +146,21 @@ func (s *Snapshot) Add(x *Sample) {
 	st.Add(x)
 }
 
-// addPhases adds request x's timed phases to s.Phases.
+// addPhases adds request x's timed phases to s.Phases: each a time and
+// x's status, no more (no Sample made: this runs twice a request).
 func (s *Snapshot) addPhases(x *Sample) {
 	for p := range NumPhases {
 		if x.Timed&(1<<p) == 0 {
 			continue
 		}
-		y := Sample{Kind: Request, Name: x.Name, Status: x.Status, Latency: x.Phases[p]}
-		s.phase(p).Add(&y)
+		t := s.phase(p).Requests
+		st := t[x.Name]
+		if st == nil {
+			st = NewStat()
+			t[x.Name] = st
+		}
+		st.addTime(x.Phases[p])
+		st.Status[x.Status]++
 	}
 }
 

@@ -272,24 +272,7 @@ func (s *Stat) Add(x *Sample) {
 		s.Dropped++
 		return
 	}
-	us := x.Latency.Microseconds()
-	if us < LowestMicros {
-		us = LowestMicros
-	}
-	if us > HighestMicros {
-		us = HighestMicros
-	}
-	s.makeRoom()
-	if s.dense {
-		b := s.sparse()
-		_ = s.hist.RecordValue(us) // in range by construction
-		if b != nil && b.Populated() < maxSparse {
-			_ = b.RecordValue(us)
-		}
-	} else {
-		_ = s.buckets.RecordValue(us)
-	}
-	s.Count++
+	s.addTime(x.Latency)
 	switch x.Outcome {
 	case Failed:
 		s.Errors++
@@ -316,6 +299,23 @@ func (s *Stat) Add(x *Sample) {
 		k.add(1, vals[:n])
 		s.Messages[key] = k
 	}
+}
+
+// addTime counts one value of d in s's histogram and Count: all a
+// phase's Stat (Snapshot.Phases) records but its status.
+func (s *Stat) addTime(d time.Duration) {
+	us := min(max(d.Microseconds(), LowestMicros), HighestMicros)
+	s.makeRoom()
+	if s.dense {
+		b := s.sparse()
+		_ = s.hist.RecordValue(us) // in range by construction
+		if b != nil && b.Populated() < maxSparse {
+			_ = b.RecordValue(us)
+		}
+	} else {
+		_ = s.buckets.RecordValue(us)
+	}
+	s.Count++
 }
 
 // kind returns the kind stored under *key, which it first changes to

@@ -28,6 +28,7 @@ func ForComparison(c *compare.Comparison) *Doc {
 	add(&Heading{Level: 2, Text: "Setup"}, sidesTable(c))
 	if !setupOnly(c) { // no window: what they measured is their setups
 		add(windowBlocks(c)...)
+		add(phaseCompareBlocks(c)...)
 	}
 	add(setupsBlocks(c)...)
 	add(levelsBlocks(c)...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
@@ -60,6 +61,23 @@ func phaseBlocks(ps result.Phases) []Block {
 		&Para{Text: "wait: from sending the request to the response's first byte; receive: from it to the response's end; dns, connect, " +
 			"tls (where any request made a connection in the window): the mean of those that did, how many in brackets (docs/HTTP.md)."},
 		t}
+}
+
+// phaseCompareBlocks are the comparison's phases (compare.PhaseRow): per
+// request name, each phase's mean and p99, base against new.
+func phaseCompareBlocks(c *compare.Comparison) []Block {
+	if len(c.Phases) == 0 {
+		return nil
+	}
+	t := metricTable(c.Base.Label, c.New.Label)
+	for i := range c.Phases {
+		r := &c.Phases[i]
+		metricRow(t, r.Mean.Name+" (ms)", &r.Mean)
+		metricRow(t, r.P99.Name+" (ms)", &r.P99)
+	}
+	return []Block{&Heading{Level: 3, Text: "Where the time went"},
+		&Para{Text: "Each phase of the window's requests (docs/HTTP.md): its mean and p99 in each run, a side's figure the mean of its runs'. " +
+			"dns, connect and tls count only the requests that made a connection."}, t}
 }
 
 // made is a connection phase's mean and how many went through it.

@@ -258,7 +258,10 @@ func (c *Client) hop(req *Request, resp *Response) {
 			c.fail(resp, err, start)
 			return
 		}
-		sent = c.opt.Now()
+		sent = start // a kept-alive connection, free at once: the request goes now (one clock read fewer a request)
+		if resp.Phases.Dialed || resp.Queued > 0 || attempt > 0 {
+			sent = c.opt.Now()
+		}
 		if conn.h2 != nil {
 			scheme := "http"
 			if isTLS {
