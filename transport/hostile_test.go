@@ -173,7 +173,7 @@ func TestHostileHTTP2Servers(t *testing.T) {
 			want: failed("stream error: stream ID 1; INTERNAL_ERROR; received from peer")},
 		{name: "a GOAWAY in the middle of the body", serve: hostile.H2(nil, hostile.H2GoAwayMidBody), want: failed("server sent GOAWAY and closed the connection")},
 		// x/net buffers up to its 4 MiB stream window beside the body read.
-		{name: "DATA without end past the limit", timeout: capped, maxBody: 4 << 20, alloc: 40 << 20, serve: hostile.H2(nil, hostile.H2EndlessBody),
+		{name: "DATA without end past the limit", timeout: capped, maxBody: 4 << 20, alloc: 40 << 20, reusable: true, serve: hostile.H2(nil, hostile.H2EndlessBody),
 			want: failed("larger than the limit")},
 		{name: "never answers", timeout: 300 * time.Millisecond, reusable: true, serve: hostile.H2(nil, hostile.H2Silent), want: timedOut(300 * time.Millisecond)},
 	}
@@ -232,7 +232,17 @@ func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
 		if n := pool.Open(); n > 1 || (r.Err != nil && n != 0 && !tc.reusable) {
 			t.Errorf("after %v: %d connections open in the pool of 1; want none after an error (its place given back)", r.Err, n)
 		}
+		if n := pool.inUse(); n != 0 {
+			t.Errorf("after %v: %d connections of the pool still taken: the request's place was never given back", r.Err, n)
+		}
 	}
+}
+
+// inUse is how many of p's open connections are taken, not idle.
+func (p *Pool) inUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open - len(p.idle)
 }
 
 // allocated returns the bytes the process allocated while f ran.
