@@ -5,8 +5,10 @@
 # real token-bucket rate limiter with limit_req; Synapse, a real
 # Matrix homeserver, from pinned PyPI packages into a venv; Centrifugo, a
 # real WebSocket pub/sub server, built from its pinned Go module), then
-# vets, checks formatting, decodes deploy/kubernetes's manifests strictly
-# (a module of its own), runs every test (35 hostile servers among them)
+# vets, checks formatting, cross-compiles for Windows and macOS the packages
+# with code per system (scripts/cross.sh), decodes deploy/kubernetes's
+# manifests strictly (a module of its own), runs every test (hostile
+# servers over HTTP/1.1 and HTTP/2 among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector, and a 2-minute run against a
 # real token bucket beside two busy loops. Takes about 9 minutes on 2
