@@ -111,7 +111,7 @@ func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string
 	defer hresp.Body.Close()
 	limit := c.opt.MaxBodySize
 	if hresp.ContentLength > int64(limit) {
-		return fmt.Errorf("response body of %d bytes is larger than the limit of %d", hresp.ContentLength, limit)
+		return fmt.Errorf("%w: %d bytes, the limit %d", errTooLarge, hresp.ContentLength, limit)
 	}
 	body, err := readBody(hresp.Body, int(max(hresp.ContentLength, 0)), limit, "")
 	if err != nil {
@@ -192,7 +192,7 @@ func readBody(r io.Reader, hint, limit int, what string) ([]byte, error) {
 		n, err := r.Read(b[len(b):min(cap(b), limit+1)])
 		b = b[:len(b)+n]
 		if len(b) > limit {
-			return nil, fmt.Errorf("response body is larger than the limit of %d bytes%s", limit, what)
+			return nil, fmt.Errorf("%w of %d bytes%s", errTooLarge, limit, what)
 		}
 		if errors.Is(err, io.EOF) {
 			return b, nil
@@ -202,6 +202,19 @@ func readBody(r io.Reader, hint, limit int, what string) ([]byte, error) {
 		}
 	}
 }
+
+// streamOnly reports whether err, of an HTTP/2 request, ended its stream
+// alone and left the connection as it was: the server reset the stream,
+// the request timed out or was canceled (x/net resets it), its body
+// passed the limit (likewise).
+func streamOnly(err error) bool {
+	var se http2.StreamError
+	return errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, ErrCanceled) || errors.Is(err, errTooLarge)
+}
+
+// errTooLarge is what a body past the limit's error wraps.
+var errTooLarge = errors.New("response body is larger than the limit")
 
 // h2Again reports whether a request that failed with err on a kept-alive
 // HTTP/2 connection may be sent again on a new one: the server left its

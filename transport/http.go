@@ -268,7 +268,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 				scheme = "https"
 			}
 			if err = c.h2Trip(conn, req, scheme, host, uri, defaults, jar, deadline.Add(timeout/100), resp); err != nil {
-				if conn.h2.CanTakeNewRequest() {
+				if streamOnly(err) && conn.h2.CanTakeNewRequest() {
 					c.giveBack(conn) // the stream failed, not the connection: free for the next request
 				} else {
 					c.drop(addr, conn)
