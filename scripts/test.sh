@@ -11,10 +11,10 @@
 # servers over HTTP/1.1 and HTTP/2 among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector, and a 2-minute run against a
-# real token bucket beside two busy loops. Takes about 9 minutes on 2
-# cores (9m03s and 8m28s with CI=true from fresh clones on 2026-11-28; 14m07s the day
-# before, when the runner's searches ran on the wall clock rather than in
-# virtual time), most of it the end-to-end tests of cmd/headroom and the
+# real token bucket beside two busy loops. Takes about 11 minutes on 2
+# cores (10m56s with CI=true from a fresh clone late on 2026-11-28, after
+# HTTP/2, TLS and the cross-compiles came; 8m28s-9m03s earlier that day),
+# most of it the end-to-end tests of cmd/headroom and the
 # token bucket's 2 minutes (the first time a few more: Synapse's venv,
 # Centrifugo's build).
 #
