@@ -75,11 +75,24 @@ func newH2(conn *connection) error {
 	return nil
 }
 
-// h2Trip sends req as one stream on conn and reads its response into resp:
-// its status, its head as HTTP/1.1 would have it (for Headers and cookies),
-// its body within the body limit; its coding in conn.coding.
-func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string, defaults []Header, jar map[string]string,
-	deadline time.Time, resp *Response) error {
+// h2Trip sends req to a as one stream on conn (h2Stream). A failure that
+// was the stream's leaves conn for the next request; any other drops it.
+func (c *Client) h2Trip(conn *connection, req *Request, a *aim, deadline time.Time, resp *Response) error {
+	err := c.h2Stream(conn, req, a, deadline, resp)
+	switch {
+	case err == nil:
+	case streamOnly(err) && conn.h2.CanTakeNewRequest():
+		c.giveBack(conn) // the stream failed, not the connection: free for the next request
+	default:
+		c.drop(a.addr, conn)
+	}
+	return err
+}
+
+// h2Stream sends req as one stream on conn and reads its response into
+// resp: its status, its head as HTTP/1.1 would have it (for Headers and
+// cookies), its body within the body limit; its coding in conn.coding.
+func (c *Client) h2Stream(conn *connection, req *Request, a *aim, deadline time.Time, resp *Response) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	c.mu.Lock()
@@ -93,7 +106,7 @@ func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string
 	if c.canceled.Load() {
 		return ErrCanceled
 	}
-	hr, err := c.h2Request(ctx, req, scheme, host, uri, defaults, jar)
+	hr, err := c.h2Request(ctx, req, a)
 	if err != nil {
 		return err
 	}
@@ -126,15 +139,19 @@ func (c *Client) h2Trip(conn *connection, req *Request, scheme, host, uri string
 // h2Request is req as net/http's request: the headers Do would write (the
 // defaults, overridden by the request's own, cookies, User-Agent,
 // Accept-Encoding), less those HTTP/2 forbids.
-func (c *Client) h2Request(ctx context.Context, req *Request, scheme, host, uri string, defaults []Header, jar map[string]string) (*http.Request, error) {
-	hr, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+host, nil)
+func (c *Client) h2Request(ctx context.Context, req *Request, a *aim) (*http.Request, error) {
+	scheme := "http"
+	if a.isTLS {
+		scheme = "https"
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+a.host, nil)
 	if err != nil {
 		return nil, err
 	}
-	hr.URL.Opaque = string(appendURI(nil, uri)) // the request target exactly: RequestURI returns it
+	hr.URL.Opaque = string(appendURI(nil, a.uri)) // the request target exactly: RequestURI returns it
 	hr.URL.Path, hr.URL.RawPath, hr.URL.RawQuery = "", "", ""
-	hr.Host = host
-	for _, hs := range [2][]Header{defaults, req.Header} {
+	hr.Host = a.host
+	for _, hs := range [2][]Header{a.defaults, req.Header} {
 		for _, h := range hs {
 			switch k := http.CanonicalHeaderKey(h.Key); k {
 			case "Host":
@@ -152,9 +169,9 @@ func (c *Client) h2Request(ctx context.Context, req *Request, scheme, host, uri 
 	if _, ok := hr.Header["Accept-Encoding"]; !ok && c.accept != "" {
 		hr.Header["Accept-Encoding"] = []string{c.accept}
 	}
-	if len(jar) > 0 {
+	if len(a.jar) > 0 {
 		given := hr.Header.Get("Cookie")
-		v := appendCookies([]byte(given), jar, given != "")
+		v := appendCookies([]byte(given), a.jar, given != "")
 		hr.Header["Cookie"] = []string{string(v[:len(v)-2])} // less its CRLF
 	}
 	if req.Body != nil || req.Method == "POST" || req.Method == "PUT" || req.Method == "PATCH" {

@@ -232,18 +232,10 @@ func (c *Client) hop(req *Request, resp *Response) {
 		resp.Err = err
 		return
 	}
-	addr, isTLS, serverName, host, uri, err := c.route(req)
+	a, err := c.aimAt(req)
 	if err != nil {
 		resp.Err = err
 		return
-	}
-	var jar map[string]string
-	if host == c.opt.Target.Host {
-		jar = c.jar
-	}
-	var defaults []Header
-	if addr == c.targetAddr && isTLS == c.targetTLS {
-		defaults = req.Defaults
 	}
 	// Buffers are taken from the pool only while bytes move: a user
 	// waiting for a dial or a slow response holds none.
@@ -253,7 +245,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 	var sent time.Time
 	for attempt := 0; ; attempt++ {
 		var reused bool
-		conn, reused, err = c.conn(addr, isTLS, serverName, start, deadline, resp)
+		conn, reused, err = c.conn(a.addr, a.isTLS, a.serverName, start, deadline, resp)
 		if err != nil {
 			c.fail(resp, err, start)
 			return
@@ -263,16 +255,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 			sent = c.opt.Now()
 		}
 		if conn.h2 != nil {
-			scheme := "http"
-			if isTLS {
-				scheme = "https"
-			}
-			if err = c.h2Trip(conn, req, scheme, host, uri, defaults, jar, deadline.Add(timeout/100), resp); err != nil {
-				if streamOnly(err) && conn.h2.CanTakeNewRequest() {
-					c.giveBack(conn) // the stream failed, not the connection: free for the next request
-				} else {
-					c.drop(addr, conn)
-				}
+			if err = c.h2Trip(conn, req, &a, deadline.Add(timeout/100), resp); err != nil {
 				if reused && attempt == 0 && !c.canceled.Load() && h2Again(err, idempotent(req)) {
 					continue
 				}
@@ -282,11 +265,11 @@ func (c *Client) hop(req *Request, resp *Response) {
 			break
 		}
 		wb := getBuf()
-		*wb = appendRequest((*wb)[:0], req.Method, uri, host, defaults, req.Header, jar, req.Body, c.accept)
+		*wb = appendRequest((*wb)[:0], req.Method, a.uri, a.host, a.defaults, req.Header, a.jar, req.Body, c.accept)
 		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
 		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
-			c.drop(addr, conn)
+			c.drop(a.addr, conn)
 			// A kept-alive connection the server closed meanwhile fails
 			// before any response byte: send again, once, on a new one,
 			// if sending twice cannot do harm.
@@ -298,11 +281,11 @@ func (c *Client) hop(req *Request, resp *Response) {
 			return
 		}
 		if p.close {
-			c.drop(addr, conn)
+			c.drop(a.addr, conn)
 		}
 		break
 	}
-	c.finish(conn, resp, host, start, sent, deadline, timeout)
+	c.finish(conn, resp, a.host, start, sent, deadline, timeout)
 }
 
 // finish ends a request whose response was read on conn: the connection
@@ -345,6 +328,30 @@ func (c *Client) finish(conn *connection, resp *Response, host string, start, se
 		}
 		resp.Body = body
 	}
+}
+
+// aim is where a request goes (Client.route) and what goes with it there.
+type aim struct {
+	addr, serverName, host, uri string
+	isTLS                       bool
+	defaults                    []Header          // the user's default headers: to the target's origin only
+	jar                         map[string]string // the user's cookies: to the target's host only
+}
+
+// aimAt routes req and picks what goes with it.
+func (c *Client) aimAt(req *Request) (aim, error) {
+	var a aim
+	var err error
+	if a.addr, a.isTLS, a.serverName, a.host, a.uri, err = c.route(req); err != nil {
+		return a, err
+	}
+	if a.host == c.opt.Target.Host {
+		a.jar = c.jar
+	}
+	if a.addr == c.targetAddr && a.isTLS == c.targetTLS {
+		a.defaults = req.Defaults
+	}
+	return a, nil
 }
 
 // release returns the response buffer to the pool.
