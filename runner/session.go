@@ -237,21 +237,10 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		return nil, fmt.Errorf("init failed: %w", err)
 	}
 	if len(c.Scrape) > 0 {
-		s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
-		var client *http.Client
-		if c.Dial != nil {
-			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
-		}
-		sc, err := prom.NewScraper(nil, c.Scrape, client)
-		if err != nil {
+		if err := s.startScrape(); err != nil {
 			s.cancel(err)
 			return nil, err
 		}
-		sc.Gathered = s.watch.Gathered
-		s.scraper = sc
-		// A baseline before any user starts, so the first window counts
-		// only this run's requests.
-		s.watch.Attempted(sc.Scrape(context.Background(), time.Now()))
 	}
 	host, _ := os.Hostname()
 	s.res = &result.Result{
@@ -266,6 +255,26 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 	configTypes(&s.res.Config, c.Scenario)
 	s.unwatch = s.watchMemory()
 	return s, nil
+}
+
+// startScrape starts watching the run's --scrape endpoints, with a
+// baseline taken before any user starts, so the first window counts only
+// this run's requests.
+func (s *session) startScrape() error {
+	c := s.c
+	s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
+	var client *http.Client
+	if c.Dial != nil {
+		client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+	}
+	sc, err := prom.NewScraper(nil, c.Scrape, client)
+	if err != nil {
+		return err
+	}
+	sc.Gathered = s.watch.Gathered
+	s.scraper = sc
+	s.watch.Attempted(sc.Scrape(context.Background(), time.Now()))
+	return nil
 }
 
 // configTypes records what the users of sc do: the actions and think

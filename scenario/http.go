@@ -240,25 +240,8 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 			req.Header = append(req.Header, transport.Header{Key: k, Value: v})
 		}
 	}
-	switch {
-	case jsonV != nil && bodyV != nil:
-		return "", nil, 0, fmt.Errorf("%s: give json= or body=, not both", b.Name())
-	case jsonV != nil:
-		enc, err := starlark.Call(th, jsonModule.Members["encode"], starlark.Tuple{jsonV}, nil)
-		if err != nil {
-			return "", nil, 0, fmt.Errorf("%s: json=: %w", b.Name(), err)
-		}
-		req.Body = []byte(enc.(starlark.String))
-		req.Header = append(req.Header, transport.Header{Key: "Content-Type", Value: "application/json"})
-	case bodyV != nil:
-		switch x := bodyV.(type) {
-		case starlark.String:
-			req.Body = []byte(x)
-		case starlark.Bytes:
-			req.Body = []byte(x)
-		default:
-			return "", nil, 0, fmt.Errorf("%s: body= is a %s, want a string or bytes", b.Name(), bodyV.Type())
-		}
+	if err := setBody(th, b.Name(), req, jsonV, bodyV); err != nil {
+		return "", nil, 0, err
 	}
 	expect, err := expectSet(expectV)
 	if err != nil {
@@ -278,6 +261,32 @@ func (h *httpValue) build(th *starlark.Thread, method string, b *starlark.Builti
 		name = defaultName(method, rawURL)
 	}
 	return name, expect, kind, nil
+}
+
+// setBody gives req the body of json= (encoded, with its Content-Type)
+// or body=, if either.
+func setBody(th *starlark.Thread, fn string, req *transport.Request, jsonV, bodyV starlark.Value) error {
+	switch {
+	case jsonV != nil && bodyV != nil:
+		return fmt.Errorf("%s: give json= or body=, not both", fn)
+	case jsonV != nil:
+		enc, err := starlark.Call(th, jsonModule.Members["encode"], starlark.Tuple{jsonV}, nil)
+		if err != nil {
+			return fmt.Errorf("%s: json=: %w", fn, err)
+		}
+		req.Body = []byte(enc.(starlark.String))
+		req.Header = append(req.Header, transport.Header{Key: "Content-Type", Value: "application/json"})
+	case bodyV != nil:
+		switch x := bodyV.(type) {
+		case starlark.String:
+			req.Body = []byte(x)
+		case starlark.Bytes:
+			req.Body = []byte(x)
+		default:
+			return fmt.Errorf("%s: body= is a %s, want a string or bytes", fn, bodyV.Type())
+		}
+	}
+	return nil
 }
 
 // defaultName is METHOD plus the path without its query: the request name
