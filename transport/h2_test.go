@@ -17,17 +17,23 @@ import (
 )
 
 // h2Server is go-httpbin over TLS with HTTP/2 on, /proto answering the
-// protocol a request came over; conns counts the connections it accepted.
-func h2Server(t *testing.T) (*httptest.Server, *atomic.Int64) {
+// protocol a request came over, /hang saying on hung that a request came
+// and answering none; conns counts the connections it accepted.
+func h2Server(t *testing.T) (srv *httptest.Server, conns *atomic.Int64, hung chan struct{}) {
 	bin := httpbin.New().Handler()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/proto" {
+	hung = make(chan struct{}, 1)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/proto":
 			w.Write([]byte(r.Proto))
-			return
+		case "/hang":
+			hung <- struct{}{}
+			<-r.Context().Done()
+		default:
+			bin.ServeHTTP(w, r)
 		}
-		bin.ServeHTTP(w, r)
 	}))
-	var conns atomic.Int64
+	conns = new(atomic.Int64)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
@@ -36,7 +42,7 @@ func h2Server(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return srv, &conns
+	return srv, conns, hung
 }
 
 // TestHTTP2 against go-httpbin over TLS: ALPN picks h2, a user's requests
@@ -44,7 +50,7 @@ func h2Server(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // there: bodies both ways, redirects with cookies set on the way, gzip, the
 // body limit, a timeout (the stream reset, the connection kept), Cancel.
 func TestHTTP2(t *testing.T) {
-	srv, conns := h2Server(t)
+	srv, conns, hung := h2Server(t)
 	u, _ := url.Parse(srv.URL)
 	c := NewClient(Options{Target: u, Settings: insecure(t), MaxBodySize: 64 << 10, Timeout: 5 * time.Second})
 	defer c.Close()
@@ -82,8 +88,8 @@ func TestHTTP2(t *testing.T) {
 	if n := conns.Load(); n > 2 {
 		t.Errorf("%d connections for one user's requests: want its one (a second after the body past the limit at most)", n)
 	}
-	go func() { time.Sleep(100 * time.Millisecond); c.Cancel() }()
-	if r := do(Request{Method: "GET", URL: "/delay/3"}); !r.Canceled || r.Latency > 2*time.Second {
+	go func() { <-hung; c.Cancel() }() // once the stream is open and waiting
+	if r := do(Request{Method: "GET", URL: "/hang"}); !r.Canceled {
 		t.Errorf("Cancel during a stream: canceled %v after %v, err %v", r.Canceled, r.Latency, r.Err)
 	}
 }
@@ -91,7 +97,7 @@ func TestHTTP2(t *testing.T) {
 // TestHTTP1AndH2C: --http1 keeps to HTTP/1.1 where the server offers h2;
 // --h2c speaks HTTP/2 with prior knowledge on an http:// target.
 func TestHTTP1AndH2C(t *testing.T) {
-	srv, _ := h2Server(t)
+	srv, _, _ := h2Server(t)
 	u, _ := url.Parse(srv.URL)
 	set, _ := Config{Insecure: true, HTTP1: true}.Settings()
 	c := NewClient(Options{Target: u, Settings: set})
