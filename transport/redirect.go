@@ -42,7 +42,7 @@ func (c *Client) follow(req *Request, resp *Response) {
 		}
 		if resp.Redirects == MaxRedirects {
 			resp.Status, resp.RawHeader, resp.Body = 0, nil, nil
-			resp.Err = fmt.Errorf("stopped after %d redirects, the last to %s", MaxRedirects, clip(loc, 200))
+			resp.Err = fmt.Errorf("stopped after %d redirects, the last to %s", MaxRedirects, clipBytes([]byte(loc), 200))
 			return
 		}
 		base, err := url.Parse(from)
@@ -52,7 +52,7 @@ func (c *Client) follow(req *Request, resp *Response) {
 		}
 		if err != nil || (to.Scheme != "http" && to.Scheme != "https") || to.Host == "" {
 			resp.Status, resp.RawHeader, resp.Body = 0, nil, nil
-			resp.Err = fmt.Errorf("a redirect to %q, not an http(s) URL", clip(loc, 200))
+			resp.Err = fmt.Errorf("a redirect to %q, not an http(s) URL", clipBytes([]byte(loc), 200))
 			return
 		}
 		to.Fragment = ""
@@ -122,11 +122,4 @@ func without(hs []Header, names ...string) []Header {
 		return hs
 	}
 	return out
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
