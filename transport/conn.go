@@ -277,17 +277,24 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			c.mu.Unlock()
 			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline, &resp.Phases)
 			if err != nil {
-				pl.gone()
+				pl.gone(nil)
 				return nil, false, err
 			}
 			conn.pool = pl
+			if conn.h2 != nil {
+				pl.share(conn)
+			}
 			return c.hold(conn, false)
 		}
-		if conn.h2 != nil && conn.h2.CanTakeNewRequest() || conn.h2 == nil && (c.opt.Now().Sub(conn.used) < probeIdle || conn.alive()) {
+		switch {
+		case conn.h2 != nil && conn.h2.CanTakeNewRequest(), conn.h2 == nil && (c.opt.Now().Sub(conn.used) < probeIdle || conn.alive()):
 			return c.hold(conn, true)
+		case conn.h2 != nil:
+			pl.put(conn) // a GOAWAY came: the stream back, the connection retired
+		default:
+			conn.Close() // closed by the server while idle: its place goes to a new one
+			pl.gone(conn)
 		}
-		conn.Close() // closed by the server while idle: its place goes to a new one
-		pl.gone()
 	}
 }
 
@@ -297,7 +304,11 @@ func (c *Client) hold(conn *connection, reused bool) (*connection, bool, error) 
 	c.busy = conn
 	c.mu.Unlock()
 	if c.canceled.Load() { // Cancel ran before conn was the busy one
-		c.drop("", conn)
+		if conn.h2 != nil {
+			c.giveBack(conn) // an HTTP/2 connection may be shared: only the stream is the client's
+		} else {
+			c.drop("", conn)
+		}
 		return nil, false, ErrCanceled
 	}
 	return conn, reused, nil
@@ -464,7 +475,7 @@ func (c *Client) drop(addr string, conn *connection) {
 	c.mu.Unlock()
 	conn.Close()
 	if conn.pool != nil {
-		conn.pool.gone()
+		conn.pool.gone(conn)
 	}
 }
 
@@ -474,12 +485,13 @@ type connection struct {
 	raw      syscall.RawConn   // plain TCP: the socket, for rawTrip; nil for TLS and HTTP/2
 	h2       *http2.ClientConn // an HTTP/2 connection's; nil for HTTP/1.1
 	counted  *counted          // HTTP/2: the bytes read and written below TLS
-	coding   coding            // HTTP/2: the last response's Content-Encoding
 	onReady  func(fd uintptr) bool
 	trip     trip
 	deadline time.Time // the deadline last set on it
 	used     time.Time // when it was dialed or last finished a request
 	pool     *Pool     // the shared pool it belongs to; nil: a client's own
+	streams  int       // pooled HTTP/2: streams open on it (pool.mu)
+	muxed    bool      // pooled HTTP/2: among the pool's shared ones (pool.mu)
 }
 
 // Close closes the connection (an HTTP/2 one's streams with it).

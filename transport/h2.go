@@ -28,8 +28,12 @@ import (
 var h2 = &http2.Transport{DisableCompression: true, MaxHeaderListSize: maxHead, StrictMaxConcurrentStreams: true}
 
 // counted counts the bytes a connection reads and writes, below TLS: an
-// HTTP/2 request's share is what moved while it was in flight (frames the
-// connection's own reader took, PINGs and window updates included).
+// HTTP/2 request's share is what moved since the last request on the
+// connection ended (frames the connection's own reader took, PINGs and
+// window updates included). On a connection of one user that is its
+// request's; on one shared by many (Pool), the totals are exact and each
+// request's share is not. The TLS handshake is not counted, as it is not
+// over HTTP/1.1.
 type counted struct {
 	net.Conn
 	in, out atomic.Int64
@@ -72,6 +76,8 @@ func newH2(conn *connection) error {
 		return fmt.Errorf("http2: %w", err)
 	}
 	conn.h2, conn.counted, conn.raw = cc, bytes, nil
+	bytes.in.Store(0) // the handshake's
+	bytes.out.Store(0)
 	return nil
 }
 
@@ -91,7 +97,7 @@ func (c *Client) h2Trip(conn *connection, req *Request, a *aim, deadline time.Ti
 
 // h2Stream sends req as one stream on conn and reads its response into
 // resp: its status, its head as HTTP/1.1 would have it (for Headers and
-// cookies), its body within the body limit; its coding in conn.coding.
+// cookies), its body within the body limit; its coding in c.parser.coding.
 func (c *Client) h2Stream(conn *connection, req *Request, a *aim, deadline time.Time, resp *Response) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -110,10 +116,9 @@ func (c *Client) h2Stream(conn *connection, req *Request, a *aim, deadline time.
 	if err != nil {
 		return err
 	}
-	in0, out0 := conn.counted.in.Load(), conn.counted.out.Load()
-	defer func() {
-		resp.BytesIn += conn.counted.in.Load() - in0
-		resp.BytesOut += conn.counted.out.Load() - out0
+	defer func() { // what moved since the last request on conn ended: over a shared one, totals exact, shares not
+		resp.BytesIn += conn.counted.in.Swap(0)
+		resp.BytesOut += conn.counted.out.Swap(0)
 	}()
 	hresp, err := conn.h2.RoundTrip(hr)
 	if err != nil {
@@ -132,7 +137,7 @@ func (c *Client) h2Stream(conn *connection, req *Request, a *aim, deadline time.
 	}
 	resp.Status, resp.Body = hresp.StatusCode, body
 	resp.RawHeader = h2Head(hresp)
-	conn.coding = parseCoding([]byte(hresp.Header.Get("Content-Encoding")))
+	c.parser.coding = parseCoding([]byte(hresp.Header.Get("Content-Encoding")))
 	return nil
 }
 
@@ -233,20 +238,22 @@ func streamOnly(err error) bool {
 // errTooLarge is what a body past the limit's error wraps.
 var errTooLarge = errors.New("response body is larger than the limit")
 
-// h2Again reports whether a request that failed with err on a kept-alive
-// HTTP/2 connection may be sent again on a new one: the server left its
+// h2Again reports whether a request that failed with err on an HTTP/2
+// connection may be sent again: up to 3 times when the server left its
 // stream unprocessed (past a GOAWAY's last stream, which x/net says as
-// "graceful shutdown GOAWAY"; REFUSED_STREAM; a connection that could no
-// longer take it), or, for an idempotent request, the connection was gone
-// (a GoAwayError: closed after a GOAWAY that may have named the stream).
-func h2Again(err error, idempotent bool) bool {
+// "graceful shutdown GOAWAY"; REFUSED_STREAM, as a server whose stream
+// limit the client has not heard yet sends; a connection that could no
+// longer take it), or once, for an idempotent request on a kept-alive
+// connection (reused), when the connection was gone (a GoAwayError: closed
+// after a GOAWAY that may have named the stream).
+func h2Again(err error, idempotent, reused bool, attempt int) bool {
 	var se http2.StreamError
 	switch msg := err.Error(); {
 	case strings.Contains(msg, "graceful shutdown GOAWAY"), strings.Contains(msg, "client conn not usable"):
-		return true
+		return attempt < 3
 	case errors.As(err, &se):
-		return se.Code == http2.ErrCodeRefusedStream
+		return se.Code == http2.ErrCodeRefusedStream && attempt < 3
 	}
 	var ga http2.GoAwayError
-	return idempotent && (errors.As(err, &ga) || retryable(err) || strings.Contains(err.Error(), "client connection lost"))
+	return reused && attempt == 0 && idempotent && (errors.As(err, &ga) || retryable(err) || strings.Contains(err.Error(), "client connection lost"))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +196,57 @@ func TestHostileHTTP2Servers(t *testing.T) {
 			t.Run(name, func(t *testing.T) { hostileCheck(t, tc, shared) })
 		}
 	}
+	// Many clients' streams at once on the pool's shared connections: each
+	// ends as above or in an error of the connection that went under it,
+	// and every place in the pool is given back, once.
+	for _, tc := range cases {
+		tc.h2c = true
+		t.Run("shared by 8/"+tc.name, func(t *testing.T) { hostileShared(t, tc, 8) })
+	}
+}
+
+// hostileShared meets tc's server with a request from each of n clients at
+// once, through a pool of 2 connections. The liars answer a connection's
+// first stream alone: the others time out, within a second.
+func hostileShared(t *testing.T, tc hostileCase, n int) {
+	srv, err := hostile.Start(tc.serve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	timeout := min(cmp(tc.timeout, 2*time.Second), time.Second)
+	pool := NewPool(2)
+	defer pool.Close()
+	set, _ := Config{H2C: true}.Settings()
+	rs := make([]Response, n)
+	var wg sync.WaitGroup
+	for i := range rs {
+		wg.Go(func() {
+			c := NewClient(Options{Target: srv.URL, Timeout: timeout, MaxBodySize: tc.maxBody, Pool: pool, Settings: set})
+			defer c.Close()
+			c.Do(&Request{Method: "GET", URL: "/"}, &rs[i])
+		})
+	}
+	wg.Wait()
+	errorsToo := tc.want(&Response{Status: 200, Body: []byte("ok")}) != "" // a case that wants an error: another's, or a timeout, will do
+	met := 0
+	for _, r := range rs {
+		switch msg := tc.want(&r); {
+		case msg == "":
+			met++
+		case !errorsToo || r.Err == nil:
+			t.Errorf("one of %d at once: %s", n, msg)
+		}
+		if r.Latency > timeout+timeout/100+200*time.Millisecond {
+			t.Errorf("took %v (err %v)", r.Latency, r.Err)
+		}
+	}
+	if met == 0 {
+		t.Errorf("none of %d requests ended as wanted alone", n)
+	}
+	if open, taken := pool.Open(), pool.inUse(); open < 0 || open > 2 || taken != 0 {
+		t.Errorf("after %d requests: %d connections open in the pool of 2 (want 0 to 2), %d places still taken", n, open, taken)
+	}
 }
 
 // hostileCheck meets tc's server with one request, over a pool of one
@@ -246,11 +298,16 @@ func hostileCheck(t *testing.T, tc hostileCase, shared bool) {
 	}
 }
 
-// inUse is how many of p's open connections are taken, not idle.
+// inUse is how many of p's places are taken: HTTP/1.1 connections not
+// idle, and HTTP/2 connections' streams.
 func (p *Pool) inUse() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.open - len(p.idle)
+	n := p.open - len(p.idle) - len(p.mux)
+	for _, c := range p.mux {
+		n += c.streams
+	}
+	return n
 }
 
 // allocated returns the bytes the process allocated while f ran.

@@ -256,7 +256,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 		}
 		if conn.h2 != nil {
 			if err = c.h2Trip(conn, req, &a, deadline.Add(timeout/100), resp); err != nil {
-				if reused && attempt == 0 && !c.canceled.Load() && h2Again(err, idempotent(req)) {
+				if !c.canceled.Load() && h2Again(err, idempotent(req), reused, attempt) {
 					continue
 				}
 				c.fail(resp, err, start)
@@ -294,7 +294,9 @@ func (c *Client) hop(req *Request, resp *Response) {
 func (c *Client) finish(conn *connection, resp *Response, host string, start, sent, deadline time.Time, timeout time.Duration) {
 	p := &c.parser
 	end := c.opt.Now()
-	conn.used = end
+	if conn.h2 == nil { // an HTTP/2 one may be shared: its streams say when it is idle
+		conn.used = end
+	}
 	if !p.first.IsZero() {
 		resp.Phases.Wait, resp.Phases.Receive = p.first.Sub(sent), end.Sub(p.first)
 	}
@@ -310,13 +312,14 @@ func (c *Client) finish(conn *connection, resp *Response, host string, start, se
 		c.fail(resp, os.ErrDeadlineExceeded, start)
 		return
 	}
-	coding, cookies := conn.coding, true // HTTP/2's: h2Trip's
+	cookies := true // HTTP/2's head and body are h2Stream's
 	resp.HTTP2 = conn.h2 != nil
 	if conn.h2 == nil {
 		resp.Status = p.status
 		resp.RawHeader, resp.Body = p.result()
-		coding, cookies = p.coding, p.cookies
+		cookies = p.cookies
 	}
+	coding := p.coding
 	if cookies && host == c.opt.Target.Host {
 		c.keepCookies(resp.RawHeader)
 	}
@@ -399,7 +402,7 @@ func (c *Client) fail(resp *Response, err error, start time.Time) {
 func (c *Client) Cancel() {
 	c.canceled.Store(true)
 	c.mu.Lock()
-	if c.busy != nil {
+	if c.busy != nil && c.busy.h2 == nil { // HTTP/2: the stream alone ends (stopH2), the connection may be shared
 		_ = c.busy.SetDeadline(time.Unix(1, 0))
 	}
 	if c.dialing != nil {

@@ -7,24 +7,36 @@ import (
 
 // Pool is a set of keep-alive connections to the target that many clients
 // share (Options.Pool), as a service's HTTP client or a load balancer's
-// makes: the open model's many arrivals over few connections. A request
-// to the target takes the connection that came back last (it is the least
-// likely to have been closed by the server while idle), or dials a new one
-// while fewer than the pool's size are open, or else waits for one to come
-// back; the wait is in the request's latency and apart in Response.Queued.
-// A client's requests elsewhere, and a user's cookies and headers, stay
-// the client's own. Safe for concurrent use.
+// makes: the open model's many arrivals over few connections.
+//
+// An HTTP/1.1 connection carries one request at a time: a request to the
+// target takes the one that came back last (the least likely to have been
+// closed by the server while idle), or dials a new one while fewer than
+// the pool's size are open, or else waits for one to come back.
+//
+// An HTTP/2 connection carries many clients' requests at once, each a
+// stream, as a gRPC channel or a proxy's upstream does: a request takes an
+// HTTP/2 connection with no stream open, or else dials while the pool has
+// room, or else takes the one with the fewest streams open below the
+// server's SETTINGS_MAX_CONCURRENT_STREAMS, or else waits for a stream to
+// end. One that can take no more (a GOAWAY) gives its place to a new one
+// and closes when its last stream ends.
+//
+// A wait is in the request's latency and apart in Response.Queued. A
+// client's requests elsewhere, and a user's cookies and headers, stay the
+// client's own. Safe for concurrent use.
 type Pool struct {
 	size    int
 	mu      sync.Mutex
-	idle    []*connection // most recently given back last
-	open    int           // connections open or being dialed
+	idle    []*connection // HTTP/1.1 ones given back, most recently last
+	mux     []*connection // HTTP/2 ones, shared whatever their streams
+	open    int           // connections open or being dialed (not those retired)
 	waiting []chan grant  // requests waiting for a connection, oldest first
 	shut    bool
 }
 
-// grant is what a waiting request is handed: a connection given back, or
-// the place of one that closed, to dial.
+// grant is what a waiting request is handed: a connection (given back, or
+// an HTTP/2 one's stream), or the place of one that closed, to dial.
 type grant struct {
 	conn *connection
 	dial bool
@@ -43,14 +55,20 @@ func (p *Pool) Open() int {
 	return p.open
 }
 
-// take returns an idle connection, or else reserves a place for a new one
-// (dial true: the caller dials, and gives the place back with gone if
-// that fails), or else waits, in turn (first come, first served: a client
-// that gives a connection back does not take it again ahead of those
-// waiting), until one is handed to it or ctx ends; waited says it waited.
+// take returns a connection (an idle HTTP/1.1 one, or a stream of an
+// HTTP/2 one), or else reserves a place for a new one (dial true: the
+// caller dials, then shares it if it speaks HTTP/2, and gives the place
+// back with gone if the dial fails), or else waits, in turn (first come,
+// first served: a client that gives a connection back does not take it
+// again ahead of those waiting), until one is handed to it or ctx ends;
+// waited says it waited.
 func (p *Pool) take(ctx context.Context) (conn *connection, dial, waited bool, err error) {
 	p.mu.Lock()
 	if len(p.waiting) == 0 {
+		if conn = p.stream(false); conn != nil {
+			p.mu.Unlock()
+			return conn, false, false, nil
+		}
 		if n := len(p.idle); n > 0 {
 			conn = p.idle[n-1]
 			p.idle[n-1] = nil
@@ -62,6 +80,10 @@ func (p *Pool) take(ctx context.Context) (conn *connection, dial, waited bool, e
 			p.open++
 			p.mu.Unlock()
 			return nil, true, false, nil
+		}
+		if conn = p.stream(true); conn != nil {
+			p.mu.Unlock()
+			return conn, false, false, nil
 		}
 	}
 	ch := make(chan grant, 1)
@@ -85,9 +107,78 @@ func (p *Pool) take(ctx context.Context) (conn *connection, dial, waited bool, e
 	if g := <-ch; g.conn != nil {
 		p.put(g.conn)
 	} else {
-		p.gone()
+		p.gone(nil)
 	}
 	return nil, false, true, ctx.Err()
+}
+
+// stream opens a stream on the HTTP/2 connection with the fewest open,
+// below its server's limit; with busy false, only on one with none open.
+// Connections that can take no new stream are retired on the way. Under
+// p.mu.
+func (p *Pool) stream(busy bool) *connection {
+	var best *connection
+	for i := 0; i < len(p.mux); i++ {
+		c := p.mux[i]
+		if !c.h2.CanTakeNewRequest() {
+			p.retire(c)
+			i--
+			continue
+		}
+		if (best == nil || c.streams < best.streams) && (c.streams == 0 || busy && c.streams < maxStreams(c)) {
+			best = c
+		}
+	}
+	if best != nil {
+		best.streams++
+	}
+	return best
+}
+
+// maxStreams is how many streams the server lets conn open at once:
+// x/net's 100 until its SETTINGS say otherwise.
+func maxStreams(conn *connection) int {
+	if n := conn.h2.State().MaxConcurrentStreams; n > 0 {
+		return int(min(n, 1<<20))
+	}
+	return 100
+}
+
+// share adds conn, just dialed by a request that took a place for it, to
+// the HTTP/2 connections shared (its first stream the dialer's), and hands
+// streams on it to those waiting.
+func (p *Pool) share(conn *connection) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	conn.streams, conn.muxed = 1, true
+	p.mux = append(p.mux, conn)
+	p.handOut(conn)
+}
+
+// handOut gives those waiting streams on conn while it has room. Under
+// p.mu.
+func (p *Pool) handOut(conn *connection) {
+	for len(p.waiting) > 0 && conn.streams < maxStreams(conn) {
+		conn.streams++
+		p.next() <- grant{conn: conn}
+	}
+}
+
+// retire takes an HTTP/2 connection that can take no new stream out of
+// the shared ones: its place goes to a new one (to the oldest waiting, to
+// dial), and it closes when its last stream ends. Under p.mu.
+func (p *Pool) retire(conn *connection) {
+	for i, c := range p.mux {
+		if c == conn {
+			p.mux = append(p.mux[:i], p.mux[i+1:]...)
+			break
+		}
+	}
+	conn.muxed = false
+	if conn.streams == 0 {
+		conn.Close()
+	}
+	p.freed()
 }
 
 // next takes the oldest waiting request off the queue, if any. Under p.mu.
@@ -101,11 +192,26 @@ func (p *Pool) next() chan grant {
 	return ch
 }
 
-// put gives a connection back: to the oldest waiting request, or to the
-// idle ones.
+// put gives a connection back: an HTTP/1.1 one to the oldest waiting
+// request, or to the idle ones; an HTTP/2 one's stream to the oldest
+// waiting, or closed.
 func (p *Pool) put(conn *connection) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if conn.h2 != nil {
+		conn.streams--
+		switch {
+		case !conn.muxed: // retired, or gone
+			if conn.streams == 0 {
+				conn.Close()
+			}
+		case p.shut || !conn.h2.CanTakeNewRequest():
+			p.retire(conn)
+		default:
+			p.handOut(conn)
+		}
+		return
+	}
 	switch {
 	case p.shut:
 		p.open--
@@ -117,11 +223,26 @@ func (p *Pool) put(conn *connection) {
 	}
 }
 
-// gone frees the place of a connection that was closed (or never
-// dialed): the oldest waiting request dials in its place.
-func (p *Pool) gone() {
+// gone frees the place of a connection that was closed (nil: one never
+// dialed): the oldest waiting request dials in its place. Every request
+// on a shared HTTP/2 connection that failed calls it; the place is freed
+// once.
+func (p *Pool) gone(conn *connection) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if conn != nil && conn.h2 != nil {
+		if !conn.muxed {
+			return // retired, or gone already
+		}
+		p.retire(conn)
+		return
+	}
+	p.freed()
+}
+
+// freed gives a place that was freed to the oldest waiting request, to
+// dial. Under p.mu.
+func (p *Pool) freed() {
 	p.open--
 	if len(p.waiting) > 0 && !p.shut {
 		p.open++
@@ -129,8 +250,9 @@ func (p *Pool) gone() {
 	}
 }
 
-// Close closes the idle connections; those in use are closed as they come
-// back. Requests after it, and those waiting, wait until their deadline.
+// Close closes the idle connections and the HTTP/2 ones with no stream
+// open; those in use are closed as they come back. Requests after it, and
+// those waiting, wait until their deadline.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -140,4 +262,7 @@ func (p *Pool) Close() {
 		p.open--
 	}
 	p.idle = nil
+	for _, c := range append([]*connection(nil), p.mux...) {
+		p.retire(c)
+	}
 }

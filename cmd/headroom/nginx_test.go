@@ -175,7 +175,7 @@ http {
 func TestNginxTLS(t *testing.T) {
 	dir := t.TempDir()
 	keys := makePKI(t, dir)
-	port := freePort(t)
+	port, port2 := freePort(t), freePort(t)
 	// A JSON document of ~20 KB that gzip makes ~30 times smaller.
 	var doc strings.Builder
 	doc.WriteString(`{"ok": true, "posts": [`)
@@ -183,8 +183,8 @@ func TestNginxTLS(t *testing.T) {
 		fmt.Fprintf(&doc, `{"id": "post%04d", "message": "hello from the load test, again and again"},`, i)
 	}
 	doc.WriteString(`{"id": "last"}]}`)
-	startNginx(t, dir, port, `
-    log_format tls '$server_protocol $status $request_uri $ssl_client_s_dn $ssl_session_reused $sent_http_content_encoding';
+	startNginx(t, dir, port, strings.ReplaceAll(`
+    log_format tls '$server_protocol $status $request_uri $ssl_client_s_dn $ssl_session_reused $sent_http_content_encoding $server_port:$connection';
     access_log %[1]s/access.log tls;
     keepalive_requests 2;
     gzip on;
@@ -200,7 +200,18 @@ func TestNginxTLS(t *testing.T) {
         root %[1]s/www;
         default_type application/json;
         location = /old { return 301 /posts.json; }
-    }`)
+    }
+    server {
+        listen 127.0.0.1:PORT2 ssl http2;
+        keepalive_requests 10000;
+        ssl_certificate %[1]s/server.pem;
+        ssl_certificate_key %[1]s/server-key.pem;
+        ssl_client_certificate %[1]s/ca.pem;
+        ssl_verify_client on;
+        root %[1]s/www;
+        default_type application/json;
+        location = /old { return 301 /posts.json; }
+    }`, "PORT2", fmt.Sprint(port2)))
 	if err := os.WriteFile(filepath.Join(dir, "www", "posts.json"), []byte(doc.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +236,8 @@ think_time = think.constant("100ms")
 			t.Fatal(err)
 		}
 		out := filepath.Join(dir, name)
-		code, _, _, stderr := outcome(t, command(t, "", nil, append([]string{"run", star, "--target", target, "--users", "3",
-			"--duration", "2s", "--ramp", "0s", "--quiet", "--no-report", "--out", out}, args...)...))
+		code, _, _, stderr := outcome(t, command(t, "", nil, append([]string{"run", star,
+			"--duration", "2s", "--quiet", "--no-report", "--out", out}, args...)...))
 		res, err := result.Read(out)
 		if err != nil {
 			t.Fatalf("%s: exit %d, %v\n%s", name, code, err, stderr)
@@ -243,7 +254,9 @@ think_time = think.constant("100ms")
 		return metrics.Summary{}
 	}
 
-	res, lines := run("default", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey)
+	closed := []string{"--target", target, "--users", "3", "--ramp", "0s"}
+	mine := []string{"--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey}
+	res, lines := run("default", append(closed, mine...)...)
 	old := byName(res, "old")
 	if old.Count < 10 || old.Errors != 0 || res.Totals.Errors != 0 {
 		t.Fatalf("GET /old over TLS: %+v; totals %+v", old, res.Totals)
@@ -264,8 +277,8 @@ think_time = think.constant("100ms")
 	}
 	resumed, gzipped, bodies := 0, 0, 0
 	for _, l := range lines {
-		f := strings.Fields(l) // protocol status uri client-dn reused encoding
-		if len(f) != 6 || f[0] != "HTTP/2.0" || f[3] != "CN=user" || (f[2] != "/old" && f[2] != "/posts.json") {
+		f := strings.Fields(l) // protocol status uri client-dn reused encoding port:connection
+		if len(f) != 7 || f[0] != "HTTP/2.0" || f[3] != "CN=user" || (f[2] != "/old" && f[2] != "/posts.json") {
 			t.Fatalf("nginx logged %q: want HTTP/2.0 with the client certificate CN=user", l)
 		}
 		if f[4] == "r" {
@@ -285,18 +298,48 @@ think_time = think.constant("100ms")
 			len(lines), gzipped, bodies, resumed)
 	}
 
-	res, lines = run("http1-full-handshakes", "--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey, "--http1", "--no-tls-resume", "--no-compression", "--var", "protocol=HTTP/1.1")
+	res, lines = run("http1-full-handshakes", append(append(closed, mine...), "--http1", "--no-tls-resume", "--no-compression", "--var", "protocol=HTTP/1.1")...)
 	old = byName(res, "old")
 	if old.Count < 10 || res.Totals.Errors != 0 || old.BodyIn > old.BytesIn || old.HTTP2 != 0 {
 		t.Errorf("--http1 --no-tls-resume --no-compression: %+v; want the bodies as they came, below bytes_in", old)
 	}
 	for _, l := range lines {
-		if f := strings.Fields(l); len(f) != 6 || f[0] != "HTTP/1.1" || f[4] == "r" || f[5] == "gzip" {
+		if f := strings.Fields(l); len(f) != 7 || f[0] != "HTTP/1.1" || f[4] == "r" || f[5] == "gzip" {
 			t.Fatalf("--http1 --no-tls-resume --no-compression: nginx logged %q: want HTTP/1.1, no resumed session, no gzip", l)
 		}
 	}
 
-	res, _ = run("no-ca", "--cert", keys.clientCert, "--key", keys.clientKey)
+	// The open model's users over 2 shared connections, each many users'
+	// streams: every request arrives, as HTTP/2, on 2 connections where
+	// nginx keeps them; where it ends each after two requests (a GOAWAY),
+	// each is replaced and no request is lost.
+	shared := []string{"--rate", "40/s", "--max-users", "20", "--connections", "2"}
+	for _, p := range []struct {
+		port  int
+		conns func(n int) bool
+		want  string
+	}{
+		{port2, func(n int) bool { return n <= 2 }, "2 at most"},
+		{port, func(n int) bool { return n >= 40 }, "one for every two requests, 40 or more"},
+	} {
+		res, lines = run(fmt.Sprintf("shared-%d", p.port), append(append(shared, mine...), "--target", fmt.Sprintf("https://127.0.0.1:%d", p.port))...)
+		old = byName(res, "old")
+		conns := map[string]bool{}
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) == 7 && f[0] == "HTTP/2.0" && (f[1] == "200" || f[1] == "301") {
+				conns[f[6]] = true
+			} else {
+				t.Fatalf("--connections 2: nginx logged %q: want HTTP/2.0, 200 or 301", l)
+			}
+		}
+		t.Logf("--connections 2 to nginx on port %d: %d actions, %d requests on %d connections", p.port, old.Count, len(lines), len(conns))
+		if old.Count < 60 || res.Totals.Errors != 0 || old.HTTP2 != old.Count || int64(len(lines)) != 2*old.Count || !p.conns(len(conns)) {
+			t.Errorf("--connections 2 to nginx on port %d: %+v, %d requests logged on %d connections; want 80 actions, all over HTTP/2, none failed, connections %s",
+				p.port, old, len(lines), len(conns), p.want)
+		}
+	}
+
+	res, _ = run("no-ca", append(closed, "--cert", keys.clientCert, "--key", keys.clientKey)...)
 	if res.Totals.Errors == 0 || res.Totals.Errors != res.Totals.Count {
 		t.Errorf("without --ca: %+v, want every request refused (unknown authority)", res.Totals)
 	}

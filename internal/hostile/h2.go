@@ -18,29 +18,42 @@ import (
 // the first request's HEADERS waited for; then serve answers that stream.
 func H2(settings []http2.Setting, serve func(h *H2Conn, stream uint32)) Behaviour {
 	return func(c *Conn) {
-		preface := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(c.r, preface); err != nil || string(preface) != http2.ClientPreface {
+		h, ok := h2Open(c, settings)
+		if !ok {
 			return
 		}
-		h := &H2Conn{Conn: c, Fr: http2.NewFramer(c, c.r)}
-		if h.Fr.WriteSettings(settings...) != nil {
-			return
+		if id, ok := h.next(); ok {
+			serve(h, id)
 		}
-		for {
-			f, err := h.Fr.ReadFrame()
-			if err != nil {
-				return
+	}
+}
+
+// h2Open reads the client's preface and writes the server's SETTINGS.
+func h2Open(c *Conn, settings []http2.Setting) (*H2Conn, bool) {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c.r, preface); err != nil || string(preface) != http2.ClientPreface {
+		return nil, false
+	}
+	h := &H2Conn{Conn: c, Fr: http2.NewFramer(c, c.r)}
+	return h, h.Fr.WriteSettings(settings...) == nil
+}
+
+// next reads frames, acking the client's SETTINGS, until a request's
+// HEADERS: its stream; false once the connection fails.
+func (h *H2Conn) next() (uint32, bool) {
+	for {
+		f, err := h.Fr.ReadFrame()
+		if err != nil {
+			return 0, false
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() && h.Fr.WriteSettingsAck() != nil {
+				return 0, false
 			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() && h.Fr.WriteSettingsAck() != nil {
-					return
-				}
-			case *http2.HeadersFrame:
-				c.srv.Requests.Add(1)
-				serve(h, f.StreamID)
-				return
-			}
+		case *http2.HeadersFrame:
+			h.srv.Requests.Add(1)
+			return f.StreamID, true
 		}
 	}
 }
@@ -63,15 +76,19 @@ func Head(status string, fields ...string) []byte {
 	return b.Bytes()
 }
 
-// H2Reply answers with a complete response: status 200 and body.
+// H2Reply answers every request with a complete response: status 200 and
+// body.
 func H2Reply(body string) Behaviour {
-	return H2(nil, func(h *H2Conn, id uint32) {
-		if h.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: Head("200"), EndHeaders: true}) != nil ||
-			h.Fr.WriteData(id, true, []byte(body)) != nil {
-			return
+	return func(c *Conn) {
+		h, ok := h2Open(c, nil)
+		for ok {
+			var id uint32
+			if id, ok = h.next(); ok {
+				ok = h.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: Head("200"), EndHeaders: true}) == nil &&
+					h.Fr.WriteData(id, true, []byte(body)) == nil
+			}
 		}
-		h.Hold()
-	})
+	}
 }
 
 // H2BadSettings announces an initial window past 2^31-1, which RFC 9113
