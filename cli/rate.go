@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/runner"
 )
 
@@ -42,7 +43,7 @@ func (f *openFlags) register(fs *flag.FlagSet) {
 // its own): with is the flag they go with, pre what --pre-users defaults to.
 func (f *poolFlags) register(fs *flag.FlagSet, with, pre string) {
 	fs.IntVar(&f.preUsers, "pre-users", -1, "with "+with+": users set up before the measured window "+pre+"; the pool adds the rest when arrivals find no user free, dropping those")
-	fs.DurationVar(&f.maxWait, "max-wait", 0, "with "+with+": how long an arrival may wait for a user to come free before it is dropped (0: dropped at once, as k6); a wait counts in its latency from the intended start")
+	fs.DurationVar(&f.maxWait, "max-wait", metrics.LateArrival, "with "+with+": how long after its intended start an arrival may wait for a user to come free before it is dropped (default: the lateness it may start with and still count on time; 0: dropped at once, as k6); a wait counts in its latency from the intended start")
 	fs.StringVar(&f.arrivals, "arrivals", "even", "with "+with+": how arrivals are spaced: even (the same gap between two) or poisson (independent, as many clients make)")
 	fs.IntVar(&f.connections, "connections", 0, "with "+with+": the pool's users share this many keep-alive connections to the target, as a service's HTTP client does (0: each user its own); over HTTP/2 each carries many users' requests at once as streams; a wait for one counts in the latency from the intended start, not in the service time")
 }

@@ -95,9 +95,9 @@ func TestOpenFlagsResolve(t *testing.T) {
 		args []string
 		want openFlagsResult
 	}{
-		{[]string{"--rate", "500/s", "--duration", "20s"}, openFlagsResult{500, 500, 20 * time.Second, 500, engine.Even, 0}},
-		{[]string{"--rate", "3/s"}, openFlagsResult{10, 10, time.Minute, 3, engine.Even, 0}},
-		{[]string{"--rate-stages", "100/s:30s,250.5/s:1m"}, openFlagsResult{251, 251, 90 * time.Second, 250.5, engine.Even, 0}},
+		{[]string{"--rate", "500/s", "--duration", "20s"}, openFlagsResult{500, 500, 20 * time.Second, 500, engine.Even, 10 * time.Millisecond}},
+		{[]string{"--rate", "3/s", "--max-wait", "0"}, openFlagsResult{10, 10, time.Minute, 3, engine.Even, 0}},
+		{[]string{"--rate-stages", "100/s:30s,250.5/s:1m"}, openFlagsResult{251, 251, 90 * time.Second, 250.5, engine.Even, 10 * time.Millisecond}},
 		{[]string{"--rate", "10", "--rate-stages", "40/s:10s", "--max-users", "8", "--pre-users", "2", "--max-wait", "300ms", "--arrivals", "poisson"},
 			openFlagsResult{8, 2, 10 * time.Second, 40, engine.Poisson, 300 * time.Millisecond}},
 	} {

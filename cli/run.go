@@ -42,8 +42,8 @@ free user of a pool (--max-users, default the peak rate x 1 s, at least 10; all
 set up before the window unless --pre-users says fewer). Requests are timed
 from the arrival's intended start, a wait for a user included, and beside it
 as service time from the actual send; the tables show both, labelled. An
-arrival that finds no user free within --max-wait (default 0: at once) is
-dropped and counted, one that starts over 10 ms late is counted late: the
+arrival that finds no user free within --max-wait (default 10ms: the lateness
+it may start with) is dropped and counted, one that starts over 10 ms late is counted late: the
 ARRIVALS table at the end, and the live line, show both. A ramp of rates is
 k6-like stages (--rate-stages), each moving the rate linearly to its target
 over its duration; their sum is the window. The think time is not used. On

@@ -18,10 +18,11 @@ import (
 //
 //   - A user of the pool is a user as in the closed model: its own setup,
 //     state, random streams and keep-alive connection, kept from one
-//     iteration to the next (per-user connections; a shared pool of
-//     connections is another piece, in transport). Its WebSocket messages
-//     are handled while it is idle. The scenario's think time does not
-//     apply: the schedule paces the iterations.
+//     iteration to the next (or, with OpenModel.Connections, one of a
+//     shared transport.Pool). One set up in advance opens its connection
+//     at its setup, so the window's first arrivals do not each dial. Its
+//     WebSocket messages are handled while it is idle. The scenario's
+//     think time does not apply: the schedule paces the iterations.
 //   - An arrival goes to the user free longest. If none is free, it waits
 //     for one up to OpenModel.MaxWait after its intended time, and is then
 //     dropped: a metrics.Arrival sample of outcome DroppedArrival, never a
@@ -243,6 +244,7 @@ func (e *Engine) SetPacer(p Pacer) error {
 func (e *Engine) addPoolUser(o *openModel, onDemand bool) {
 	v := e.newUser()
 	v.arrive = make(chan arrival, 1)
+	v.connect = !onDemand
 	e.users = append(e.users, v)
 	spread := e.cfg.Spread
 	if onDemand { // an arrival waits for it

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,6 +24,7 @@ type fakeServer struct {
 	start                    time.Time
 	service                  time.Duration
 	period, freezeAt, freeze time.Duration
+	preconnects              atomic.Int64 // users that opened their connection before their first request
 }
 
 func (s *fakeServer) delay(at time.Time) time.Duration {
@@ -56,6 +58,7 @@ func (c *fakeClient) Do(_ *transport.Request, resp *transport.Response) {
 		*resp = transport.Response{Err: transport.ErrCanceled, Canceled: true, Latency: time.Since(start)}
 	}
 }
+func (c *fakeClient) Preconnect() error          { c.s.preconnects.Add(1); return nil }
 func (c *fakeClient) Cookies() map[string]string { return nil }
 func (c *fakeClient) Cancel()                    { c.once.Do(func() { close(c.cancel) }) }
 func (c *fakeClient) Close()                     {}
@@ -150,6 +153,27 @@ func TestOpenConstantRate(t *testing.T) {
 	if p := counts[Poisson]; p[0] != p[1] || math.Abs(float64(p[0])-1000) > 4*math.Sqrt(1000) {
 		t.Errorf("Poisson, one seed twice: %v iterations, want the same twice, 1000 ± 4σ (126)", p)
 	}
+}
+
+// TestOpenPoolUsersConnectAtSetup: the users set up in advance open their
+// connection during their setup, before the first arrival; those the pool
+// adds on demand, for an arrival waiting, do not (it would wait on it).
+func TestOpenPoolUsersConnectAtSetup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &fakeServer{service: 95 * time.Millisecond}
+		e, rec := openEngine(t, oneRequest, srv, OpenModel{PreAllocated: 3, MaxUsers: 6, MaxWait: 50 * time.Millisecond}, time.Second)
+		if n := srv.preconnects.Load(); n != 3 {
+			t.Fatalf("%d users connected before the first arrival, want the 3 set up in advance", n)
+		}
+		pace(t, e, Constant(100, time.Second), Even)
+		time.Sleep(500 * time.Millisecond)
+		users := e.Users()
+		time.Sleep(1500 * time.Millisecond)
+		e.Stop()
+		if a := arrivals(drain(rec)); a.Count == 0 || users != 6 || srv.preconnects.Load() != 3 {
+			t.Errorf("%d arrivals started on a pool grown to %d users, %d connected at setup; want the pool grown to 6, 3 connected at setup", a.Count, users, srv.preconnects.Load())
+		}
+	})
 }
 
 // TestOpenPoolTooSmall: at 100/s with 5 users busy 95 ms each, half the

@@ -73,6 +73,7 @@ type vu struct {
 	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
 	pauses   uint64                 // think times taken: each one's jitter is its own (catchUp)
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
+	connect  bool                   // a pool user set up in advance: opens its connection at setup (preconnect)
 	warm     *warm                  // the engine's: where its actions and handlers run
 	stalled  func()                 // the engine's stalled: a test's stall of the process, or nil
 }
@@ -176,6 +177,9 @@ func (v *vu) begin(spread time.Duration) bool {
 		ok := v.user.Setup() == metrics.OK
 		v.doing.Store(nil)
 		if ok {
+			if v.connect {
+				v.preconnect()
+			}
 			v.setUp.Add(1)
 			v.rec.Record(metrics.Sample{Kind: metrics.Action, Name: scenario.ReadyAction, Setup: true, Latency: time.Since(since)})
 			return true
@@ -188,6 +192,18 @@ func (v *vu) begin(spread time.Duration) bool {
 		if v.canceled.Load() || !v.pause(setupBackoff(v.user.Think(), retries, v.user.Spread(uint64(retries)))) || !v.renew() {
 			return false
 		}
+	}
+}
+
+// preconnect opens the user's connection to the target, where its client
+// can (transport.Client.Preconnect), before it counts as set up. A
+// failure is left to its first request to meet and report.
+func (v *vu) preconnect() {
+	v.mu.Lock()
+	c := v.client
+	v.mu.Unlock()
+	if p, ok := c.(interface{ Preconnect() error }); ok {
+		_ = p.Preconnect()
 	}
 }
 

@@ -414,6 +414,30 @@ func (c *Client) Cancel() {
 	c.mu.Unlock()
 }
 
+// Preconnect opens the user's keep-alive connection to the target, the TLS
+// handshake with it, if it has none, and sends nothing: the open model's
+// users set up in advance hold theirs before the window, so that its first
+// arrivals do not each dial (a storm of the pool's size, the generator's
+// choice, not the target's load). Its phases are not recorded. With a
+// shared Pool there is nothing to do: the pool dials as requests need.
+func (c *Client) Preconnect() error {
+	if c.opt.Pool != nil {
+		return nil
+	}
+	now := c.opt.Now()
+	var resp Response
+	conn, _, err := c.conn(c.targetAddr, c.targetTLS, c.opt.Target.Hostname(), now, now.Add(c.opt.Timeout), &resp)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.busy == conn {
+		c.busy = nil
+	}
+	c.mu.Unlock()
+	return nil
+}
+
 // Close closes the user's connections.
 func (c *Client) Close() {
 	c.mu.Lock()

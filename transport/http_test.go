@@ -56,6 +56,38 @@ func TestKeepAliveOneConnectionPerUser(t *testing.T) {
 	}
 }
 
+// TestPreconnect: a user's connection opened before its first request
+// (over HTTP/1.1 and over TLS with HTTP/2) carries it: no dial in the
+// request, one connection in all; with a shared pool there is nothing to
+// open.
+func TestPreconnect(t *testing.T) {
+	u, conns := server(t, httpbin.New().Handler())
+	h2srv, h2conns, _ := h2Server(t)
+	h2u, _ := url.Parse(h2srv.URL)
+	for _, tc := range []struct {
+		u     *url.URL
+		conns *atomic.Int64
+		set   *Settings
+	}{{u, conns, nil}, {h2u, h2conns, insecure(t)}} {
+		c := NewClient(Options{Target: tc.u, Settings: tc.set})
+		defer c.Close()
+		if err := c.Preconnect(); err != nil {
+			t.Fatal(err)
+		}
+		var r Response
+		c.Do(&Request{Method: "GET", URL: "/get"}, &r)
+		if r.Err != nil || r.Phases.Dialed || tc.conns.Load() != 1 || r.HTTP2 != (tc.set != nil) {
+			t.Errorf("%s after Preconnect: status %d, err %v, dialed %v, %d connections, HTTP/2 %v; want one connection, dialed before", tc.u.Scheme, r.Status, r.Err, r.Phases.Dialed, tc.conns.Load(), r.HTTP2)
+		}
+	}
+	pool := NewPool(2)
+	defer pool.Close()
+	c := NewClient(Options{Target: u, Pool: pool})
+	if err := c.Preconnect(); err != nil || pool.Open() != 0 {
+		t.Errorf("Preconnect with a shared pool: %v, %d of its connections open; want none", err, pool.Open())
+	}
+}
+
 func TestCookiesArePerUser(t *testing.T) {
 	u, _ := server(t, httpbin.New().Handler())
 	a, b := NewClient(Options{Target: u}), NewClient(Options{Target: u})
