@@ -3,8 +3,10 @@
 #
 # Usage: bash bench/idle-memory.sh               # HTTP: each user holds a keep-alive connection
 #        MODE=ws bash bench/idle-memory.sh       # and a WebSocket too; k6 measured beside it
+#        MODE=h2 bash bench/idle-memory.sh       # an HTTP/2 connection over TLS instead
 #   env MODE=http       http: one keep-alive HTTP connection per user; ws: that and one idle
-#                       WebSocket (two connections per user)
+#                       WebSocket (two connections per user); h2: one HTTP/2 connection over
+#                       TLS per user (nginx with "ssl http2" and a certificate openssl makes)
 #       USERS=20000     idle users; lowered to fit the open-files limit if it must be
 #                       (19,900 for http, 9,900 for ws where that limit is 20,000)
 #       BASE_USERS=10   users of the baseline run
@@ -41,8 +43,9 @@ K6_INIT=${K6_INIT:-180}
 case $MODE in
 http) PER_USER=1 K6=${K6:-0} ;;
 ws) PER_USER=2 K6=${K6:-1} ;;
+h2) PER_USER=1 K6=${K6:-0} ;;
 *)
-	echo "MODE=$MODE: want http or ws" >&2
+	echo "MODE=$MODE: want http, ws or h2" >&2
 	exit 2
 	;;
 esac
@@ -75,8 +78,18 @@ fi
 PORT=$(free_port)
 # nginx starts closing idle keep-alive connections once fewer than 1/16 of
 # its worker_connections are free, so give it twice as many as users.
-start_nginx "$WORK/nginx" "$PORT" "" $((2 * USERS + 1000)) 300s
 URL=http://127.0.0.1:$PORT
+TLS_ARGS=()
+if [ "$MODE" = h2 ]; then
+	need openssl openssl
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>"$WORK/openssl.log" ||
+		die "openssl: $(cat "$WORK/openssl.log")"
+	export TLS_LISTEN="ssl http2" TLS_CERT=$WORK/cert.pem TLS_KEY=$WORK/key.pem
+	URL=https://127.0.0.1:$PORT
+	TLS_ARGS=(--ca "$WORK/cert.pem")
+fi
+start_nginx "$WORK/nginx" "$PORT" "" $((2 * USERS + 1000)) 300s
 PORTS="dport = :$PORT"
 
 if [ "$MODE" = ws ]; then
@@ -102,7 +115,8 @@ def on_message(user, msg):
 
 STAR
 	echo "def setup(user):"
-	echo '    user.http.get("/", name="setup")'
+	echo '    r = user.http.get("/", name="setup")'
+	[ "$MODE" = h2 ] && printf '    if r.protocol != "HTTP/2.0":\n        fail("setup over " + r.protocol)\n'
 	[ "$MODE" = ws ] && echo "    user.ws.connect(\"$WSURL\", name=\"WS idle\", on_message=on_message)"
 	cat <<'STAR'
 
@@ -170,7 +184,7 @@ measure() {
 	local start_s=$SECONDS
 	log "$name: $tool, $n users, ramp ${ramp}s, hold ${hold}s"
 	if [ "$tool" = headroom ]; then
-		"$HEADROOM" run "$WORK/idle.star" --target "$URL" --users "$n" --ramp "${ramp}s" \
+		"$HEADROOM" run "$WORK/idle.star" --target "$URL" "${TLS_ARGS[@]}" --users "$n" --ramp "${ramp}s" \
 			--duration "${hold}s" --out "$dir" --quiet >"$dir.txt" 2>"$dir.err" &
 		pid=$!
 		rsspid=$pid

@@ -277,7 +277,7 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			c.mu.Unlock()
 			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline, &resp.Phases)
 			if err != nil {
-				pl.gone(nil)
+				pl.gone()
 				return nil, false, err
 			}
 			conn.pool = pl
@@ -293,7 +293,7 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			pl.put(conn) // a GOAWAY came: the stream back, the connection retired
 		default:
 			conn.Close() // closed by the server while idle: its place goes to a new one
-			pl.gone(conn)
+			pl.gone()
 		}
 	}
 }
@@ -304,11 +304,7 @@ func (c *Client) hold(conn *connection, reused bool) (*connection, bool, error) 
 	c.busy = conn
 	c.mu.Unlock()
 	if c.canceled.Load() { // Cancel ran before conn was the busy one
-		if conn.h2 != nil {
-			c.giveBack(conn) // an HTTP/2 connection may be shared: only the stream is the client's
-		} else {
-			c.drop("", conn)
-		}
+		c.drop("", conn)
 		return nil, false, ErrCanceled
 	}
 	return conn, reused, nil
@@ -464,7 +460,15 @@ func dialTCP(ctx context.Context, d *net.Dialer, addr string, ph *Phases, now fu
 	return nil, err
 }
 
+// drop closes conn, ending the client's request on it, and frees its
+// place in its pool if it has one; a pool's HTTP/2 connection, which other
+// clients' streams may share, is given back instead, for the pool to
+// retire (Pool.put).
 func (c *Client) drop(addr string, conn *connection) {
+	if conn.pool != nil && conn.h2 != nil {
+		c.giveBack(conn)
+		return
+	}
 	c.mu.Lock()
 	if conn.pool == nil && c.conns[addr] == conn {
 		delete(c.conns, addr)
@@ -475,7 +479,7 @@ func (c *Client) drop(addr string, conn *connection) {
 	c.mu.Unlock()
 	conn.Close()
 	if conn.pool != nil {
-		conn.pool.gone(conn)
+		conn.pool.gone()
 	}
 }
 

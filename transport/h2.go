@@ -82,7 +82,10 @@ func newH2(conn *connection) error {
 }
 
 // h2Trip sends req to a as one stream on conn (h2Stream). A failure that
-// was the stream's leaves conn for the next request; any other drops it.
+// was the stream's leaves conn for the next request; any other drops it
+// (a Pool's connection, which other users' streams may share, is not
+// closed under them: a GOAWAY fails the streams past its last and leaves
+// those before it to finish; the pool retires it, see drop).
 func (c *Client) h2Trip(conn *connection, req *Request, a *aim, deadline time.Time, resp *Response) error {
 	err := c.h2Stream(conn, req, a, deadline, resp)
 	switch {

@@ -107,7 +107,7 @@ func (p *Pool) take(ctx context.Context) (conn *connection, dial, waited bool, e
 	if g := <-ch; g.conn != nil {
 		p.put(g.conn)
 	} else {
-		p.gone(nil)
+		p.gone()
 	}
 	return nil, false, true, ctx.Err()
 }
@@ -223,20 +223,13 @@ func (p *Pool) put(conn *connection) {
 	}
 }
 
-// gone frees the place of a connection that was closed (nil: one never
-// dialed): the oldest waiting request dials in its place. Every request
-// on a shared HTTP/2 connection that failed calls it; the place is freed
-// once.
-func (p *Pool) gone(conn *connection) {
+// gone frees the place of an HTTP/1.1 connection that was closed (nil:
+// one never dialed): the oldest waiting request dials in its place. An
+// HTTP/2 one is never gone: each request on it puts its stream back, and
+// the pool retires it, once, when it can take no more.
+func (p *Pool) gone() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if conn != nil && conn.h2 != nil {
-		if !conn.muxed {
-			return // retired, or gone already
-		}
-		p.retire(conn)
-		return
-	}
 	p.freed()
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/headroom-dev/headroom/internal/hostile"
 )
 
 // TestPoolSharesFewConnectionsAmongManyClients: 20 clients, each with
@@ -290,5 +292,39 @@ func TestPoolMultiplexesHTTP2(t *testing.T) {
 	var r Response
 	if b.Do(&Request{Method: "GET", URL: "/slow"}, &r); r.Err != nil || conns.Load() != 1 {
 		t.Errorf("after another user's Cancel on the shared connection: %d, err %v, %d connections (want the one)", r.Status, r.Err, conns.Load())
+	}
+}
+
+// TestPoolGoAwayLeavesEarlierStreams: two users' streams share a pooled
+// HTTP/2 connection; the server sends a GOAWAY that names the first stream
+// as the last it processes. The second stream, refused, goes again on a
+// new connection; the first is answered on the old one, which is not
+// closed under it, and then closes.
+func TestPoolGoAwayLeavesEarlierStreams(t *testing.T) {
+	srv, err := hostile.Start(hostile.H2GoAwayBetween("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	pool := NewPool(1)
+	defer pool.Close()
+	set, _ := Config{H2C: true}.Settings()
+	rs := make([]Response, 2)
+	var wg sync.WaitGroup
+	for i := range rs {
+		wg.Go(func() {
+			c := NewClient(Options{Target: srv.URL, Pool: pool, Settings: set, Timeout: 5 * time.Second})
+			defer c.Close()
+			c.Do(&Request{Method: "GET", URL: "/"}, &rs[i])
+		})
+	}
+	wg.Wait()
+	for i, r := range rs {
+		if r.Err != nil || r.Status != 200 || string(r.Body) != "ok" {
+			t.Errorf("user %d: %d %q, err %v; want 200 \"ok\" (the first on the old connection, the second sent again)", i, r.Status, r.Body, r.Err)
+		}
+	}
+	if n, open, taken := srv.Conns.Load(), pool.Open(), pool.inUse(); n != 2 || open != 1 || taken != 0 {
+		t.Errorf("%d connections made, %d open in the pool, %d streams taken; want 2 (one retired by the GOAWAY), 1, 0", n, open, taken)
 	}
 }

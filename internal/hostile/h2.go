@@ -8,6 +8,7 @@ package hostile
 import (
 	"bytes"
 	"io"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -88,6 +89,39 @@ func H2Reply(body string) Behaviour {
 					h.Fr.WriteData(id, true, []byte(body)) == nil
 			}
 		}
+	}
+}
+
+// H2GoAwayBetween, on the server's first connection, waits for two
+// requests, sends a GOAWAY that names the first as the last it processes,
+// and a moment later answers the first with body: the second stream was
+// refused, not failed, and goes again on a new connection, where (as on
+// every later one) each request is answered with body. A client that
+// closed the connection on the refusal loses the first response.
+func H2GoAwayBetween(body string) Behaviour {
+	reply := H2Reply(body)
+	return func(c *Conn) {
+		if c.srv.Conns.Load() > 1 {
+			reply(c)
+			return
+		}
+		h, ok := h2Open(c, nil)
+		if !ok {
+			return
+		}
+		first, ok := h.next()
+		if !ok {
+			return
+		}
+		if _, ok := h.next(); !ok || h.Fr.WriteGoAway(first, http2.ErrCodeNo, nil) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // for the client to meet the refusal before the answer
+		if h.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: first, BlockFragment: Head("200"), EndHeaders: true}) != nil ||
+			h.Fr.WriteData(first, true, []byte(body)) != nil {
+			return
+		}
+		h.Hold()
 	}
 }
 
