@@ -46,7 +46,7 @@ type Snapshot struct {
 	// Phases holds, for each phase of a request (PhaseNames), its times
 	// by request name in its Requests table (Sample.Phases): a Snapshot
 	// per phase, as Service is, so the requests that time none pay
-	// nothing. nil until there is one; setups' are not kept.
+	// nothing. nil until there is one; setups' are in Setup's.
 	Phases [NumPhases]*Snapshot
 }
 
@@ -127,15 +127,13 @@ func (s *Snapshot) Add(x *Sample) {
 	}
 	if x.Setup {
 		s = s.setup()
-	} else {
-		if x.Intended && (x.Kind == Request || x.Kind == Action) {
-			y := *x
-			y.Latency, y.Intended, y.Timed = x.Service, false, 0
-			s.service().Add(&y)
-		}
-		if x.Timed != 0 && x.Kind == Request {
-			s.addPhases(x)
-		}
+	} else if x.Intended && (x.Kind == Request || x.Kind == Action) {
+		y := *x
+		y.Latency, y.Intended, y.Timed = x.Service, false, 0
+		s.service().Add(&y)
+	}
+	if x.Timed != 0 && x.Kind == Request { // a setup's into s.Setup's phases
+		s.addPhases(x)
 	}
 	t := s.table(x.Kind)
 	st := t[x.Name]

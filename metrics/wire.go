@@ -18,10 +18,11 @@ import (
 // Snapshot of it. Numbers are varints (encoding/binary), unsigned but for
 // seconds and parts; every list is sorted and says first how long it is:
 //
-//	snapshot = version(byte) seq start end body setup service wakes phases
+//	snapshot = version(byte) seq start end body setup service wakes phases phases
 //	setup    = 0 | 1 body                      (a setup's window, seq, own setup and service are not kept)
 //	service  = 0 | 1 body                      (Snapshot.Service; likewise)
-//	phases   = 5 × (0 | 1 body)                (Snapshot.Phases, dns to receive; a phase's own are not kept)
+//	phases   = 5 × (0 | 1 body)                (Snapshot.Phases, dns to receive; a phase's own are not kept;
+//	                                           then the setup's, Snapshot.Setup.Phases)
 //	wakes    = 0 | 1 stats n×(slot actual meant) (Snapshot.Wakes: Late as the one name "wake", then its
 //	                                           slots in order, the first a signed number, each next its gap)
 //	body     = stats(Requests) stats(Actions) stats(Polls) stats(Deliveries) stats(Arrivals) sockets
@@ -41,8 +42,8 @@ import (
 // wireVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
 // times. 3: the generator's wakes. 4: decoded body bytes (BodyIn), HTTP/2
-// responses, requests' phases.
-const wireVersion = 4
+// responses, requests' phases. 5: setups' requests' phases.
+const wireVersion = 5
 
 // ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another
@@ -109,12 +110,18 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 		}
 	}
 	e.wakes(s.Wakes)
-	for _, ph := range s.Phases {
-		if ph == nil {
-			e.b = append(e.b, 0)
-		} else {
-			e.b = append(e.b, 1)
-			e.body(ph)
+	var setup [NumPhases]*Snapshot
+	if s.Setup != nil {
+		setup = s.Setup.Phases
+	}
+	for _, phases := range [...][NumPhases]*Snapshot{s.Phases, setup} {
+		for _, ph := range phases {
+			if ph == nil {
+				e.b = append(e.b, 0)
+			} else {
+				e.b = append(e.b, 1)
+				e.body(ph)
+			}
 		}
 	}
 	return e.b

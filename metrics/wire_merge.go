@@ -95,13 +95,21 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 		}
 	}
 	m.wakes(into)
-	for p := range NumPhases {
-		if with := m.flagged(phaseFlags[p]); len(with) > 0 {
-			var s *Snapshot
-			if into != nil {
-				s = into.phase(p)
+	for _, setup := range [...]bool{false, true} {
+		for p := range NumPhases {
+			what := phaseFlags[p]
+			if setup {
+				what = setupPhaseFlags[p]
 			}
-			m.body(s, with)
+			if with := m.flagged(what); len(with) > 0 {
+				var s *Snapshot
+				if into != nil && setup {
+					s = into.setup().phase(Phase(p))
+				} else if into != nil {
+					s = into.phase(Phase(p))
+				}
+				m.body(s, with)
+			}
 		}
 	}
 	for _, d := range m.ds {
@@ -113,7 +121,10 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 }
 
 // phaseFlags name the phases' sections in errors.
-var phaseFlags = [NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
+var (
+	phaseFlags      = [NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
+	setupPhaseFlags = [NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive"}
+)
 
 // flagged reads a flag (0 or 1) from each decoder of m and returns those
 // whose flag says the section what follows.

@@ -169,6 +169,7 @@ func snapshotDiff(a, b *Snapshot) []string {
 		out = append(out, fmt.Sprintf("setup %v vs %v", a.Setup != nil, b.Setup != nil))
 	case a.Setup != nil:
 		out = append(out, tablesDiff("setup: ", a.Setup, b.Setup)...)
+		out = append(out, phasesDiff("setup ", a.Setup, b.Setup)...)
 	}
 	switch {
 	case (a.Wakes == nil || !a.Wakes.Late.counted()) != (b.Wakes == nil || !b.Wakes.Late.counted()):
@@ -187,12 +188,18 @@ func snapshotDiff(a, b *Snapshot) []string {
 	case a.Service != nil:
 		out = append(out, tablesDiff("service: ", a.Service, b.Service)...)
 	}
+	return append(out, phasesDiff("", a, b)...)
+}
+
+// phasesDiff lists how a's and b's phases differ.
+func phasesDiff(prefix string, a, b *Snapshot) []string {
+	var out []string
 	for p := range NumPhases {
 		switch pa, pb := a.Phases[p], b.Phases[p]; {
 		case (pa == nil) != (pb == nil):
-			out = append(out, fmt.Sprintf("phase %s %v vs %v", PhaseNames[p], pa != nil, pb != nil))
+			out = append(out, fmt.Sprintf("%sphase %s %v vs %v", prefix, PhaseNames[p], pa != nil, pb != nil))
 		case pa != nil:
-			out = append(out, tablesDiff("phase "+PhaseNames[p]+": ", pa, pb)...)
+			out = append(out, tablesDiff(prefix+"phase "+PhaseNames[p]+": ", pa, pb)...)
 		}
 	}
 	return out

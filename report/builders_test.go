@@ -210,7 +210,7 @@ func TestWireText(t *testing.T) {
 // connections' phases as a mean and a count (only those any request went
 // through), the wait and receive at p50 and p99; no table without phases.
 func TestPhaseBlocks(t *testing.T) {
-	if b := phaseBlocks(nil); b != nil {
+	if b := phaseBlocks(nil, false); b != nil {
 		t.Errorf("no phases: %v", b)
 	}
 	ps := result.Phases{
@@ -218,7 +218,10 @@ func TestPhaseBlocks(t *testing.T) {
 		"wait": {Totals: metrics.Summary{Count: 30, P50Ms: 2, P99Ms: 9}, Requests: []metrics.Summary{
 			{Name: "GET /a", Count: 10, P50Ms: 1, P99Ms: 3}, {Name: "GET /b", Count: 20, P50Ms: 2, P99Ms: 9}}},
 	}
-	tab := phaseBlocks(ps)[2].(*Table)
+	if b := phaseBlocks(ps, true); b[0].(*Heading).Text != "Where the setups' time went" {
+		t.Errorf("a setup's heading: %q", b[0].(*Heading).Text)
+	}
+	tab := phaseBlocks(ps, false)[2].(*Table)
 	if h := fmt.Sprint(tab.Header); h != "[request connect (ms) wait p50 (ms) wait p99 (ms) receive p50 (ms) receive p99 (ms)]" {
 		t.Errorf("header %s", h)
 	}

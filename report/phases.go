@@ -11,8 +11,9 @@ import (
 
 // phaseBlocks say where each request name's time went (result.Phases):
 // the connections' phases as a mean and how many made one, the wait (time
-// to first byte) and receive at their median and p99.
-func phaseBlocks(ps result.Phases) []Block {
+// to first byte) and receive at their median and p99; of the users'
+// setups with setup (result.Setup.Phases).
+func phaseBlocks(ps result.Phases, setup bool) []Block {
 	if len(ps) == 0 {
 		return nil
 	}
@@ -57,9 +58,13 @@ func phaseBlocks(ps result.Phases) []Block {
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	return []Block{&Heading{Level: 3, Text: "Where the time went"},
+	heading, where := "Where the time went", "in the window"
+	if setup {
+		heading, where = "Where the setups' time went", "in a setup"
+	}
+	return []Block{&Heading{Level: 3, Text: heading},
 		&Para{Text: "wait: from sending the request to the response's first byte; receive: from it to the response's end; dns, connect, " +
-			"tls (where any request made a connection in the window): the mean of those that did, how many in brackets (docs/HTTP.md)."},
+			"tls (where any request made a connection " + where + "): the mean of those that did, how many in brackets (docs/HTTP.md)."},
 		t}
 }
 

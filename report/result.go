@@ -78,7 +78,7 @@ func requestBlocks(r *result.Result) []Block {
 	if txt := wireText(r.Totals); txt != "" {
 		out = append(out, &Para{Text: txt})
 	}
-	out = append(out, phaseBlocks(r.Phases)...)
+	out = append(out, phaseBlocks(r.Phases, false)...)
 	out = append(out, openBlocks(r)...)
 	if len(r.Actions) > 0 {
 		out = append(out, &Heading{Level: 3, Text: "Actions"}, summaryTable("action", r.Actions))

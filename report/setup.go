@@ -31,7 +31,7 @@ func setupBlocks(r *result.Result) []Block {
 	if len(st.Requests) > 0 {
 		out = append(out, summaryTable("setup request", append(st.Requests, st.Totals)))
 	}
-	return out
+	return append(out, phaseBlocks(st.Phases, true)...)
 }
 
 // setupBound says, when the level that bounds the answer (its interval's

@@ -43,16 +43,16 @@ func PhasesOf(snap *metrics.Snapshot, window time.Duration) Phases {
 
 // checkPhases refuses a phase headroom does not know, or figures that
 // could not have been recorded.
-func checkPhases(ps Phases) error {
+func checkPhases(at string, ps Phases) error {
 	for name, t := range ps {
 		known := false
 		for _, n := range metrics.PhaseNames {
 			known = known || n == name
 		}
 		if !known || t == nil {
-			return fmt.Errorf("phases: %q is not a phase (want one of %v)", name, metrics.PhaseNames)
+			return fmt.Errorf("%s: %q is not a phase (want one of %v)", at, name, metrics.PhaseNames)
 		}
-		at := "phases." + name
+		at := at + "." + name
 		if err := checkSummaries(at+".totals", at+".requests", at+".actions", t.Totals, t.Requests, nil); err != nil {
 			return err
 		}

@@ -31,4 +31,7 @@ type Setup struct {
 	Attempts metrics.Summary   `json:"attempts"`
 	Totals   metrics.Summary   `json:"totals"`   // every setup request
 	Requests []metrics.Summary `json:"requests"` // setup's requests by name
+	// Phases is where setup's requests spent their time (dns, connect,
+	// tls, wait, receive), as the run's Phases: a login's handshakes.
+	Phases Phases `json:"phases,omitempty"`
 }

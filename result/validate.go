@@ -43,8 +43,13 @@ func (r *Result) validate() error {
 	if err := checkSummary("ramp_totals", r.RampTotals); err != nil {
 		return err
 	}
-	if err := checkPhases(r.Phases); err != nil {
+	if err := checkPhases("phases", r.Phases); err != nil {
 		return err
+	}
+	if r.Setup != nil {
+		if err := checkPhases("setup.phases", r.Setup.Phases); err != nil {
+			return err
+		}
 	}
 	for i, p := range r.Timeline {
 		if p.Users < 0 || p.Requests < 0 || p.Errors < 0 || p.Timeouts < 0 || p.Actions < 0 || p.ActionErrors < 0 ||

@@ -31,6 +31,7 @@ func setupOf(snap *metrics.Snapshot, started int64, window time.Duration) *resul
 	}
 	out.Totals = st.Total(metrics.Request, metrics.NewStat()).Summarize("setup requests", window)
 	out.Requests = st.Summaries(metrics.Request, window)
+	out.Phases = result.PhasesOf(st, window)
 	if out.Users == 0 && out.Attempts.Count == 0 && out.Totals.Count == 0 {
 		return nil
 	}

@@ -217,6 +217,10 @@ func TestNginxTLS(t *testing.T) {
 	}
 	star := filepath.Join(dir, "tls.star")
 	if err := os.WriteFile(star, []byte(`
+def setup(user):
+    if vars.get("login") == "yes":
+        user.http.get("/posts.json", name="login")
+
 def posts(user):
     r = user.http.get("/old", name="old")
     if r.protocol != vars.get("protocol", "HTTP/2.0"):
@@ -256,7 +260,7 @@ think_time = think.constant("100ms")
 
 	closed := []string{"--target", target, "--users", "3", "--ramp", "0s"}
 	mine := []string{"--ca", keys.ca, "--cert", keys.clientCert, "--key", keys.clientKey}
-	res, lines := run("default", append(closed, mine...)...)
+	res, lines := run("default", append(append(closed, mine...), "--var", "login=yes")...)
 	old := byName(res, "old")
 	if old.Count < 10 || old.Errors != 0 || res.Totals.Errors != 0 {
 		t.Fatalf("GET /old over TLS: %+v; totals %+v", old, res.Totals)
@@ -271,6 +275,10 @@ think_time = think.constant("100ms")
 	}
 	if old.HTTP2 != old.Count {
 		t.Errorf("result.json: %d of %d responses over HTTP/2, want all", old.HTTP2, old.Count)
+	}
+	// The users' logins made their first connections: handshakes there.
+	if st := res.Setup; st == nil || st.Phases["tls"] == nil || st.Phases["tls"].Totals.Count != 3 || st.Phases["wait"] == nil || st.Phases["wait"].Totals.Count != 3 {
+		t.Errorf("result.json's setup: %+v; want the 3 logins' tls and wait phases", st)
 	}
 	if old.BodyIn < 10*old.BytesIn {
 		t.Errorf("body_bytes_in %d, bytes_in %d: want the bodies read decoded, ~30 times what came gzipped", old.BodyIn, old.BytesIn)
