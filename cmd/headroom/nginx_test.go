@@ -191,25 +191,19 @@ func TestNginxTLS(t *testing.T) {
     gzip_types application/json;
     gzip_min_length 100;
     ssl_session_cache shared:tls:1m;
+    ssl_certificate %[1]s/server.pem;
+    ssl_certificate_key %[1]s/server-key.pem;
+    ssl_client_certificate %[1]s/ca.pem;
+    ssl_verify_client on;
+    root %[1]s/www;
+    default_type application/json;
     server {
         listen 127.0.0.1:%[2]d ssl http2;
-        ssl_certificate %[1]s/server.pem;
-        ssl_certificate_key %[1]s/server-key.pem;
-        ssl_client_certificate %[1]s/ca.pem;
-        ssl_verify_client on;
-        root %[1]s/www;
-        default_type application/json;
         location = /old { return 301 /posts.json; }
     }
     server {
         listen 127.0.0.1:PORT2 ssl http2;
         keepalive_requests 10000;
-        ssl_certificate %[1]s/server.pem;
-        ssl_certificate_key %[1]s/server-key.pem;
-        ssl_client_certificate %[1]s/ca.pem;
-        ssl_verify_client on;
-        root %[1]s/www;
-        default_type application/json;
         location = /old { return 301 /posts.json; }
     }`, "PORT2", fmt.Sprint(port2)))
 	if err := os.WriteFile(filepath.Join(dir, "www", "posts.json"), []byte(doc.String()), 0o644); err != nil {
