@@ -304,7 +304,11 @@ func (c *Client) hold(conn *connection, reused bool) (*connection, bool, error) 
 	c.busy = conn
 	c.mu.Unlock()
 	if c.canceled.Load() { // Cancel ran before conn was the busy one
-		c.drop("", conn)
+		if conn.h2 != nil {
+			c.giveBack(conn) // a pool's HTTP/2 connection may be shared: the stream alone was the client's
+		} else {
+			c.drop("", conn)
+		}
 		return nil, false, ErrCanceled
 	}
 	return conn, reused, nil
@@ -461,12 +465,16 @@ func dialTCP(ctx context.Context, d *net.Dialer, addr string, ph *Phases, now fu
 }
 
 // drop closes conn, ending the client's request on it, and frees its
-// place in its pool if it has one; a pool's HTTP/2 connection, which other
-// clients' streams may share, is given back instead, for the pool to
-// retire (Pool.put).
+// place in its pool if it has one (a pool's HTTP/2 connection once,
+// whichever of the clients whose streams it carried drops it first).
 func (c *Client) drop(addr string, conn *connection) {
 	if conn.pool != nil && conn.h2 != nil {
-		c.giveBack(conn)
+		c.mu.Lock()
+		if c.busy == conn {
+			c.busy = nil
+		}
+		c.mu.Unlock()
+		conn.pool.fail(conn)
 		return
 	}
 	c.mu.Lock()

@@ -82,14 +82,17 @@ func newH2(conn *connection) error {
 }
 
 // h2Trip sends req to a as one stream on conn (h2Stream). A failure that
-// was the stream's leaves conn for the next request; any other drops it
-// (a Pool's connection, which other users' streams may share, is not
-// closed under them: a GOAWAY fails the streams past its last and leaves
-// those before it to finish; the pool retires it, see drop).
+// was the stream's leaves conn for the next request; any other drops it.
+// On a Pool's connection, which other users' streams may share, a stream
+// of its own failing, or refused (a GOAWAY fails the streams past its last
+// and leaves those before it to finish), gives the stream back alone: the
+// pool retires a connection that can take no more.
 func (c *Client) h2Trip(conn *connection, req *Request, a *aim, deadline time.Time, resp *Response) error {
 	err := c.h2Stream(conn, req, a, deadline, resp)
 	switch {
 	case err == nil:
+	case conn.pool != nil && (streamOnly(err) || unprocessed(err)):
+		c.giveBack(conn)
 	case streamOnly(err) && conn.h2.CanTakeNewRequest():
 		c.giveBack(conn) // the stream failed, not the connection: free for the next request
 	default:
@@ -250,13 +253,20 @@ var errTooLarge = errors.New("response body is larger than the limit")
 // connection (reused), when the connection was gone (a GoAwayError: closed
 // after a GOAWAY that may have named the stream).
 func h2Again(err error, idempotent, reused bool, attempt int) bool {
-	var se http2.StreamError
-	switch msg := err.Error(); {
-	case strings.Contains(msg, "graceful shutdown GOAWAY"), strings.Contains(msg, "client conn not usable"):
+	if unprocessed(err) {
 		return attempt < 3
-	case errors.As(err, &se):
-		return se.Code == http2.ErrCodeRefusedStream && attempt < 3
 	}
 	var ga http2.GoAwayError
 	return reused && attempt == 0 && idempotent && (errors.As(err, &ga) || retryable(err) || strings.Contains(err.Error(), "client connection lost"))
+}
+
+// unprocessed reports whether err says the server left the stream
+// unprocessed: past a GOAWAY's last stream, REFUSED_STREAM, or a connection
+// that could no longer take it.
+func unprocessed(err error) bool {
+	if msg := err.Error(); strings.Contains(msg, "graceful shutdown GOAWAY") || strings.Contains(msg, "client conn not usable") {
+		return true
+	}
+	var se http2.StreamError
+	return errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream
 }

@@ -223,10 +223,22 @@ func (p *Pool) put(conn *connection) {
 	}
 }
 
+// fail closes an HTTP/2 connection on which a request failed with the
+// connection (not its stream alone, nor refused), and frees its place
+// once: the first of the requests on it that fail retires it.
+func (p *Pool) fail(conn *connection) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	conn.streams--
+	if conn.muxed {
+		p.retire(conn)
+	}
+	conn.Close()
+}
+
 // gone frees the place of an HTTP/1.1 connection that was closed (nil:
 // one never dialed): the oldest waiting request dials in its place. An
-// HTTP/2 one is never gone: each request on it puts its stream back, and
-// the pool retires it, once, when it can take no more.
+// HTTP/2 one's is freed as it is retired (put, fail).
 func (p *Pool) gone() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

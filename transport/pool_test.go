@@ -179,7 +179,7 @@ func TestPoolMultiplexesHTTP2(t *testing.T) {
 	var inFlight, most atomic.Int64
 	all, hung := make(chan struct{}), make(chan struct{}, 1)
 	var once sync.Once
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -203,17 +203,25 @@ func TestPoolMultiplexesHTTP2(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		w.Write([]byte(r.Proto))
-	}))
+	})
 	var conns atomic.Int64
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
+	// serve starts a server of handler over TLS with HTTP/2, of at most
+	// streams streams a connection (0: Go's default, 250).
+	serve := func(streams uint32) (*httptest.Server, *url.URL) {
+		srv := httptest.NewUnstartedServer(handler)
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
 		}
+		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(streams)}
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		return srv, u
 	}
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	u, _ := url.Parse(srv.URL)
+	_, u := serve(0)
 
 	at := func(clients, each int, path string) (queued int) {
 		t.Helper()
@@ -259,8 +267,8 @@ func TestPoolMultiplexesHTTP2(t *testing.T) {
 		t.Errorf("40 clients through a pool of 2: %d connections, %d requests at the server at once; want 2 and 40", n, m)
 	}
 
-	srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 3}
-	srv.CloseClientConnections()
+	srv, u3 := serve(3)
+	u = u3
 	conns.Store(0)
 	most.Store(0)
 	waited := at(12, 5, "/slow")
