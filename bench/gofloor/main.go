@@ -1,0 +1,97 @@
+// Command gofloor is the least a Go process does for one HTTP/1.1 request: -c goroutines, each
+// with its own keep-alive connection (the net package, its poller), writing one GET and reading
+// its response, again and again, for -d. No scenario, no metrics, no parsing beyond finding the
+// response's end. bench/rps.sh's question, what a Go client can do against wrk on one core, is
+// then answered without headroom's layers (issue 36).
+//
+//	go build -o /tmp/gofloor ./bench/gofloor
+//	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 10s
+//
+// It sends only to a loopback address, and prints "requests N rps R".
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	addr := flag.String("addr", "", "the server, host:port on 127.0.0.0/8")
+	conns := flag.Int("c", 64, "connections, one goroutine each")
+	dur := flag.Duration("d", 10*time.Second, "how long to send")
+	flag.Parse()
+	ap, err := netip.ParseAddrPort(*addr)
+	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute {
+		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m")
+		os.Exit(2)
+	}
+	req := []byte("GET / HTTP/1.1\r\nHost: " + *addr + "\r\n\r\n")
+	var done atomic.Int64
+	stop := time.Now().Add(*dur)
+	var wg sync.WaitGroup
+	for range *conns {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", *addr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "gofloor:", err)
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 4096)
+			for n := 0; time.Now().Before(stop) && n < 100_000_000; n++ {
+				if _, err := c.Write(req); err != nil || !response(c, buf) {
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	start := time.Now()
+	wg.Wait()
+	fmt.Printf("requests %d rps %.0f\n", done.Load(), float64(done.Load())/time.Since(start).Seconds())
+}
+
+// response reads one response with a Content-Length body into buf; false on an error or a
+// response it does not understand.
+func response(c net.Conn, buf []byte) bool {
+	have := 0
+	for {
+		n, err := c.Read(buf[have:])
+		if err != nil {
+			return false
+		}
+		have += n
+		end := bytes.Index(buf[:have], []byte("\r\n\r\n"))
+		if end < 0 {
+			if have == len(buf) {
+				return false
+			}
+			continue
+		}
+		i := bytes.Index(buf[:end], []byte("Content-Length: "))
+		if i < 0 {
+			return false
+		}
+		j := bytes.IndexByte(buf[i:end+2], '\r')
+		size, err := strconv.Atoi(string(buf[i+16 : i+j]))
+		if err != nil || end+4+size > len(buf) {
+			return false
+		}
+		for have < end+4+size {
+			n, err := c.Read(buf[have:])
+			if err != nil {
+				return false
+			}
+			have += n
+		}
+		return have == end+4+size // a keep-alive response, nothing after it
+	}
+}
