@@ -276,6 +276,9 @@ func (c *Client) pooled(pl *Pool, addr string, isTLS bool, serverName string, no
 			c.dialing = nil
 			c.mu.Unlock()
 			conn, err = c.connect(addr, isTLS, serverName, c.opt.Now(), deadline, &resp.Phases)
+			if err == nil && conn.h2 != nil {
+				err = settle(conn, deadline)
+			}
 			if err != nil {
 				pl.gone()
 				return nil, false, err

@@ -81,6 +81,21 @@ func newH2(conn *connection) error {
 	return nil
 }
 
+// settle waits, on an HTTP/2 connection a Pool is to share, for the
+// server's SETTINGS, which come before its answer to a PING: until they
+// do, x/net assumes 100 streams, and a server that allows fewer refuses
+// the streams past its limit, or resets them with PROTOCOL_ERROR once it
+// has the client's ack. On failure conn is closed.
+func settle(conn *connection, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := conn.h2.Ping(ctx); err != nil {
+		conn.Close()
+		return fmt.Errorf("http2: waiting for the server's SETTINGS: %w", err)
+	}
+	return nil
+}
+
 // h2Trip sends req to a as one stream on conn (h2Stream). A failure that
 // was the stream's leaves conn for the next request; any other drops it.
 // On a Pool's connection, which other users' streams may share, a stream

@@ -1,16 +1,20 @@
 package transport
 
 import (
+	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/internal/memhttp"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
 )
 
 // TestPoolSharesFewConnectionsAmongManyClients: 20 clients, each with
@@ -169,138 +173,136 @@ func TestPoolReplacesAConnectionTheServerClosed(t *testing.T) {
 	}
 }
 
-// TestPoolMultiplexesHTTP2: over HTTP/2 a pool's connections carry many
-// clients' requests at once, each a stream. 40 clients send a request each
-// at once through a pool of 2, to a server that answers none until all 40
-// are there: they are, on 2 connections. Then, where the server allows 3
-// streams a connection, 12 clients' requests are at the server 6 at most,
-// the rest wait in the pool (Queued), and all succeed.
+// TestPoolMultiplexesHTTP2, in virtual time, over HTTP/2 (h2c) on
+// in-memory connections: a pool's connections carry many clients'
+// requests at once, each a stream. 40 clients send a request each at once
+// through a pool of 2, to a server that answers none until all 40 are
+// there: they are, on 2 connections. Then, where the server allows 3
+// streams a connection, 12 clients' requests of 20 ms are at the server 6
+// at most, the rest wait in the pool (Queued), and all succeed. Last, a
+// user's Cancel ends its own stream, not the connection it shares.
 func TestPoolMultiplexesHTTP2(t *testing.T) {
-	var inFlight, most atomic.Int64
-	all, hung := make(chan struct{}), make(chan struct{}, 1)
-	var once sync.Once
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		if r.URL.Path == "/hang" {
-			hung <- struct{}{}
-			<-r.Context().Done()
-			return
-		}
-		if r.URL.Path == "/together" {
-			if n == 40 {
-				once.Do(func() { close(all) })
+	synctest.Test(t, func(t *testing.T) {
+		var inFlight, most atomic.Int64
+		all, hung := make(chan struct{}), make(chan struct{}, 1)
+		var once sync.Once
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-			select {
-			case <-all:
-			case <-time.After(10 * time.Second):
-				http.Error(w, "not all 40 requests came at once", http.StatusGatewayTimeout)
+			switch r.URL.Path {
+			case "/hang":
+				hung <- struct{}{}
+				<-r.Context().Done()
 				return
-			}
-		} else {
-			time.Sleep(20 * time.Millisecond)
-		}
-		w.Write([]byte(r.Proto))
-	})
-	var conns atomic.Int64
-	// serve starts a server of handler over TLS with HTTP/2, of at most
-	// streams streams a connection (0: Go's default, 250).
-	serve := func(streams uint32) (*httptest.Server, *url.URL) {
-		srv := httptest.NewUnstartedServer(handler)
-		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				conns.Add(1)
-			}
-		}
-		srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(streams)}
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		u, _ := url.Parse(srv.URL)
-		return srv, u
-	}
-	_, u := serve(0)
-
-	at := func(clients, each int, path string) (queued int) {
-		t.Helper()
-		pool := NewPool(2)
-		defer pool.Close()
-		var wg sync.WaitGroup
-		var waited, bytesIn, bodies atomic.Int64
-		for range clients {
-			wg.Go(func() {
-				c := NewClient(Options{Target: u, Pool: pool, Settings: insecure(t), Timeout: 20 * time.Second})
-				defer c.Close()
-				for range each {
-					var r Response
-					c.Do(&Request{Method: "GET", URL: path}, &r)
-					if r.Err != nil || r.Status != 200 || !r.HTTP2 {
-						t.Errorf("GET %s: %d %q, HTTP2 %v, err %v", path, r.Status, r.Body, r.HTTP2, r.Err)
-					}
-					bytesIn.Add(r.BytesIn)
-					bodies.Add(int64(len(r.Body)))
-					if r.Queued > 0 {
-						waited.Add(1)
-					}
+			case "/together":
+				if n == 40 {
+					once.Do(func() { close(all) })
 				}
-			})
+				select {
+				case <-all:
+				case <-time.After(10 * time.Second):
+					http.Error(w, "not all 40 requests came at once", http.StatusGatewayTimeout)
+					return
+				}
+			default:
+				time.Sleep(20 * time.Millisecond)
+			}
+			w.Write([]byte(r.Proto))
+		})
+		set, _ := Config{H2C: true}.Settings()
+		// serve serves handler over h2c, at most streams streams a
+		// connection (0: x/net's default), and counts its connections.
+		serve := func(streams uint32) (Options, *atomic.Int64) {
+			dial := memhttp.Dial(t, h2c.NewHandler(handler, &http2.Server{MaxConcurrentStreams: streams}))
+			conns := new(atomic.Int64)
+			return Options{Target: &url.URL{Scheme: "http", Host: "target.invalid"}, Settings: set, Timeout: 20 * time.Second,
+				Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					conns.Add(1)
+					return dial(ctx, network, addr)
+				}}, conns
 		}
-		wg.Wait()
-		if n := pool.Open(); n != 2 {
-			t.Errorf("%s: %d connections open in the pool of 2 after the requests, want 2", path, n)
-		}
-		if n := pool.inUse(); n != 0 {
-			t.Errorf("%s: %d streams still taken after the requests", path, n)
-		}
-		// Each request is given what moved on its connection since the
-		// last one there ended: the shares are rough, the total is not.
-		if in, b := bytesIn.Load(), bodies.Load(); in < b+int64(clients*each)*9 {
-			t.Errorf("%s: %d bytes in for %d bytes of bodies: want those and a frame head each at least", path, in, b)
-		}
-		return int(waited.Load())
-	}
 
-	at(40, 1, "/together")
-	if n, m := conns.Load(), most.Load(); n != 2 || m != 40 {
-		t.Errorf("40 clients through a pool of 2: %d connections, %d requests at the server at once; want 2 and 40", n, m)
-	}
+		at := func(opt Options, clients, each int, path string) (queued int) {
+			t.Helper()
+			pool := NewPool(2)
+			defer pool.Close()
+			opt.Pool = pool
+			var wg sync.WaitGroup
+			var waited, bytesIn, bodies atomic.Int64
+			for range clients {
+				wg.Go(func() {
+					c := NewClient(opt)
+					defer c.Close()
+					for range each {
+						var r Response
+						c.Do(&Request{Method: "GET", URL: path}, &r)
+						if r.Err != nil || r.Status != 200 || !r.HTTP2 {
+							t.Errorf("GET %s: %d %q, HTTP2 %v, err %v", path, r.Status, r.Body, r.HTTP2, r.Err)
+						}
+						bytesIn.Add(r.BytesIn)
+						bodies.Add(int64(len(r.Body)))
+						if r.Queued > 0 {
+							waited.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := pool.Open(); n != 2 {
+				t.Errorf("%s: %d connections open in the pool of 2 after the requests, want 2", path, n)
+			}
+			if n := pool.inUse(); n != 0 {
+				t.Errorf("%s: %d streams still taken after the requests", path, n)
+			}
+			// Each request is given what moved on its connection since the
+			// last one there ended: the shares are rough, the total is not.
+			if in, b := bytesIn.Load(), bodies.Load(); in < b+int64(clients*each)*9 {
+				t.Errorf("%s: %d bytes in for %d bytes of bodies: want those and a frame head each at least", path, in, b)
+			}
+			return int(waited.Load())
+		}
 
-	srv, u3 := serve(3)
-	u = u3
-	conns.Store(0)
-	most.Store(0)
-	waited := at(12, 5, "/slow")
-	if n, m := conns.Load(), most.Load(); n != 2 || m > 6 {
-		t.Errorf("12 clients through a pool of 2 connections of 3 streams: %d connections, %d requests at the server at once; want 2, at most 6", n, m)
-	}
-	if waited == 0 {
-		t.Error("12 clients on 6 streams: no request waited in the pool for one")
-	}
+		opt, conns := serve(0)
+		at(opt, 40, 1, "/together")
+		if n, m := conns.Load(), most.Load(); n != 2 || m != 40 {
+			t.Errorf("40 clients through a pool of 2: %d connections, %d requests at the server at once; want 2 and 40", n, m)
+		}
 
-	// A user's Cancel ends its own stream, not the connection it shares.
-	srv.CloseClientConnections()
-	conns.Store(0)
-	pool := NewPool(1)
-	defer pool.Close()
-	a := NewClient(Options{Target: u, Pool: pool, Settings: insecure(t)})
-	b := NewClient(Options{Target: u, Pool: pool, Settings: insecure(t)})
-	done := make(chan Response)
-	go func() {
+		opt, conns = serve(3)
+		most.Store(0)
+		waited := at(opt, 12, 5, "/slow")
+		if n, m := conns.Load(), most.Load(); n != 2 || m > 6 {
+			t.Errorf("12 clients through a pool of 2 connections of 3 streams: %d connections, %d requests at the server at once; want 2, at most 6", n, m)
+		}
+		if waited == 0 {
+			t.Error("12 clients on 6 streams: no request waited in the pool for one")
+		}
+
+		opt, conns = serve(3)
+		pool := NewPool(1)
+		defer pool.Close()
+		opt.Pool = pool
+		a, b := NewClient(opt), NewClient(opt)
+		defer a.Close()
+		defer b.Close()
+		done := make(chan Response)
+		go func() {
+			var r Response
+			a.Do(&Request{Method: "GET", URL: "/hang"}, &r)
+			done <- r
+		}()
+		<-hung
+		a.Cancel()
+		if r := <-done; !r.Canceled {
+			t.Errorf("a canceled stream: canceled %v, err %v", r.Canceled, r.Err)
+		}
 		var r Response
-		a.Do(&Request{Method: "GET", URL: "/hang"}, &r)
-		done <- r
-	}()
-	<-hung
-	a.Cancel()
-	if r := <-done; !r.Canceled {
-		t.Errorf("a canceled stream: canceled %v, err %v", r.Canceled, r.Err)
-	}
-	var r Response
-	if b.Do(&Request{Method: "GET", URL: "/slow"}, &r); r.Err != nil || conns.Load() != 1 {
-		t.Errorf("after another user's Cancel on the shared connection: %d, err %v, %d connections (want the one)", r.Status, r.Err, conns.Load())
-	}
+		if b.Do(&Request{Method: "GET", URL: "/slow"}, &r); r.Err != nil || conns.Load() != 1 {
+			t.Errorf("after another user's Cancel on the shared connection: %d, err %v, %d connections (want the one)", r.Status, r.Err, conns.Load())
+		}
+	})
 }
 
 // TestPoolGoAwayLeavesEarlierStreams: two users' streams share a pooled

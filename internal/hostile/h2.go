@@ -39,8 +39,8 @@ func h2Open(c *Conn, settings []http2.Setting) (*H2Conn, bool) {
 	return h, h.Fr.WriteSettings(settings...) == nil
 }
 
-// next reads frames, acking the client's SETTINGS, until a request's
-// HEADERS: its stream; false once the connection fails.
+// next reads frames, acking the client's SETTINGS and PINGs, until a
+// request's HEADERS: its stream; false once the connection fails.
 func (h *H2Conn) next() (uint32, bool) {
 	for {
 		f, err := h.Fr.ReadFrame()
@@ -50,6 +50,10 @@ func (h *H2Conn) next() (uint32, bool) {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() && h.Fr.WriteSettingsAck() != nil {
+				return 0, false
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() && h.Fr.WritePing(true, f.Data) != nil {
 				return 0, false
 			}
 		case *http2.HeadersFrame:
