@@ -16,13 +16,16 @@ import (
 // unique within a Doc with the charts' (the Markdown renderer writes
 // Name+".svg"). Unit names Root's values ("s", "ms a request"). A Diff
 // graph is as wide as the new side and coloured by each function's change
-// from its Base: red more, blue less, grey the same.
+// from its Base: red more, blue less, grey the same. FromBase draws it as
+// wide as the base side instead, so that what the new side no longer runs
+// has a box (blue, as wide as the base spent in it).
 type Flame struct {
-	Name  string
-	Title string
-	Unit  string
-	Root  *result.Flame
-	Diff  bool
+	Name     string
+	Title    string
+	Unit     string
+	Root     *result.Flame
+	Diff     bool
+	FromBase bool
 }
 
 func (*Flame) block() {}
@@ -70,15 +73,23 @@ func (f *Flame) box(b *bytes.Buffer, root, n *result.Flame, x, w float64, y int,
 		fmt.Fprintf(b, `<text x="%.1f" y="%d">%s</text>`, x+3, y+flameRow-4, html.EscapeString(label))
 	}
 	b.WriteString("</g>\n")
-	if n.Value <= 0 {
+	if f.width(n) <= 0 {
 		return
 	}
 	cx := x
 	for _, c := range n.Children {
-		cw := w * c.Value / n.Value
+		cw := w * f.width(c) / f.width(n)
 		f.box(b, root, c, cx, cw, y-flameRow, most)
 		cx += cw
 	}
+}
+
+// width is what n's box is as wide as: its value, or its base's.
+func (f *Flame) width(n *result.Flame) float64 {
+	if f.FromBase {
+		return n.Base
+	}
+	return n.Value
 }
 
 func (f *Flame) tooltip(root, n *result.Flame) string {

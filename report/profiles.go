@@ -79,6 +79,20 @@ func goneText(pc compare.ProfileComparison, b, n string) string {
 	return fmt.Sprintf(" Not run at all by %s: %s.", n, strings.Join(gone, ", "))
 }
 
+// notRun reports whether a differential tree holds a function the base
+// ran and the new side never did (its calls from that caller).
+func notRun(f *result.Flame) bool {
+	if f.Base > 0 && f.Value <= 0 {
+		return true
+	}
+	for _, c := range f.Children {
+		if notRun(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // heapText says what the server's heap held at a phase's end.
 func heapText(h *result.ProfileHeap) string {
 	s := fmt.Sprintf("Heap in use at %s s, the phase's last heap profile (as of the server's last garbage collection): %s MB", num(h.AtS), num(h.InuseMB))
@@ -197,8 +211,13 @@ func profileCompareBlocks(c *compare.Comparison) []Block {
 		out = append(out, t)
 		if pc.Flame != nil {
 			unit := "ms a " + pc.Unit
-			out = append(out, &Flame{Name: fmt.Sprintf("flame-diff-%s-t%d", serverprof.Stem(pc.Phase), pc.Target+1), Unit: unit, Root: pc.Flame, Diff: true,
+			stem := fmt.Sprintf("flame-diff-%s-t%d", serverprof.Stem(pc.Phase), pc.Target+1)
+			out = append(out, &Flame{Name: stem, Unit: unit, Root: pc.Flame, Diff: true,
 				Title: fmt.Sprintf("Server CPU, %s (%s): as wide as %s's, red where it spent more than %s, blue less", phaseName(pc.Phase), unit, n, b)})
+			if notRun(pc.Flame) { // the other half of a change has no box as wide as the new side
+				out = append(out, &Flame{Name: stem + "-base", Unit: unit, Root: pc.Flame, Diff: true, FromBase: true,
+					Title: fmt.Sprintf("The same, as wide as %s's: what %s no longer runs in blue", b, n)})
+			}
 		}
 	}
 	return out

@@ -52,22 +52,7 @@ func TestFlameGraphsAreDrawn(t *testing.T) {
 		t.Fatalf("flame graph %+v: want one named flame-setup-t1", fl)
 	}
 	svg := fl.SVG()
-	var doc struct {
-		G []struct {
-			Title string `xml:"title"`
-			Rect  struct {
-				W float64 `xml:"width,attr"`
-			} `xml:"rect"`
-		} `xml:"g"`
-	}
-	if err := xml.Unmarshal(svg, &doc); err != nil {
-		t.Fatalf("not well-formed SVG: %v\n%s", err, svg)
-	}
-	width := map[string]float64{}
-	for _, g := range doc.G {
-		name, _, _ := strings.Cut(g.Title, ":")
-		width[name] = g.Rect.W
-	}
+	width := svgBoxes(t, svg)
 	if len(width) != 4 || width["all"] != 1200 || width["main.hash<T>"] != 900 || width["crypto/sha256.block"] != 450 || width["main.json"] != 300 {
 		t.Errorf("boxes %v: want all 1200 px, main.hash<T> 900, its sha256.block 450, main.json 300", width)
 	}
@@ -101,6 +86,69 @@ func TestProfileComparisonNamesCauseAndGone(t *testing.T) {
 	md := strings.Join(strings.Fields(string(Markdown(&Doc{Blocks: profileCompareBlocks(c)}))), " ")
 	mustContain(t, md, "Most of the change is in crypto/pbkdf2.Key and what it calls. Not run at all by v11.1: golang.org/x/crypto/bcrypt.bcrypt (76.8 ms a user set up in v10.9).",
 		"No significant change in the server's CPU a request: no cause named")
+}
+
+// svgBoxes is each box's width in a flame graph's SVG, by its function.
+func svgBoxes(t *testing.T, svg []byte) map[string]float64 {
+	t.Helper()
+	var doc struct {
+		G []struct {
+			Title string `xml:"title"`
+			Rect  struct {
+				W float64 `xml:"width,attr"`
+			} `xml:"rect"`
+		} `xml:"g"`
+	}
+	if err := xml.Unmarshal(svg, &doc); err != nil {
+		t.Fatalf("not well-formed SVG: %v\n%s", err, svg)
+	}
+	width := map[string]float64{}
+	for _, g := range doc.G {
+		name, _, _ := strings.Cut(g.Title, ":")
+		width[name] = g.Rect.W
+	}
+	return width
+}
+
+// A differential flame graph is as wide as the new side, where a function
+// only the base ran has no box; a second graph, as wide as the base, then
+// shows it, and is drawn only then.
+func TestDiffFlameShowsWhatTheNewSideNoLongerRuns(t *testing.T) {
+	tree := func(gone float64) *result.Flame {
+		return &result.Flame{Name: "all", Value: 170, Base: 80 + gone, Children: []*result.Flame{
+			{Name: "crypto/pbkdf2.Key", Value: 167, Base: 0},
+			{Name: "golang.org/x/crypto/bcrypt.bcrypt", Value: 0, Base: gone},
+			{Name: "encoding/json.Marshal", Value: 3, Base: 80}}}
+	}
+	flames := func(root *result.Flame) []*Flame {
+		c := &compare.Comparison{Base: compare.SideInfo{Label: "v10.9"}, New: compare.SideInfo{Label: "v11.1"}, Profiles: []compare.ProfileComparison{
+			{Phase: "setup", Unit: "user set up", SampledS: 20, Flame: root,
+				CPUPerUnit: compare.Metric{Name: "server CPU a user set up (setup)", Verdict: compare.Regression}}}}
+		var out []*Flame
+		for _, b := range profileCompareBlocks(c) {
+			if f, ok := b.(*Flame); ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	fl := flames(tree(80))
+	if len(fl) != 2 || fl[0].Name != "flame-diff-setup-t1" || fl[1].Name != "flame-diff-setup-t1-base" || !fl[1].FromBase {
+		t.Fatalf("graphs %+v: want flame-diff-setup-t1, then flame-diff-setup-t1-base drawn from the base", fl)
+	}
+	if w := svgBoxes(t, fl[0].SVG()); w["golang.org/x/crypto/bcrypt.bcrypt"] != 0 || w["crypto/pbkdf2.Key"] < 1170 {
+		t.Errorf("as wide as the new side: boxes %v, want pbkdf2 ~1179 px and no bcrypt", w)
+	}
+	w := svgBoxes(t, fl[1].SVG())
+	if w["all"] != 1200 || w["golang.org/x/crypto/bcrypt.bcrypt"] != 600 || w["encoding/json.Marshal"] != 600 || w["crypto/pbkdf2.Key"] != 0 {
+		t.Errorf("as wide as the base: boxes %v, want bcrypt 600 px, json 600, no pbkdf2", w)
+	}
+	if !strings.Contains(fl[1].Title, "what v11.1 no longer runs") {
+		t.Errorf("title %q: say what the second graph shows", fl[1].Title)
+	}
+	if fl := flames(tree(0)); len(fl) != 1 {
+		t.Errorf("%d graphs where the new side runs every function the base did: want 1", len(fl))
+	}
 }
 
 // A run's report draws the flame graphs of its setup, window and holds,
