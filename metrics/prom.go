@@ -127,6 +127,25 @@ func NewProm() *Prom {
 		Help:    "Time from a message's stamp (user.delivery.stamp) to its arrival at a user, in seconds.",
 		Buckets: RequestTimeBuckets(),
 	}, []string{"name"})
+	p.addSocketMetrics()
+	arrivals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loadtest_arrivals_total",
+		Help: "Arrivals of the open model: started, or dropped (no user of the pool came free in time).",
+	}, []string{"outcome"})
+	p.started, p.shed = arrivals.WithLabelValues("started"), arrivals.WithLabelValues("dropped")
+	p.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "loadtest_arrival_lateness_seconds",
+		Help:    "How late after its intended time each arrival of the open model started, in seconds.",
+		Buckets: RequestTimeBuckets(),
+	})
+	p.gen = newLatenessCollector()
+	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup,
+		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped, arrivals, p.lateness, p.gen)
+	return p
+}
+
+// addSocketMetrics makes p's WebSocket series (NewProm registers them).
+func (p *Prom) addSocketMetrics() {
 	p.conns = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "loadtest_websocket_connections",
 		Help: "WebSocket connections open now.",
@@ -155,20 +174,6 @@ func NewProm() *Prom {
 		Name: "loadtest_websocket_dropped_total",
 		Help: "Messages dropped because their user's inbox was full (its handlers fell behind).",
 	}, []string{"name"})
-	arrivals := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "loadtest_arrivals_total",
-		Help: "Arrivals of the open model: started, or dropped (no user of the pool came free in time).",
-	}, []string{"outcome"})
-	p.started, p.shed = arrivals.WithLabelValues("started"), arrivals.WithLabelValues("dropped")
-	p.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "loadtest_arrival_lateness_seconds",
-		Help:    "How late after its intended time each arrival of the open model started, in seconds.",
-		Buckets: RequestTimeBuckets(),
-	})
-	p.gen = newLatenessCollector()
-	p.reg.MustRegister(p.reqTime, p.errs, p.timeouts, p.actions, p.users, p.ready, p.setup,
-		p.poll, p.delivery, p.conns, p.closes, p.reconn, p.msgs, p.msgBytes, p.missed, p.dropped, arrivals, p.lateness, p.gen)
-	return p
 }
 
 // types admits message types per connection name up to maxTypes, as the
