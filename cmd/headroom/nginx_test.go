@@ -380,3 +380,89 @@ func accessLines(t *testing.T, path, target string, keys pki) []string {
 	t.Fatalf("%s: no line for GET /end within 10 s", path)
 	return nil
 }
+
+// TestNginxLimiterOverSharedHTTP2 loads a real token bucket (nginx's
+// limit_req, 100 requests a second with a burst of 5, refused with 503)
+// with the open model at half its rate, over 2 shared HTTP/2 connections
+// that carry every user's streams (--connections): arrivals spread evenly
+// pass, and a pool that held requests back and sent them together (a
+// connection's setup, a stream limit) would meet 503s. Then at three times
+// its rate, to show the bucket refuses what passes it.
+func TestNginxLimiterOverSharedHTTP2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keys := makePKI(t, dir)
+	port := freePort(t)
+	startNginx(t, dir, port, `
+    limit_req_zone $server_name zone=bucket:1m rate=100r/s;
+    log_format limited '$status $limit_req_status $server_protocol $connection';
+    access_log %[1]s/access.log limited;
+    ssl_certificate %[1]s/server.pem;
+    ssl_certificate_key %[1]s/server-key.pem;
+    root %[1]s/www;
+    default_type text/plain;
+    server {
+        listen 127.0.0.1:%[2]d ssl http2;
+        server_name limited; # the bucket's key: an empty one is not limited
+        # a static file: nginx's return would answer before limit_req runs
+        location / { limit_req zone=bucket burst=5 nodelay; limit_req_status 503; try_files /ok.txt =404; }
+    }`)
+	if err := os.WriteFile(filepath.Join(dir, "www", "ok.txt"), []byte("ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	star := filepath.Join(dir, "limited.star")
+	if err := os.WriteFile(star, []byte(`
+def hit(user):
+    user.http.get("/", name="GET /")
+actions = [action("hit", hit)]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "access.log")
+	run := func(rate, duration string) (metrics.Summary, map[string]int, map[string]bool) {
+		t.Helper()
+		if err := os.Truncate(logPath, 0); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "rate-"+rate)
+		code, _, _, stderr := outcome(t, command(t, "", nil, "run", star, "--target", fmt.Sprintf("https://127.0.0.1:%d", port), "--ca", keys.ca,
+			"--rate", rate+"/s", "--max-users", "20", "--connections", "2", "--duration", duration, "--quiet", "--no-report", "--out", out))
+		res, err := result.Read(out)
+		if err != nil || len(res.Requests) != 1 {
+			t.Fatalf("--rate %s/s: exit %d, %v\n%s", rate, code, err, stderr)
+		}
+		log, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		statuses, conns := map[string]int{}, map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+			f := strings.Fields(l) // status limit_req_status protocol connection
+			if len(f) != 4 || f[2] != "HTTP/2.0" {
+				t.Fatalf("--rate %s/s: nginx logged %q: want an HTTP/2.0 request", rate, l)
+			}
+			statuses[f[0]]++
+			conns[f[3]] = true
+		}
+		return res.Requests[0], statuses, conns
+	}
+
+	// Half the bucket's rate for 8 s: 400 arrivals, 20 ms apart.
+	got, statuses, conns := run("50", "8s")
+	t.Logf("50/s: %d requests, %d failed; nginx: %v on %d connections", got.Count, got.Errors, statuses, len(conns))
+	if got.Count < 380 || statuses["200"] < 380 || len(conns) > 2 {
+		t.Errorf("50/s over 2 shared connections: %d requests, nginx %v on %d connections; want ~400 answered, on 2 connections at most",
+			got.Count, statuses, len(conns))
+	}
+	if refused := statuses["503"]; refused > 4 || got.Errors > 4 {
+		t.Errorf("50/s, half the bucket's rate: nginx refused %d, headroom counted %d failed; want 1%% at most: arrivals sent together", refused, got.Errors)
+	}
+	// Three times its rate: the bucket refuses two in three.
+	got, statuses, _ = run("300", "2s")
+	t.Logf("300/s: %d requests, %d failed; nginx: %v", got.Count, got.Errors, statuses)
+	// (nginx logs a request after its response: the last lines may come
+	// after headroom has read its answers.)
+	if n := statuses["200"] + statuses["503"]; n < 500 || statuses["503"] < n/2 || got.Errors < int64(statuses["503"]) || got.Errors > int64(statuses["503"])+2 {
+		t.Errorf("300/s, three times the bucket's rate: nginx %v, headroom %d failed; want most of ~600 refused, each counted failed", statuses, got.Errors)
+	}
+}
