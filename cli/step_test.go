@@ -30,7 +30,7 @@ func TestStepChatAgainstTestbed(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"users req/s mean (ms) p50 (ms) p95 (ms) p99 (ms) errors held setups/s server CPU (cores) 127.0.0.1:",
-		"GET /api/v4/channels/{id}/posts", "SwitchChannel", "errors", "timeouts", "Per level and request", "knee", "result: "} {
+		"GET /api/v4/channels/{id}/posts", "SwitchChannel", "errors", "timeouts", "Per level and request", "Per level and action", "knee", "result: "} {
 		if !says(stdout, w) {
 			t.Errorf("output lacks %q:\n%s", w, stdout)
 		}

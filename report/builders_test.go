@@ -118,7 +118,7 @@ func TestInactiveChecksAndServerFigures(t *testing.T) {
 
 func TestStepReportGolden(t *testing.T) {
 	md := golden(t, "step", ForResult(fixture(t, "step-1")))
-	mustContain(t, md, "knee at 10 users", "## Levels", "Per level and request", "(step-throughput.png)")
+	mustContain(t, md, "knee at 10 users", "## Levels", "Per level and request", "(step-throughput.png)", "### Per level and action", "|    40 | Posts  |   39.7 |         561 |")
 }
 
 func TestComparisonReportGolden(t *testing.T) {
