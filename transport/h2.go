@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -152,13 +153,14 @@ func (c *Client) h2Stream(conn *connection, req *Request, a *aim, deadline time.
 	if hresp.ContentLength > int64(limit) {
 		return fmt.Errorf("%w: %d bytes, the limit %d", errTooLarge, hresp.ContentLength, limit)
 	}
-	body, err := readBody(hresp.Body, int(max(hresp.ContentLength, 0)), limit, "")
+	body, err := readBody(hresp.Body, int(hresp.ContentLength), limit, "")
 	if err != nil {
 		return err
 	}
 	resp.Status, resp.Body = hresp.StatusCode, body
 	resp.RawHeader = h2Head(hresp)
 	c.parser.coding = parseCoding([]byte(hresp.Header.Get("Content-Encoding")))
+	c.parser.cookies = len(hresp.Header["Set-Cookie"]) > 0 // the head is read for them only then
 	return nil
 }
 
@@ -170,12 +172,12 @@ func (c *Client) h2Request(ctx context.Context, req *Request, a *aim) (*http.Req
 	if a.isTLS {
 		scheme = "https"
 	}
-	hr, err := http.NewRequestWithContext(ctx, req.Method, scheme+"://"+a.host, nil)
+	hr, err := http.NewRequestWithContext(ctx, req.Method, "", nil) // the URL made here, not parsed again
 	if err != nil {
 		return nil, err
 	}
+	hr.URL.Scheme, hr.URL.Host = scheme, a.host
 	hr.URL.Opaque = string(appendURI(nil, a.uri)) // the request target exactly: RequestURI returns it
-	hr.URL.Path, hr.URL.RawPath, hr.URL.RawQuery = "", "", ""
 	hr.Host = a.host
 	for _, hs := range [2][]Header{a.defaults, req.Header} {
 		for _, h := range hs {
@@ -214,7 +216,16 @@ func (c *Client) h2Request(ctx context.Context, req *Request, a *aim) (*http.Req
 // h2Head writes a response's status and headers as an HTTP/1.1 head
 // would hold them.
 func h2Head(r *http.Response) []byte {
-	b := fmt.Appendf(nil, "HTTP/2.0 %d %s\r\n", r.StatusCode, http.StatusText(r.StatusCode))
+	text := http.StatusText(r.StatusCode)
+	size := len("HTTP/2.0 000 \r\n\r\n") + len(text)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4
+		}
+	}
+	b := append(make([]byte, 0, size), "HTTP/2.0 "...)
+	b = strconv.AppendInt(b, int64(r.StatusCode), 10)
+	b = append(append(append(b, ' '), text...), "\r\n"...)
 	for k, vs := range r.Header {
 		for _, v := range vs {
 			b = appendHeader(b, k, v)
@@ -225,9 +236,13 @@ func h2Head(r *http.Response) []byte {
 
 // readBody reads a body to its end, at most limit bytes (past them, an
 // error whose text ends in what: " once decoded", say), starting with
-// room for hint.
+// room for hint bytes when it is a length known (0 or more; -1: none).
 func readBody(r io.Reader, hint, limit int, what string) ([]byte, error) {
-	b := make([]byte, 0, min(max(hint, 512), limit+1))
+	size := 512
+	if hint >= 0 { // the length is known: room for it, and for the read that finds its end
+		size = hint + 1
+	}
+	b := make([]byte, 0, min(size, limit+1))
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]

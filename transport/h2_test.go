@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -122,5 +123,19 @@ func TestHTTP1AndH2C(t *testing.T) {
 	}
 	if _, err := (Config{HTTP1: true, H2C: true}).Settings(); err == nil {
 		t.Error("HTTP1 and H2C together: no error")
+	}
+}
+
+// An HTTP/2 response's head is kept as HTTP/1.1's is: a status line, a
+// line a field value, a blank line; Set-Cookie lines are what the jar reads.
+func TestH2Head(t *testing.T) {
+	r := &http.Response{StatusCode: 404, Header: http.Header{"Set-Cookie": {"a=1", "b=2"}}}
+	if got, want := string(h2Head(r)), "HTTP/2.0 404 Not Found\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n"; got != want {
+		t.Errorf("head %q, want %q", got, want)
+	}
+	r.Header["Content-Type"] = []string{"text/plain"}
+	got := parseHeaders(h2Head(r))
+	if len(got) != 3 || !slices.Contains(got, Header{"Content-Type", "text/plain"}) || !slices.Contains(got, Header{"Set-Cookie", "b=2"}) {
+		t.Errorf("fields read back %v, want the 3 given", got)
 	}
 }

@@ -254,6 +254,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 		if resp.Phases.Dialed || resp.Queued > 0 || attempt > 0 {
 			sent = c.opt.Now()
 		}
+		p.reset(c.opt.MaxBodySize, req.Method == "HEAD") // over HTTP/2, h2Stream sets what finish reads of it
 		if conn.h2 != nil {
 			if err = c.h2Trip(conn, req, &a, deadline.Add(timeout/100), resp); err != nil {
 				if !c.canceled.Load() && h2Again(err, idempotent(req), reused, attempt) {
@@ -266,7 +267,6 @@ func (c *Client) hop(req *Request, resp *Response) {
 		}
 		wb := getBuf()
 		*wb = appendRequest((*wb)[:0], req.Method, a.uri, a.host, a.defaults, req.Header, a.jar, req.Body, c.accept)
-		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
 		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
 			c.drop(a.addr, conn)
@@ -312,15 +312,13 @@ func (c *Client) finish(conn *connection, resp *Response, host string, start, se
 		c.fail(resp, os.ErrDeadlineExceeded, start)
 		return
 	}
-	cookies := true // HTTP/2's head and body are h2Stream's
 	resp.HTTP2 = conn.h2 != nil
-	if conn.h2 == nil {
+	if conn.h2 == nil { // HTTP/2's head and body are h2Stream's
 		resp.Status = p.status
 		resp.RawHeader, resp.Body = p.result()
-		cookies = p.cookies
 	}
 	coding := p.coding
-	if cookies && host == c.opt.Target.Host {
+	if p.cookies && host == c.opt.Target.Host {
 		c.keepCookies(resp.RawHeader)
 	}
 	if coding != identity && len(resp.Body) > 0 { // decoded outside Latency: the client's work, not the server's

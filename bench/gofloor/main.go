@@ -2,42 +2,65 @@
 // with its own keep-alive connection (the net package, its poller), writing one GET and reading
 // its response, again and again, for -d. No scenario, no metrics, no parsing beyond finding the
 // response's end. bench/rps.sh's question, what a Go client can do against wrk on one core, is
-// then answered without headroom's layers (issue 36).
+// then answered without headroom's layers (issue 36). With -h2 each connection is TLS with
+// HTTP/2 (ALPN; the certificate is not checked: loopback only), through golang.org/x/net/http2's
+// ClientConn, one stream at a time: bench/h2.sh's question, the same way.
 //
 //	go build -o /tmp/gofloor ./bench/gofloor
 //	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 10s
+//	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8443 -c 64 -d 10s -h2
 //
 // It sends only to a loopback address, and prints "requests N rps R".
 package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 func main() {
 	addr := flag.String("addr", "", "the server, host:port on 127.0.0.0/8")
 	conns := flag.Int("c", 64, "connections, one goroutine each")
 	dur := flag.Duration("d", 10*time.Second, "how long to send")
+	h2 := flag.Bool("h2", false, "HTTP/2 over TLS (x/net/http2), one stream at a time a connection")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	ap, err := netip.ParseAddrPort(*addr)
 	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute {
 		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m")
 		os.Exit(2)
 	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil || pprof.StartCPUProfile(f) != nil {
+			fmt.Fprintln(os.Stderr, "gofloor: no CPU profile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	req := []byte("GET / HTTP/1.1\r\nHost: " + *addr + "\r\n\r\n")
 	var done atomic.Int64
 	stop := time.Now().Add(*dur)
 	var wg sync.WaitGroup
 	for range *conns {
+		if *h2 {
+			wg.Go(func() { h2Loop(*addr, stop, &done) })
+			continue
+		}
 		wg.Go(func() {
 			c, err := net.Dial("tcp", *addr)
 			if err != nil {
@@ -93,5 +116,36 @@ func response(c net.Conn, buf []byte) bool {
 			have += n
 		}
 		return have == end+4+size // a keep-alive response, nothing after it
+	}
+}
+
+// h2Loop sends GET / over one HTTP/2 connection of its own until stop, a stream at a time,
+// each response's body read to its end.
+func h2Loop(addr string, stop time.Time, done *atomic.Int64) {
+	c, err := tls.Dial("tcp", addr, &tls.Config{NextProtos: []string{"h2"}, InsecureSkipVerify: true})
+	if err != nil || c.ConnectionState().NegotiatedProtocol != "h2" {
+		fmt.Fprintln(os.Stderr, "gofloor: no HTTP/2 over TLS:", err)
+		return
+	}
+	defer c.Close()
+	cc, err := (&http2.Transport{}).NewClientConn(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gofloor:", err)
+		return
+	}
+	url := "https://" + addr + "/"
+	for n := 0; time.Now().Before(stop) && n < 100_000_000; n++ {
+		req, _ := http.NewRequest("GET", url, nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gofloor:", err)
+			return
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			return
+		}
+		done.Add(1)
 	}
 }
