@@ -107,6 +107,12 @@ var errStuck = errors.New("still inside a builtin when it had to stop")
 // arithmetic, 15 ms of allocating code.
 const checkEvery = 100_000
 
+// stopGrace is how long runTop waits for a thread told to stop before it
+// calls it stuck in a builtin: checkEvery steps take ten times their 3 to
+// 15 ms under the race detector, and longer on a busy machine, so a grace
+// as short as a short load timeout called a plain loop stuck.
+const stopGrace = time.Second
+
 // runTop runs fn, a file's top level on thread th, on a goroutine of its
 // own, and stops the thread after lim.MaxSteps steps, after
 // lim.LoadTimeout, or when ctx ends, whichever comes first. It returns
@@ -118,7 +124,7 @@ const checkEvery = 100_000
 // for the LoadError (see stopAtLine): the timeout is noticed within
 // checkEvery steps. ctx's end stops it at its next step: it may come from
 // a watchdog of memory, where `s = s + s` reaches 1 GB in 30 steps. A
-// thread that is inside a builtin cannot notice either: after a grace
+// thread that is inside a builtin cannot notice either: after stopGrace
 // runTop returns without it, and the thread stops as soon as the builtin
 // returns.
 func runTop(ctx context.Context, th *starlark.Thread, lim Limits, fn func() (starlark.StringDict, error)) (starlark.StringDict, halt, error) {
@@ -161,7 +167,7 @@ func runTop(ctx context.Context, th *starlark.Thread, lim Limits, fn func() (sta
 			th.Cancel(haltReasons[haltInterrupt])
 		}
 	}
-	grace := time.NewTimer(min(lim.LoadTimeout, time.Second))
+	grace := time.NewTimer(stopGrace)
 	defer grace.Stop()
 	select {
 	case r := <-done:
