@@ -254,7 +254,6 @@ func (c *Client) hop(req *Request, resp *Response) {
 		if resp.Phases.Dialed || resp.Queued > 0 || attempt > 0 {
 			sent = c.opt.Now()
 		}
-		p.reset(c.opt.MaxBodySize, req.Method == "HEAD") // over HTTP/2, h2Stream sets what finish reads of it
 		if conn.h2 != nil {
 			if err = c.h2Trip(conn, req, &a, deadline.Add(timeout/100), resp); err != nil {
 				if !c.canceled.Load() && h2Again(err, idempotent(req), reused, attempt) {
@@ -267,6 +266,7 @@ func (c *Client) hop(req *Request, resp *Response) {
 		}
 		wb := getBuf()
 		*wb = appendRequest((*wb)[:0], req.Method, a.uri, a.host, a.defaults, req.Header, a.jar, req.Body, c.accept)
+		p.reset(c.opt.MaxBodySize, req.Method == "HEAD")
 		err = c.roundTrip(conn, wb, p, deadline, timeout, resp)
 		if err != nil {
 			c.drop(a.addr, conn)
@@ -313,7 +313,7 @@ func (c *Client) finish(conn *connection, resp *Response, host string, start, se
 		return
 	}
 	resp.HTTP2 = conn.h2 != nil
-	if conn.h2 == nil { // HTTP/2's head and body are h2Stream's
+	if conn.h2 == nil { // HTTP/2's head, body and cookies flag are h2Stream's (release zeroed the parser)
 		resp.Status = p.status
 		resp.RawHeader, resp.Body = p.result()
 	}
