@@ -125,7 +125,7 @@ const stopGrace = time.Second
 // checkEvery steps. ctx's end stops it at its next step: it may come from
 // a watchdog of memory, where `s = s + s` reaches 1 GB in 30 steps. A
 // thread that is inside a builtin cannot notice either: after stopGrace
-// runTop returns without it, and the thread stops as soon as the builtin
+// (ctx's end meanwhile cancels it at once) runTop returns without it, and the thread stops as soon as the builtin
 // returns.
 func runTop(ctx context.Context, th *starlark.Thread, lim Limits, fn func() (starlark.StringDict, error)) (starlark.StringDict, halt, error) {
 	var why atomic.Int32
@@ -169,12 +169,17 @@ func runTop(ctx context.Context, th *starlark.Thread, lim Limits, fn func() (sta
 	}
 	grace := time.NewTimer(stopGrace)
 	defer grace.Stop()
-	select {
-	case r := <-done:
-		return r.g, halt(why.Load()), r.err
-	case <-grace.C:
-		th.Cancel(haltReasons[why.Load()])
-		return nil, halt(why.Load()), errStuck
+	for {
+		select {
+		case r := <-done:
+			return r.g, halt(why.Load()), r.err
+		case <-ctx.Done(): // a watchdog (of memory: `s = s + s`) does not wait for the thread's look at the clock
+			th.Cancel(haltReasons[why.Load()])
+			ctx = context.Background()
+		case <-grace.C:
+			th.Cancel(haltReasons[why.Load()])
+			return nil, halt(why.Load()), errStuck
+		}
 	}
 }
 
