@@ -125,8 +125,8 @@ const stopGrace = time.Second
 // checkEvery steps. ctx's end stops it at its next step: it may come from
 // a watchdog of memory, where `s = s + s` reaches 1 GB in 30 steps. A
 // thread that is inside a builtin cannot notice either: after stopGrace
-// (ctx's end meanwhile cancels it at once) runTop returns without it, and the thread stops as soon as the builtin
-// returns.
+// (ctx's end meanwhile cancels it at once) runTop returns without it, and
+// the thread stops as soon as the builtin returns.
 func runTop(ctx context.Context, th *starlark.Thread, lim Limits, fn func() (starlark.StringDict, error)) (starlark.StringDict, halt, error) {
 	var why atomic.Int32
 	th.SetMaxExecutionSteps(min(lim.MaxSteps, checkEvery))
