@@ -91,7 +91,11 @@ func settle(conn *connection, deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := conn.h2.Ping(ctx); err != nil {
+		closed := conn.h2.State().Closed // x/net's reader ended it: its reason (a bad SETTINGS) and the PING's write race
 		conn.Close()
+		if closed && ctx.Err() == nil {
+			return fmt.Errorf("http2: client conn could not be established: the connection ended while waiting for the server's SETTINGS (%w)", err)
+		}
 		return fmt.Errorf("http2: waiting for the server's SETTINGS: %w", err)
 	}
 	return nil

@@ -174,7 +174,8 @@ func TestHostileHTTP2Servers(t *testing.T) {
 	cases := []hostileCase{
 		{name: "a good response", serve: hostile.H2Reply("ok"), want: ok(200, "ok")},
 		// x/net's reader may close the connection on the SETTINGS before the
-		// request is on it (under -race, on a fresh clone), or while it is.
+		// request is on it (under -race, on a fresh clone), or while it is;
+		// a pooled one's PING (settle) may find it closed, or be answered so.
 		{name: "SETTINGS with a window past 2^31-1", serve: hostile.H2BadSettings, want: failed("connection error: FLOW_CONTROL_ERROR", "client conn could not be established")},
 		{name: "HEADERS continued without end", timeout: capped, serve: hostile.H2(nil, hostile.H2EndlessHeaders), want: failed("connection error: PROTOCOL_ERROR")},
 		// The stream's error leaves the connection usable: it is kept.
