@@ -323,12 +323,17 @@ func (c *Client) giveBack(conn *connection) {
 	if conn.pool == nil {
 		return
 	}
+	c.unbusy(conn)
+	conn.pool.put(conn)
+}
+
+// unbusy ends the client's hold on conn: Cancel no longer reaches it.
+func (c *Client) unbusy(conn *connection) {
 	c.mu.Lock()
 	if c.busy == conn {
 		c.busy = nil
 	}
 	c.mu.Unlock()
-	conn.pool.put(conn)
 }
 
 // alive peeks at an idle connection without blocking: false when the
@@ -472,11 +477,7 @@ func dialTCP(ctx context.Context, d *net.Dialer, addr string, ph *Phases, now fu
 // whichever of the clients whose streams it carried drops it first).
 func (c *Client) drop(addr string, conn *connection) {
 	if conn.pool != nil && conn.h2 != nil {
-		c.mu.Lock()
-		if c.busy == conn {
-			c.busy = nil
-		}
-		c.mu.Unlock()
+		c.unbusy(conn)
 		conn.pool.fail(conn)
 		return
 	}

@@ -428,11 +428,7 @@ func (c *Client) Preconnect() error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if c.busy == conn {
-		c.busy = nil
-	}
-	c.mu.Unlock()
+	c.unbusy(conn)
 	return nil
 }
 
