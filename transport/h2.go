@@ -220,16 +220,9 @@ func (c *Client) h2Request(ctx context.Context, req *Request, a *aim) (*http.Req
 // h2Head writes a response's status and headers as an HTTP/1.1 head
 // would hold them.
 func h2Head(r *http.Response) []byte {
-	text := http.StatusText(r.StatusCode)
-	size := len("HTTP/2.0 000 \r\n\r\n") + len(text)
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			size += len(k) + len(v) + 4
-		}
-	}
-	b := append(make([]byte, 0, size), "HTTP/2.0 "...)
+	b := append(make([]byte, 0, 256), "HTTP/2.0 "...) // an API's head fits; a larger one grows
 	b = strconv.AppendInt(b, int64(r.StatusCode), 10)
-	b = append(append(append(b, ' '), text...), "\r\n"...)
+	b = append(append(append(b, ' '), http.StatusText(r.StatusCode)...), "\r\n"...)
 	for k, vs := range r.Header {
 		for _, v := range vs {
 			b = appendHeader(b, k, v)
