@@ -525,19 +525,17 @@ func stepBlocks(r *result.Result) []Block {
 	out = append(out, t, thr, lat)
 	// Per level and request: the forum table, correct; and per action,
 	// what a user waited for a whole step of the scenario.
-	out = append(out, &Heading{Level: 3, Text: "Per level and request"}, perLevel(st.Levels, unit, "request", func(l *result.StepLevel) []metrics.Summary { return l.Requests }))
-	if pa := perLevel(st.Levels, unit, "action", func(l *result.StepLevel) []metrics.Summary { return l.Actions }); len(pa.Rows) > 0 {
+	out = append(out, &Heading{Level: 3, Text: "Per level and request"}, perLevel(st.Levels, unit, "request", "req/s", func(l *result.StepLevel) []metrics.Summary { return l.Requests }))
+	if pa := perLevel(st.Levels, unit, "action", "runs/s", func(l *result.StepLevel) []metrics.Summary { return l.Actions }); len(pa.Rows) > 0 {
 		out = append(out, &Heading{Level: 3, Text: "Per level and action"}, pa)
 	}
 	return out
 }
 
-// perLevel is a table of each level's summaries by name (of what names).
-func perLevel(levels []result.StepLevel, unit, what string, of func(*result.StepLevel) []metrics.Summary) *Table {
-	t := &Table{Header: []string{unit, what, "runs/s", "median (ms)", "p95 (ms)", "p99 (ms)", "errors"}, Right: []int{0, 2, 3, 4, 5, 6}}
-	if what == "request" {
-		t.Header[2] = "req/s"
-	}
+// perLevel is a table of each level's summaries by name (of what names,
+// counted a second under rate).
+func perLevel(levels []result.StepLevel, unit, what, rate string, of func(*result.StepLevel) []metrics.Summary) *Table {
+	t := &Table{Header: []string{unit, what, rate, "median (ms)", "p95 (ms)", "p99 (ms)", "errors"}, Right: []int{0, 2, 3, 4, 5, 6}}
 	for i := range levels {
 		l := &levels[i]
 		for _, s := range of(l) {
