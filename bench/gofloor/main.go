@@ -52,34 +52,38 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	req := []byte("GET / HTTP/1.1\r\nHost: " + *addr + "\r\n\r\n")
 	var done atomic.Int64
 	stop := time.Now().Add(*dur)
 	var wg sync.WaitGroup
+	loop := h1Loop
+	if *h2 {
+		loop = h2Loop
+	}
 	for range *conns {
-		if *h2 {
-			wg.Go(func() { h2Loop(*addr, stop, &done) })
-			continue
-		}
-		wg.Go(func() {
-			c, err := net.Dial("tcp", *addr)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "gofloor:", err)
-				return
-			}
-			defer c.Close()
-			buf := make([]byte, 4096)
-			for n := 0; time.Now().Before(stop) && n < 100_000_000; n++ {
-				if _, err := c.Write(req); err != nil || !response(c, buf) {
-					return
-				}
-				done.Add(1)
-			}
-		})
+		wg.Go(func() { loop(*addr, stop, &done) })
 	}
 	start := time.Now()
 	wg.Wait()
 	fmt.Printf("requests %d rps %.0f\n", done.Load(), float64(done.Load())/time.Since(start).Seconds())
+}
+
+// h1Loop sends GET / over one keep-alive connection of its own until stop, each response read
+// to its end.
+func h1Loop(addr string, stop time.Time, done *atomic.Int64) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gofloor:", err)
+		return
+	}
+	defer c.Close()
+	req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+	buf := make([]byte, 4096)
+	for n := 0; time.Now().Before(stop) && n < 100_000_000; n++ {
+		if _, err := c.Write(req); err != nil || !response(c, buf) {
+			return
+		}
+		done.Add(1)
+	}
 }
 
 // response reads one response with a Content-Length body into buf; false on an error or a
