@@ -62,6 +62,10 @@ func printComparison(w io.Writer, c *compare.Comparison, bl, nl string, nBase, n
 	if len(c.Levels) > 0 {
 		fmt.Fprintln(w, "\nlevel by level:")
 		report.TextTable(w, report.LevelsTable(c))
+		if t := report.OnsetsTable(c); t != nil {
+			fmt.Fprintln(w, "\nwhere changes start (the lowest level where a latency changed, and every level where it did):")
+			report.TextTable(w, t)
+		}
 	}
 	if moved := movers(c); len(moved) > 0 {
 		fmt.Fprintln(w, "\nper request and action:")

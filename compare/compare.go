@@ -46,8 +46,10 @@ type Comparison struct {
 	// step runs (each level's is in its result).
 	ServiceMean *Metric `json:"service_mean_ms,omitempty"`
 	ServiceP99  *Metric `json:"service_p99_ms,omitempty"`
-	// Levels are the step levels both sides held.
+	// Levels are the step levels both sides held; Onsets, for each
+	// request and action, the lowest of them where its latency changed.
 	Levels []LevelSpan `json:"levels,omitempty"`
+	Onsets []Onset     `json:"onsets,omitempty"`
 	// Setup is the users' setups over the whole runs (compareSetup): left
 	// out of every span above, compared here. nil when no run has setups.
 	Setup *Span `json:"setup,omitempty"`
@@ -84,12 +86,6 @@ type SideInfo struct {
 	Rates   []float64        `json:"rates,omitempty"`
 	Knee    []string         `json:"knee,omitempty"` // step runs: each repeat's knee
 	Results []*result.Result `json:"-"`
-}
-
-// LevelSpan is one step level both sides held.
-type LevelSpan struct {
-	Users int `json:"users"`
-	Span
 }
 
 // Compare compares new against base. It refuses sides of different kinds,
@@ -157,6 +153,7 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	case "step":
 		var apart []int
 		c.Levels, apart = compareLevels(base, new, o)
+		c.Onsets = onsets(c.Levels)
 		if len(apart) > 0 {
 			c.Notes = append(c.Notes, fmt.Sprintf("levels %v were not held by every run of both sides: left out of the level-by-level comparison", apart))
 		}
@@ -359,39 +356,4 @@ func windows(s *Side) []window {
 		out = append(out, newWindow(r.Result.Requests, r.Result.Actions, r.Hists))
 	}
 	return out
-}
-
-// compareLevels compares the step levels that every run of both sides
-// held, and returns the others apart.
-func compareLevels(base, new *Side, o Options) ([]LevelSpan, []int) {
-	held := func(s *Side) map[int][]window {
-		out := map[int][]window{}
-		for _, r := range s.Runs {
-			for _, l := range r.Result.Step.Levels {
-				out[l.Users] = append(out[l.Users], newWindow(l.Requests, l.Actions, r.Levels[l.Users]))
-			}
-		}
-		return out
-	}
-	b, n := held(base), held(new)
-	var users, apart []int
-	for _, m := range []map[int][]window{b, n} {
-		for u := range m {
-			if slices.Contains(users, u) || slices.Contains(apart, u) {
-				continue
-			}
-			if len(b[u]) == len(base.Runs) && len(n[u]) == len(new.Runs) {
-				users = append(users, u)
-			} else {
-				apart = append(apart, u)
-			}
-		}
-	}
-	slices.Sort(users)
-	slices.Sort(apart)
-	var out []LevelSpan
-	for _, u := range users {
-		out = append(out, LevelSpan{Users: u, Span: compareSpan(b[u], n[u], o)})
-	}
-	return out, apart
 }

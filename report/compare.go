@@ -137,6 +137,17 @@ func levelsBlocks(c *compare.Comparison) []Block {
 		ch.Series = []Series{bs, ns}
 		out = append(out, ch)
 	}
+	out = append(out, &Heading{Level: 3, Text: "Where changes start"})
+	if t := OnsetsTable(c); t != nil {
+		out = append(out, &Para{Text: "Each action and request whose latency (mean, p50, p95 or p99) changed at some level: the lowest level where it did, and every level where it did the same way. The others changed at no level."}, t)
+	} else {
+		out = append(out, &Para{Text: "No action's or request's latency (mean, p50, p95, p99) changed at any level."})
+	}
+	for _, l := range c.Levels {
+		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("%d %s", l.Users, levelUnit(c))},
+			rowsTable("action", b, n, l.Actions), rowsTable("request", b, n, l.Requests))
+		out = append(out, apart("requests", b, n, l.OnlyBase, l.OnlyNew)...)
+	}
 	return out
 }
 
@@ -197,13 +208,47 @@ func loadRow(c *compare.Comparison) [3]string {
 func levelUnit(c *compare.Comparison) string { return result.UnitOf(c.Unit) }
 
 // LevelsTable is a step comparison level by level: requests/s, mean, p99
-// and errors over the common mix, each "base → new (change)", and the
-// worst verdict of the level.
+// and errors over the common mix, each "base → new (change)", the server's
+// CPU a request where the runs scraped it, and the worst verdict of the
+// level.
 func LevelsTable(c *compare.Comparison) *Table {
-	t := &Table{Header: []string{levelUnit(c), "requests/s", "mean (ms)", "p99 (ms)", "errors", "verdict"}, Right: []int{0}}
+	t := &Table{Header: []string{levelUnit(c), "requests/s", "mean (ms)", "p99 (ms)", "errors"}, Right: []int{0}}
+	servers := len(c.Levels[0].ServerCPU)
+	for _, l := range c.Levels {
+		servers = min(servers, len(l.ServerCPU))
+	}
+	for i := range servers {
+		t.Header = append(t.Header, fmt.Sprintf("server %d CPU a request (ms)", i+1))
+	}
+	t.Header = append(t.Header, "verdict")
 	for _, l := range c.Levels {
 		ms := []*compare.Metric{&l.Throughput, &l.MixMean, &l.MixP99, &l.MixErrors}
-		t.Rows = append(t.Rows, []string{fmt.Sprint(l.Users), change(ms[0]), change(ms[1]), change(ms[2]), change(ms[3]), worst(ms)})
+		for i := range servers {
+			ms = append(ms, &l.ServerCPU[i])
+		}
+		row := []string{fmt.Sprint(l.Users)}
+		for _, m := range ms {
+			row = append(row, change(m))
+		}
+		t.Rows = append(t.Rows, append(row, worst(ms)))
+	}
+	return t
+}
+
+// OnsetsTable is where each request's and action's latency first changed,
+// level by level, or nil when none did at any level.
+func OnsetsTable(c *compare.Comparison) *Table {
+	if len(c.Onsets) == 0 {
+		return nil
+	}
+	t := &Table{Header: []string{"action or request", "first at (" + levelUnit(c) + ")", "verdict there", "change there", "levels with it"}, Right: []int{1}}
+	for _, o := range c.Onsets {
+		levels := make([]string, len(o.Levels))
+		for i, u := range o.Levels {
+			levels[i] = fmt.Sprint(u)
+		}
+		t.Rows = append(t.Rows, []string{o.Name, fmt.Sprint(o.Users), o.Verdict + " (" + strings.Join(o.Figures, ", ") + ")",
+			o.Change, fmt.Sprintf("%s (of %d)", strings.Join(levels, ", "), o.Of)})
 	}
 	return t
 }
