@@ -283,7 +283,7 @@ func loadForumExample(t *testing.T, vars map[string]string) *Scenario {
 
 func forumFile(t *testing.T, token string) string {
 	path := filepath.Join(t.TempDir(), "forum.json")
-	if err := os.WriteFile(path, []byte(`{"token": "`+token+`", "api_key": "k", "version": "0.6.0"}`), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(`{"token": "`+token+`", "api_key": "k"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

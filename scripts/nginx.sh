@@ -43,6 +43,7 @@
 # server is still running.
 set -euo pipefail
 source "$(dirname "$0")/pidfile.sh"
+source "$(dirname "$0")/install.sh"
 
 NGINX=${NGINX:-/usr/sbin/nginx}
 
@@ -64,12 +65,9 @@ install() {
 		return 0
 	fi
 	command -v apt-get >/dev/null || die "install: no apt-get; install nginx (1.17.6 or later, with limit_req) yourself and set NGINX=/path/to/nginx"
-	local sudo=""
-	[[ $(id -u) -eq 0 ]] || sudo=sudo
 	echo "nginx: installing Debian's nginx package"
-	$sudo apt-get update -qq || die "install: apt-get update failed"
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null ||
-		die "install: apt-get install nginx failed"
+	apt_get update || die "install: apt-get update failed"
+	apt_get install -y --no-install-recommends nginx || die "install: apt-get install nginx failed"
 	installed || die "install: the nginx package is installed but $NGINX is not there (set NGINX=/path/to/nginx)"
 	echo "nginx: installed ($NGINX, $("$NGINX" -v 2>&1))"
 }

@@ -23,6 +23,10 @@
 #   WORKERS (2)            gunicorn's worker processes (sync workers: one request each at a time)
 #   START_TIMEOUT (60)     seconds `start` waits for MariaDB, and then for the API, to answer
 #   PYTHON                 the Python that makes the venv (default: the one FORUM_VERSION needs)
+#   FORUM_TOKEN, FORUM_API_KEY
+#                          the service account's token and API key for a new DIR (16 to 40 letters and
+#                          digits; random by default): two servers with one token give the scenario one
+#                          forum.json, so their results are of one scenario (its hash covers data files)
 #   HEADROOM_CACHE         where the venvs live ($HOME/.cache/headroom by default)
 #
 # What the script adds around the forum (scripts/openedx-forum/, each file says why): a host
@@ -39,6 +43,7 @@
 # for a fresh forum. It refuses a DIR whose forum is still running.
 set -euo pipefail
 source "$(dirname "$0")/pidfile.sh"
+source "$(dirname "$0")/install.sh"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HOST=$ROOT/scripts/openedx-forum
@@ -96,14 +101,10 @@ debs() {
 	done
 	((${#missing[@]})) || return 0
 	[[ $(id -u) == 0 ]] || die "install: missing Debian packages: ${missing[*]}; install them (sudo apt-get install ${missing[*]})"
-	echo "openedx-forum: installing ${missing[*]} (apt-get; waits up to 5 min for another apt's lock)"
-	apt_get update -q >/dev/null || die "install: apt-get update failed"
-	DEBIAN_FRONTEND=noninteractive apt_get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
-		die "install: apt-get install ${missing[*]} failed"
+	echo "openedx-forum: installing ${missing[*]} (apt-get)"
+	apt_get update || die "install: apt-get update failed"
+	apt_get install -y --no-install-recommends "${missing[@]}" || die "install: apt-get install ${missing[*]} failed"
 }
-
-# apt_get ARGS: apt-get that waits for another apt's lock (5 min) and tries a failed download again once.
-apt_get() { apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=1 "$@"; }
 
 install() {
 	if installed; then
@@ -117,7 +118,7 @@ install() {
 	rm -rf "$VENV" # a half-made venv is made again
 	mkdir -p "$CACHE"
 	"$python" -m venv "$VENV" || die "install: could not make a venv with $python (on Debian: apt-get install python3-venv)"
-	"$VENV/bin/pip" install --quiet --disable-pip-version-check --retries 2 "openedx-forum==$VERSION" "${PINS[@]}" ||
+	retry "$VENV/bin/pip" install --quiet --disable-pip-version-check "openedx-forum==$VERSION" "${PINS[@]}" ||
 		die "install: pip failed (above); the venv is left in $VENV to look at, and the next install starts over"
 	"$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('openedx-forum') != '$VERSION')" ||
 		die "install: the venv does not hold openedx-forum $VERSION"
@@ -130,14 +131,20 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 running() { running_as gunicorn "$1" "headroom_forum.wsgi"; }
 running_db() { running_as mariadb "$1" "--datadir=$1/db"; }
 
-# secrets DIR: the directory's secret key, database password, API key and token, made once (mode 600).
+# secrets DIR: the directory's secret key, database password, API key and token, made once (mode 600);
+# the token and API key are FORUM_TOKEN's and FORUM_API_KEY's when they are set.
 secrets() {
-	local f=$1/secrets.env
+	local f=$1/secrets.env k v
 	if [[ ! -f $f ]]; then
+		for k in FORUM_API_KEY FORUM_TOKEN; do
+			[[ -z ${!k:-} || ${!k} =~ ^[A-Za-z0-9]{16,40}$ ]] || die "start: $k must be 16 to 40 letters and digits"
+		done
 		(
 			umask 077
 			for k in FORUM_SECRET_KEY FORUM_DB_PASSWORD FORUM_API_KEY FORUM_TOKEN; do
-				echo "$k=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+				v=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
+				[[ $k == FORUM_API_KEY || $k == FORUM_TOKEN ]] && v=${!k:-$v}
+				echo "$k=$v"
 			done >"$f"
 		)
 	fi
@@ -234,7 +241,7 @@ Token.objects.get_or_create(user=u, key='$FORUM_TOKEN')
 " >"$DIR/account.log" 2>&1 || die "start: making the service account failed: $(tail -5 "$DIR/account.log")"
 	(
 		umask 077
-		printf '{"token": "%s", "api_key": "%s", "version": "%s"}\n' "$FORUM_TOKEN" "$FORUM_API_KEY" "$VERSION" >"$DIR/forum.json"
+		printf '{"token": "%s", "api_key": "%s"}\n' "$FORUM_TOKEN" "$FORUM_API_KEY" >"$DIR/forum.json"
 	)
 }
 

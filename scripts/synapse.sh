@@ -37,6 +37,7 @@
 # fresh server. It refuses a DIR whose server is still running.
 set -euo pipefail
 source "$(dirname "$0")/pidfile.sh"
+source "$(dirname "$0")/install.sh"
 
 VERSION=1.163.2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,7 +76,7 @@ install() {
 	"$python" -m venv "$VENV" || die "install: could not make a venv with $python (on Debian: apt-get install python3-venv)"
 	# Every package is pinned, so --no-deps: pip installs exactly the list, and
 	# `pip check` then says if the list ever stops being consistent.
-	"$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-virtualenv -r "$REQUIREMENTS" ||
+	retry "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-virtualenv -r "$REQUIREMENTS" ||
 		die "install: pip failed (above); the venv is left in $VENV to look at, and the next install starts over"
 	"$VENV/bin/pip" check --disable-pip-version-check >/dev/null ||
 		die "install: the pinned packages do not fit together: $("$VENV/bin/pip" check 2>&1 | head -5)"

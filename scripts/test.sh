@@ -22,10 +22,11 @@
 #   FUZZTIME=30s ./scripts/test.sh   # fuzz longer (./scripts/fuzz.sh alone: 2 minutes a target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/install.sh # apt_get waits for another apt's lock; retry tries a download again
 
 command -v go >/dev/null || { echo "test: Go 1.26 is needed" >&2; exit 1; }
 echo "== go modules"
-go mod download
+retry go mod download
 
 # Centrifugo is built from its own pinned module (2-4 min the first time):
 # in the background, beside vet and the other installs, and waited for
@@ -59,18 +60,14 @@ fi
 
 echo "== programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22)"
 if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium || ! -x /usr/sbin/nginx ]]; then
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx
+  apt_get update
+  apt_get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx
 fi
 
 echo "== Synapse 1.163.2 (pinned PyPI packages in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; ~25 s the first time)"
 if ! python3 -m venv --help >/dev/null 2>&1; then # Debian splits venv out of python3
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv
+  apt_get update
+  apt_get install -y --no-install-recommends python3 python3-venv
 fi
 ./scripts/synapse.sh install
 
