@@ -33,7 +33,8 @@ type Options struct {
 	MinErrorPoints float64
 	// MinCount is the fewest requests a side must have made of a name for
 	// its row to get a verdict (default 30): the p99 of a handful of
-	// requests is their maximum, and says little.
+	// requests is their maximum, and says little. A percentile also needs
+	// minTail requests beyond it (a p99 500, a p95 100).
 	MinCount int64
 }
 

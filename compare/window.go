@@ -184,15 +184,34 @@ func rows(bl, nl *latencies, k metrics.Kind, o Options) (out []Row, onlyBase, on
 				}
 			}
 		}
-		for _, m := range []*Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors} {
-			m.judge(o)
-			if min(r.BaseCount, r.NewCount) < o.MinCount && m.Verdict != NoData && m.Verdict != NotComparable {
-				m.Verdict = TooFew
+		for _, f := range []struct {
+			m    *Metric
+			tail float64 // the share of requests beyond the figure: 0 for the mean and errors
+		}{{&r.Mean, 0}, {&r.P50, 0.5}, {&r.P95, 0.05}, {&r.P99, 0.01}, {&r.Errors, 0}} {
+			f.m.judge(o)
+			if min(r.BaseCount, r.NewCount) < minCount(o, f.tail) && f.m.Verdict != NoData && f.m.Verdict != NotComparable {
+				f.m.Verdict = TooFew
 			}
 		}
 		out = append(out, r)
 	}
 	return out, onlyBase, onlyNew
+}
+
+// minTail is the fewest requests beyond a percentile, on each side, for
+// it to get a verdict: the p99 of 100 requests is their slowest one,
+// which one stall sets.
+const minTail = 5
+
+// minCount is the fewest requests a side must have made of a name for a
+// figure with tail beyond it (0.01 for the p99) to get a verdict:
+// o.MinCount, and at least minTail beyond it (500 for the p99, 100 for the
+// p95).
+func minCount(o Options, tail float64) int64 {
+	if tail <= 0 {
+		return o.MinCount
+	}
+	return max(o.MinCount, int64(math.Ceil(minTail/tail-1e-9)))
 }
 
 func table(w window, k metrics.Kind) map[string]metrics.Summary {
