@@ -65,6 +65,8 @@ func printComparison(w io.Writer, c *compare.Comparison, bl, nl string, nBase, n
 		if t := report.OnsetsTable(c); t != nil {
 			fmt.Fprintln(w, "\nwhere changes start (the lowest level where a latency changed, and every level where it did):")
 			report.TextTable(w, t)
+			fmt.Fprintf(w, "(%d latency figures judged level by level at %g%% confidence: about %.1f would be judged a change by chance alone)\n",
+				c.LevelFigures, 100*c.Options.Confidence, float64(c.LevelFigures)*(1-c.Options.Confidence))
 		}
 	}
 	if moved := movers(c); len(moved) > 0 {

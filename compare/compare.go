@@ -50,6 +50,10 @@ type Comparison struct {
 	// request and action, the lowest of them where its latency changed.
 	Levels []LevelSpan `json:"levels,omitempty"`
 	Onsets []Onset     `json:"onsets,omitempty"`
+	// LevelFigures is how many latency figures the levels' rows had judged
+	// (a verdict of change or of none): at the confidence of Options,
+	// about (1 − confidence) of them are judged a change by chance alone.
+	LevelFigures int `json:"level_figures_judged,omitempty"`
 	// Setup is the users' setups over the whole runs (compareSetup): left
 	// out of every span above, compared here. nil when no run has setups.
 	Setup *Span `json:"setup,omitempty"`
@@ -153,7 +157,7 @@ func Compare(base, new *Side, o Options) (*Comparison, error) {
 	case "step":
 		var apart []int
 		c.Levels, apart = compareLevels(base, new, o)
-		c.Onsets = onsets(c.Levels)
+		c.Onsets, c.LevelFigures = onsets(c.Levels)
 		if len(apart) > 0 {
 			c.Notes = append(c.Notes, fmt.Sprintf("levels %v were not held by every run of both sides: left out of the level-by-level comparison", apart))
 		}

@@ -127,8 +127,10 @@ func cpuPerRequest(w result.ServerWindow, rps float64) float64 {
 
 // onsets finds, for every request and action, the first level at which a
 // latency figure changed; those that changed at no level are left out.
-func onsets(levels []LevelSpan) []Onset {
-	var out []Onset
+// judgedFigures is how many latency figures (mean, p50, p95, p99 of every
+// row at every level) were judged at all: at a confidence c, about
+// (1−c) of them are judged a change by chance alone.
+func onsets(levels []LevelSpan) (out []Onset, judgedFigures int) {
 	for _, kind := range []string{"action", "request"} {
 		byName := map[string]*Onset{}
 		var order []string
@@ -145,6 +147,11 @@ func onsets(levels []LevelSpan) []Onset {
 					order = append(order, r.Name)
 				}
 				on.Of++
+				for _, m := range []*Metric{&r.Mean, &r.P50, &r.P95, &r.P99} {
+					if m.Verdict == Regression || m.Verdict == Improvement || m.Verdict == NoChange {
+						judgedFigures++
+					}
+				}
 				verdict, figures, first := judged(r)
 				switch {
 				case verdict == "":
@@ -162,7 +169,7 @@ func onsets(levels []LevelSpan) []Onset {
 			}
 		}
 	}
-	return out
+	return out, judgedFigures
 }
 
 // judged is a row's latency verdict: regression when any of mean, p50,

@@ -84,7 +84,10 @@ func TestOnsetsFindTheFirstLevelOfAChange(t *testing.T) {
 		{Users: 24, Span: Span{Requests: []Row{row("GET /a", Regression, NoChange), row("GET /b", Improvement, NoChange), row("GET /c", NoChange, NoChange)}}},
 		{Users: 48, Span: Span{Requests: []Row{row("GET /a", Regression, Regression), row("GET /b", NoChange, NoChange), row("GET /c", Improvement, Regression)}}},
 	}
-	got := onsets(levels)
+	got, judgedFigures := onsets(levels)
+	if judgedFigures != 3*3*4 {
+		t.Errorf("%d figures judged, want 36 (mean, p50, p95, p99 of 3 rows at 3 levels)", judgedFigures)
+	}
 	if len(got) != 3 {
 		t.Fatalf("onsets %+v, want GET /a, GET /b and GET /c", got)
 	}

@@ -139,7 +139,7 @@ func levelsBlocks(c *compare.Comparison) []Block {
 	}
 	out = append(out, &Heading{Level: 3, Text: "Where changes start"})
 	if t := OnsetsTable(c); t != nil {
-		out = append(out, &Para{Text: "Each action and request whose latency (mean, p50, p95 or p99) changed at some level: the lowest level where it did, and every level where it did the same way. The others changed at no level."}, t)
+		out = append(out, &Para{Text: "Each action and request whose latency (mean, p50, p95 or p99) changed at some level: the lowest level where it did, and every level where it did the same way. The others changed at no level. " + byChance(c)}, t)
 	} else {
 		out = append(out, &Para{Text: "No action's or request's latency (mean, p50, p95, p99) changed at any level."})
 	}
@@ -233,6 +233,14 @@ func LevelsTable(c *compare.Comparison) *Table {
 		t.Rows = append(t.Rows, append(row, worst(ms)))
 	}
 	return t
+}
+
+// byChance says how many of the level-by-level verdicts of change chance
+// alone would give.
+func byChance(c *compare.Comparison) string {
+	conf := c.Options.Confidence
+	return fmt.Sprintf("Of the %d latency figures judged level by level at %s confidence, about %s would be judged a change by chance alone: a change at one level that the levels above it do not repeat is weaker evidence than one that persists.",
+		c.LevelFigures, pctText(100*conf), num(float64(c.LevelFigures)*(1-conf)))
 }
 
 // OnsetsTable is where each request's and action's latency first changed,
