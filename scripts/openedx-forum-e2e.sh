@@ -88,7 +88,7 @@ missing=$(field "$R" '" ".join(sorted({"GET_thread", "GET_comment_list", "GET_th
 [[ -z $missing ]] || die "bounded: tasks never seen: $missing"
 field "$R" "[t['metric'] for s in r['server']['targets'] for t in s['window'].get('timings', [])]" |
 	grep -q django_http_requests_latency_seconds_by_view_method || die "bounded: no server timings by view in the result"
-cpu=$(field "$R" "r['server']['targets'][0]['window']['cpu_cores_mean']")
+cpu=$(field "$R" "round(r['server']['targets'][0]['window']['cpu_cores_mean'], 2)")
 echo "bounded: $USERS users set up, errors $err%, every task seen, the server's timings by view and its CPU (${cpu} cores mean) in $R/result.json"
 
 step "a step run: levels $LEVELS, $HOLD each"
