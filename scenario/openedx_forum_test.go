@@ -114,6 +114,17 @@ func (f *fakeForum) routes() map[string]forumHandler {
 	thread := func(r *http.Request) map[string]any { return f.threads[r.PathValue("id")] }
 	comment := func(r *http.Request) map[string]any { return f.comments[r.PathValue("id")] }
 	missing := map[string]any{"error": "does not exist"}
+	// remove deletes the item the path names from store and answers it, as the forum answers a DELETE.
+	remove := func(store map[string]map[string]any) forumHandler {
+		return func(r *http.Request, _ map[string]any) (int, any) {
+			it := store[r.PathValue("id")]
+			if it == nil {
+				return http.StatusBadRequest, missing
+			}
+			delete(store, r.PathValue("id"))
+			return http.StatusOK, it
+		}
+	}
 	return map[string]forumHandler{
 		"GET " + forumAPI + "/users/{id}": func(r *http.Request, _ map[string]any) (int, any) {
 			if !f.users[r.PathValue("id")] {
@@ -182,14 +193,7 @@ func (f *fakeForum) routes() map[string]forumHandler {
 			thread(r)["body"] = b["body"]
 			return http.StatusOK, thread(r)
 		},
-		"DELETE " + forumAPI + "/threads/{id}": func(r *http.Request, _ map[string]any) (int, any) {
-			t := thread(r)
-			if t == nil {
-				return http.StatusBadRequest, missing
-			}
-			delete(f.threads, r.PathValue("id"))
-			return http.StatusOK, t
-		},
+		"DELETE " + forumAPI + "/threads/{id}": remove(f.threads),
 		"PUT " + forumAPI + "/threads/{id}/{op}": func(r *http.Request, b map[string]any) (int, any) {
 			return f.mark(thread(r), r.PathValue("op"), b)
 		},
@@ -222,14 +226,7 @@ func (f *fakeForum) routes() map[string]forumHandler {
 			}
 			return http.StatusOK, comment(r)
 		},
-		"DELETE " + forumAPI + "/comments/{id}": func(r *http.Request, _ map[string]any) (int, any) {
-			c := comment(r)
-			if c == nil {
-				return http.StatusBadRequest, missing
-			}
-			delete(f.comments, r.PathValue("id"))
-			return http.StatusOK, c
-		},
+		"DELETE " + forumAPI + "/comments/{id}": remove(f.comments),
 		"PUT " + forumAPI + "/comments/{id}/{op}": func(r *http.Request, b map[string]any) (int, any) {
 			return f.mark(comment(r), r.PathValue("op"), b)
 		},
