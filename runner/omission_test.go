@@ -25,6 +25,7 @@ func freezing(period, freeze time.Duration) http.HandlerFunc {
 // result warns of coordinated omission and points to --rate. The same
 // users against the server unfrozen get no warning.
 func TestClosedRunWarnsOfAStall(t *testing.T) {
+	t.Parallel()
 	const sc = `
 def get(user):
     user.http.get("/", name="GET /")

@@ -51,6 +51,7 @@ func slowLogin(w http.ResponseWriter, r *http.Request) {
 // up first (logins in no figure), then starts the schedule with the
 // window: 50/s for 2 s is 100 actions of one request, in a window of 2 s.
 func TestOpenRunHoldsTheRate(t *testing.T) {
+	t.Parallel()
 	target := serve(t, slowLogin)
 	b := &Bounded{Common: Common{Scenario: load(t, loginThenGet), Target: target},
 		Open: &Open{Rate: engine.Constant(50, 2*time.Second), MaxUsers: 10, PreUsers: 10}}
@@ -134,6 +135,7 @@ func TestOpenRunRefusesBadSchedules(t *testing.T) {
 // run exposed, fires. And the run does not fall behind: every second
 // still hands out its 100 arrivals, none of them late.
 func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
+	t.Parallel()
 	target := serve(t, func(http.ResponseWriter, *http.Request) { time.Sleep(100 * time.Millisecond) })
 	own := metrics.NewProm()
 	store := prom.NewStore(time.Hour)

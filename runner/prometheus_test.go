@@ -37,6 +37,7 @@ const realPrometheusBin = servertest.Prometheus
 // explain, the same fired flags, and the same "no data" for the node checks
 // that have no node_exporter to read.
 func TestRealPrometheusAgreesWithEmbeddedOnARun(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(realPrometheusBin); err != nil {
 		t.Fatalf("%s is missing (%v): run scripts/test.sh, which installs the Debian package prometheus", realPrometheusBin, err)
 	}

@@ -16,6 +16,7 @@ import (
 // window's figures hold no setup request, and setup is reported apart
 // with one time to set up per user.
 func TestWindowBeginsWhenEveryUserIsSetUp(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def setup(user):
@@ -55,6 +56,7 @@ think_time = think.constant("100ms")
 // A window that cannot wait for every user begins --setup-timeout after
 // the ramp, and the result says so.
 func TestWindowBeginsAfterTheSetupTimeoutWithANote(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def setup(user):

@@ -238,7 +238,9 @@ func TestStepInterruptKeepsTheLevelsHeld(t *testing.T) {
 	if len(lv) != 2 || lv[0].Users != 2 || !lv[0].Complete || lv[1].Users != 4 || lv[1].Complete {
 		t.Fatalf("levels %+v: want 2 users complete, 4 users cut short", lv)
 	}
-	if lv[1].Totals.Count == 0 || lv[1].Window.Seconds < 0.5 || lv[1].Window.Seconds > 2.5 {
+	// Cut short: less than the hold, however late the interrupt came
+	// (a later one would have let the level complete, failing above).
+	if lv[1].Totals.Count == 0 || lv[1].Window.Seconds < 0.5 || lv[1].Window.Seconds >= st.Hold.Seconds() {
 		t.Errorf("the level cut short: %d requests over %.1f s", lv[1].Totals.Count, lv[1].Window.Seconds)
 	}
 	if back.Step.Knee.Found || !strings.Contains(back.Step.Knee.Summary, "got 1") {

@@ -24,7 +24,10 @@ func TestHugeUserCountStaysResponsive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el > 3*time.Second {
+	// A run that ignored Ctrl-C would go its minute; stopping takes
+	// milliseconds, a few seconds at worst on a busy machine; adding its
+	// 10 million users unbudgeted would take longer than the bound.
+	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("took %v to stop after Ctrl-C at 300 ms", el)
 	}
 	if got.Status != result.Interrupted {

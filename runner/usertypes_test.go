@@ -10,6 +10,7 @@ import (
 )
 
 func TestUserTypesAreInTheResult(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, `
 def read(user):

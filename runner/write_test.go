@@ -47,6 +47,7 @@ func (d *fillingDisk) Rename(oldpath, newpath string) error {
 // lands in a named fallback directory, and the output directory is left
 // with neither temporary files nor the stale checkpoint.
 func TestFullDiskResultGoesToAFallback(t *testing.T) {
+	t.Parallel()
 	target := httpbinServer(t)
 	sc := load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('20ms')\n")
 	base := t.TempDir()
