@@ -7,7 +7,7 @@
 # by the first user (the system admin).
 #
 #   ./scripts/mattermost.sh install          # ~10 min and ~3 GB of Go caches the first time; instant after
-#   ./scripts/mattermost.sh start DIR        # database, config, data and logs in DIR
+#   ./scripts/mattermost.sh start DIR        # database, config, data and logs in DIR (see "As root" below)
 #   ./scripts/mattermost.sh stop DIR         # the server and its PostgreSQL, by the PIDs in DIR
 #
 #   headroom run examples/mattermost.star --target http://127.0.0.1:18065 \
@@ -22,7 +22,9 @@
 #                         (default v0.1.22-0.20260113165922-8e4cadbc88ee, the default server's)
 #   PORT (18065)          the API and WebSocket: http://127.0.0.1:PORT
 #   METRICS_PORT (18067)  Prometheus metrics at /metrics, Go's profiles at /debug/pprof
-#   PG_PORT (15432)       PostgreSQL, on 127.0.0.1 and a socket in DIR
+#   PG_PORT (15432)       PostgreSQL, on 127.0.0.1 and a socket in DIR/pg
+#   PG_FALLBACK_DIR       where, as root, the database goes when the user postgres cannot reach DIR
+#                         (default /var/tmp/headroom-postgres; see "As root" below)
 #   NODE_PORT (19100)     a node_exporter (Debian's prometheus-node-exporter, when installed) on
 #                         127.0.0.1:NODE_PORT: the machine's CPU and memory, for the reference's two
 #                         server checks (--scrape http://127.0.0.1:NODE_PORT/metrics); 0: none
@@ -42,6 +44,16 @@
 #
 # `start` on a DIR that holds a server already keeps its database and files; use a new DIR for a fresh
 # server. It refuses a DIR whose server is still running.
+#
+# As root, PostgreSQL runs as the user postgres (initdb refuses root), and nothing here changes the owner
+# or mode of DIR or of a directory above it. When postgres can reach DIR, the database is in DIR/pg and its
+# log DIR/postgres.log, both postgres's. When it cannot (DIR, or a directory above it, is closed to other
+# users: `mktemp -d` makes mode 700, and root's home is 700), the database is in
+# PG_FALLBACK_DIR/<hash of DIR's path>/pg (that directory postgres's, mode 700) with DIR/pg and
+# DIR/postgres.log links to it, and `start` says so once; `stop` and a later `start` go through the link.
+# Removing DIR leaves that database behind until a later such `start` (for any DIR) removes every one there
+# whose DIR no longer links to it and that is not running; to remove it with DIR:
+# rm -rf "$(dirname "$(readlink -f DIR/pg)")" DIR (after `stop DIR`).
 set -euo pipefail
 source "$(dirname "$0")/pidfile.sh"
 
@@ -133,16 +145,21 @@ EOF
 # The database runs as a user that is not root (initdb refuses root): "postgres" when we are root.
 PG_USER=$(id -un)
 [[ $(id -u) == 0 ]] && PG_USER=postgres
+PG_FALLBACK=${PG_FALLBACK_DIR:-/var/tmp/headroom-postgres}
+
+as_pg() { # as_pg CMD ARGS: CMD as PG_USER; as root from /, since the caller's directory may be closed to it
+	if [[ $(id -u) == 0 ]]; then
+		(cd / && runuser -u "$PG_USER" -- "$@")
+	else
+		"$@"
+	fi
+}
 
 pg() { # pg CMD ARGS: a PostgreSQL command as PG_USER
 	local bin
 	bin=$(pg_bin "$1")
 	shift
-	if [[ $(id -u) == 0 ]]; then
-		runuser -u "$PG_USER" -- "$bin" "$@"
-	else
-		"$bin" "$@"
-	fi
+	as_pg "$bin" "$@"
 }
 
 pg_bin() {
@@ -157,22 +174,118 @@ running() { running_as mattermost "$1" "$1/config.json"; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-start_postgres() {
-	local dir=$1 pgdata=$1/pg
-	if [[ ! -f $pgdata/PG_VERSION ]]; then
+# reachable PATH: true when PG_USER can reach PATH (search it and every directory above it).
+reachable() { as_pg test -x "$1"; }
+
+# closed PATH: the first directory on PATH, from /, that PG_USER cannot search, with its mode and owner.
+closed() {
+	local p="" c parts
+	IFS=/ read -ra parts <<<"$1"
+	for c in "${parts[@]}"; do
+		[[ -n $c ]] || continue
+		p=$p/$c
+		reachable "$p" || break
+	done
+	echo "$p ($(stat -c '%A %U' "$p"))"
+}
+
+# pg_runs PGDATA: true when the cluster in PGDATA runs.
+pg_runs() { [[ -f $1/PG_VERSION ]] && pg pg_ctl -D "$1" status >/dev/null 2>&1; }
+
+# prune TOP: removes from TOP (PG_FALLBACK_DIR) each cluster whose DIR no longer links to it (DIR removed,
+# or started afresh) and that does not run.
+prune() {
+	local e d
+	for e in "$1"/*; do
+		[[ ${e##*/} =~ ^[0-9a-f]{12}$ && -f $e/dir ]] || continue
+		d=$(<"$e/dir")
+		[[ -e $d/pg && $(readlink -f "$d/pg") == "$(readlink -f "$e/pg")" ]] && continue
+		pg_runs "$e/pg" && continue
+		rm -rf -- "$e"
+		echo "mattermost.sh: removed $e, the database of $d, which no longer links to it" >&2
+	done
+}
+
+# elsewhere DIR: sets PG_HOME to a new directory for DIR's cluster that PG_USER can reach:
+# PG_FALLBACK_DIR/<hash of DIR's real path>, PG_USER's, mode 700, with the cluster's log and a file naming DIR.
+elsewhere() {
+	local dir=$1 top=${PG_FALLBACK%/} real e
+	[[ $top == /?* ]] || die "start: PG_FALLBACK_DIR=$PG_FALLBACK is not an absolute path"
+	if [[ ! -e $top && ! -L $top ]]; then
+		mkdir -p "$(dirname "$top")"
+		mkdir -m 755 "$top"
+	fi
+	[[ -d $top && ! -L $top && $(stat -c %u "$top") == 0 ]] ||
+		die "start: $top (PG_FALLBACK_DIR) is not a directory of root's; remove it, or set PG_FALLBACK_DIR to another"
+	reachable "$top" ||
+		die "start: $PG_USER, which runs PostgreSQL (initdb refuses root), can reach neither $dir nor $top (PG_FALLBACK_DIR): $(closed "$top") is closed to it; set PG_FALLBACK_DIR to a directory it can reach, or start in a DIR it can reach"
+	prune "$top"
+	real=$(realpath "$dir")
+	e=$top/$(printf %s "$real" | sha256sum | cut -c1-12)
+	if [[ -e $e ]]; then
+		pg_runs "$e/pg" &&
+			die "start: $e holds the PostgreSQL of an earlier $dir, still running; stop it: runuser -u $PG_USER -- $(pg_bin pg_ctl) -D $e/pg stop"
+		die "start: $e holds what is left of an earlier $dir's PostgreSQL; remove it: rm -rf $e"
+	fi
+	mkdir -m 700 "$e"
+	echo "$real" >"$e/dir"
+	: >"$e/postgres.log"
+	chown "$PG_USER" "$e" "$e/postgres.log"
+	PG_HOME=$e
+}
+
+# init_postgres DIR: a new cluster in DIR/pg or, as root when PG_USER cannot reach DIR, in the directory
+# `elsewhere` makes, with DIR/pg and DIR/postgres.log links to it.
+init_postgres() {
+	local dir=$1 pgdata=$1/pg home=""
+	if [[ $(id -u) == 0 ]]; then
 		id "$PG_USER" >/dev/null 2>&1 || die "start: no user $PG_USER to run PostgreSQL as (it will not run as root)"
-		mkdir -p "$pgdata"
-		chown "$PG_USER" "$pgdata" "$dir"
-		pg initdb -D "$pgdata" -U mmuser --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1 ||
-			die "start: initdb failed: $(tail -5 "$dir/initdb.log")"
+		if ! reachable "$dir"; then
+			# An empty DIR/pg is what an initdb that could not reach DIR left.
+			[[ -L $dir/pg ]] && rm -f "$dir/pg"
+			[[ ! -e $dir/pg ]] || rmdir "$dir/pg" 2>/dev/null ||
+				die "start: $dir/pg holds no database but is not empty; remove it, or start in a new DIR"
+			elsewhere "$dir"
+			home=$PG_HOME pgdata=$PG_HOME/pg
+		fi
+	fi
+	mkdir -p "$pgdata"
+	if [[ $(id -u) == 0 ]]; then
+		chown "$PG_USER" "$pgdata"
+	fi
+	pg initdb -D "$pgdata" -U mmuser --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1 ||
+		die "start: initdb failed: $(tail -5 "$dir/initdb.log")"
+	if [[ -n $home ]]; then
+		ln -sfn "$pgdata" "$dir/pg"
+		ln -sfn "$home/postgres.log" "$dir/postgres.log"
+		echo "mattermost.sh: PostgreSQL runs as $PG_USER (initdb refuses root), which cannot reach $dir: $(closed "$dir") is closed to it. Its database is in $pgdata instead, with $dir/pg and $dir/postgres.log links to it; stop and start on $dir find it there. To remove it with $dir: rm -rf $home $dir" >&2
+	fi
+}
+
+# start_postgres DIR: DIR's PostgreSQL, on 127.0.0.1:PG_PORT and a socket in its data directory, with the
+# database "mattermost"; a new cluster when DIR has none.
+start_postgres() {
+	local dir=$1 pgdata log
+	[[ ! -L $dir/pg || -e $dir/pg ]] ||
+		die "start: $dir/pg links to $(readlink "$dir/pg"), which is gone, and its database with it; remove the link (rm $dir/pg) for a new database, or start in a new DIR"
+	[[ -f $dir/pg/PG_VERSION ]] || init_postgres "$dir"
+	# The cluster's own path, not through DIR, which PG_USER may not reach; its log beside it (DIR/postgres.log,
+	# or where that links), its socket in it.
+	pgdata=$(readlink -f "$dir/pg")
+	log=$(dirname "$pgdata")/postgres.log
+	if [[ $(id -u) == 0 ]]; then
+		reachable "$pgdata" ||
+			die "start: $PG_USER, which runs PostgreSQL, can no longer reach $pgdata: $(closed "$pgdata") is closed to it; make that directory searchable by others again (chmod o+x), or start in a new DIR"
+		[[ -e $log ]] || : >"$log"
+		chown "$PG_USER" "$log"
 	fi
 	if pg pg_ctl -D "$pgdata" status >/dev/null 2>&1; then
 		return 0
 	fi
 	port_free "$PG_PORT" || die "start: port $PG_PORT (PG_PORT) is taken; set PG_PORT to a free one"
-	pg pg_ctl -D "$pgdata" -l "$dir/postgres.log" -w -t 60 \
-		-o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $dir -c max_connections=300 -c shared_buffers=256MB" start >/dev/null ||
-		die "start: PostgreSQL did not start: $(tail -5 "$dir/postgres.log")"
+	pg pg_ctl -D "$pgdata" -l "$log" -w -t 60 \
+		-o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $pgdata -c max_connections=300 -c shared_buffers=256MB" start >/dev/null ||
+		die "start: PostgreSQL did not start: $(tail -5 "$log")"
 	pg psql -h 127.0.0.1 -p "$PG_PORT" -U mmuser -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='mattermost'" | grep -q 1 ||
 		pg createdb -h 127.0.0.1 -p "$PG_PORT" -U mmuser mattermost || die "start: createdb failed"
 }
@@ -288,8 +401,13 @@ stop() {
 		running() { running_node "$1"; } # stop_pidfile asks `running`
 		stop_pidfile node_exporter "$dir" >/dev/null
 	fi
-	if [[ -f $dir/pg/PG_VERSION ]] && pg pg_ctl -D "$dir/pg" status >/dev/null 2>&1; then
-		pg pg_ctl -D "$dir/pg" -m fast -w stop >/dev/null && echo "postgresql: stopped ($dir/pg)"
+	# Through DIR/pg, which may link to the cluster elsewhere (see start_postgres).
+	local pgdata
+	pgdata=$(readlink -f "$dir/pg" 2>/dev/null) || true
+	if [[ -n $pgdata && -f $pgdata/PG_VERSION && $(id -u) == 0 ]] && ! reachable "$pgdata"; then
+		echo "mattermost.sh: stop: $PG_USER, which runs PostgreSQL, cannot reach $pgdata ($(closed "$pgdata") is closed to it); if it runs, stop it: kill -INT \$(head -1 $pgdata/postmaster.pid)" >&2
+	elif [[ -n $pgdata ]] && pg_runs "$pgdata"; then
+		pg pg_ctl -D "$pgdata" -m fast -w stop >/dev/null && echo "postgresql: stopped ($pgdata)"
 	fi
 }
 
