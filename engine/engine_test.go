@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +16,20 @@ import (
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 )
 
-func setup(t *testing.T, src string, grace time.Duration) (*Engine, *metrics.Recorder, *sync.Map) {
+// setup makes an engine of src against go-httpbin on loopback, whose
+// /delay/N takes up to 2 minutes (the tests' slow requests are far longer
+// than their bounds). The sync.Map holds the ids of the users that began an
+// action; the count, the requests to /delay/ that reached the server.
+func setup(t *testing.T, src string, grace time.Duration) (*Engine, *metrics.Recorder, *sync.Map, *atomic.Int64) {
 	t.Helper()
-	srv := httptest.NewServer(httpbin.New().Handler())
+	delays := &atomic.Int64{}
+	bin := httpbin.New(httpbin.WithMaxDuration(2 * time.Minute)).Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/delay/") {
+			delays.Add(1)
+		}
+		bin.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	sc, err := scenario.Load(context.Background(), "e.star", []byte(src), scenario.Limits{})
@@ -28,12 +40,15 @@ func setup(t *testing.T, src string, grace time.Duration) (*Engine, *metrics.Rec
 	seen := &sync.Map{} // user id -> true once it acted
 	e := New(Config{Scenario: sc, Target: u, Seed: 1, Grace: grace, Recorder: rec, Spread: -1,
 		OnAction: func(user int, _ string) { seen.Store(user, true) }})
-	return e, rec, seen
+	return e, rec, seen, delays
 }
 
+// waitFor polls cond until it holds. Its deadline only ends a test whose
+// event never comes: what it waits for takes milliseconds, but can take
+// seconds on a busy machine under -race.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -43,7 +58,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestRemovalTakesTheNewestUsers(t *testing.T) {
-	e, _, _ := setup(t, "def a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('20ms')\n", time.Second)
+	e, _, _, _ := setup(t, "def a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('20ms')\n", time.Second)
 	e.SetUsers(5)
 	e.SetUsers(2)
 	e.mu.Lock()
@@ -65,14 +80,18 @@ func TestRemovalTakesTheNewestUsers(t *testing.T) {
 	}
 }
 
+// TestRemovedUserFinishesItsRequestWithinGrace: Stop lets the request in
+// flight end, then ends the user at once. The margin is by construction: a
+// Stop that waited out the grace (1 min) or the think time (1 h) would take a
+// minute or more; a correct one takes the 0.3 s request, far under 20 s.
 func TestRemovedUserFinishesItsRequestWithinGrace(t *testing.T) {
-	e, rec, seen := setup(t, "def a(user):\n    user.http.get('/delay/0.3', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant('1s')\n", 2*time.Second)
+	e, rec, _, delays := setup(t, "def a(user):\n    user.http.get('/delay/0.3', name='slow')\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Minute)
 	e.SetUsers(1)
-	waitFor(t, "the user to start its action", func() bool { _, ok := seen.Load(1); return ok })
+	waitFor(t, "the request to reach the server", func() bool { return delays.Load() == 1 })
 	start := time.Now()
 	e.Stop()
-	if el := time.Since(start); el > 1500*time.Millisecond {
-		t.Errorf("Stop took %v for a 0.3 s request with a 2 s grace", el)
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("Stop took %v for a 0.3 s request with a 1 min grace and 1 h think time", el)
 	}
 	snap := metrics.NewSnapshot()
 	rec.Drain(snap)
@@ -82,15 +101,18 @@ func TestRemovedUserFinishesItsRequestWithinGrace(t *testing.T) {
 	}
 }
 
+// TestRemovedUserIsCanceledAfterGrace: a request still in flight at the
+// grace's end is cancelled. Stop cannot end before its 200 ms grace (a
+// timer); a Stop that waited for the 60 s request instead would go far
+// past the 20 s bound.
 func TestRemovedUserIsCanceledAfterGrace(t *testing.T) {
-	e, rec, seen := setup(t, "def a(user):\n    user.http.get('/delay/5', name='slow')\nactions = [action('A', a)]\n", 200*time.Millisecond)
+	e, rec, _, delays := setup(t, "def a(user):\n    user.http.get('/delay/60', name='slow')\nactions = [action('A', a)]\n", 200*time.Millisecond)
 	e.SetUsers(1)
-	waitFor(t, "the user to start its action", func() bool { _, ok := seen.Load(1); return ok })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the request to reach the server", func() bool { return delays.Load() == 1 })
 	start := time.Now()
 	e.Stop()
-	if el := time.Since(start); el < 150*time.Millisecond || el > 2*time.Second {
-		t.Errorf("Stop took %v; want the 200 ms grace, then a prompt cancel", el)
+	if el := time.Since(start); el < 150*time.Millisecond || el > 20*time.Second {
+		t.Errorf("Stop took %v; want the 200 ms grace, then a prompt cancel (not the 60 s request)", el)
 	}
 	snap := metrics.NewSnapshot()
 	rec.Drain(snap)
@@ -103,8 +125,11 @@ func TestRemovedUserIsCanceledAfterGrace(t *testing.T) {
 	}
 }
 
+// TestUserStates: users that think stop at once. A Stop that waited out
+// the grace (1 min) or the think time (1 h) would go far past the 20 s bound;
+// a correct one takes milliseconds.
 func TestUserStates(t *testing.T) {
-	e, _, seen := setup(t, "def setup(user):\n    pass\ndef a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('10s')\n", time.Second)
+	e, _, seen, _ := setup(t, "def setup(user):\n    pass\ndef a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Minute)
 	e.SetUsers(3)
 	waitFor(t, "three users acting", func() bool {
 		n := 0
@@ -114,7 +139,7 @@ func TestUserStates(t *testing.T) {
 	waitFor(t, "three users thinking", func() bool { return e.States()[Thinking] == 3 })
 	start := time.Now()
 	e.Stop() // thinking users stop at once: nothing to finish
-	if el := time.Since(start); el > 500*time.Millisecond {
+	if el := time.Since(start); el > 20*time.Second {
 		t.Errorf("stopping thinking users took %v", el)
 	}
 }
@@ -197,7 +222,7 @@ think_time = think.constant('1h')
 }
 
 func TestSetUsersByAddsInBatches(t *testing.T) {
-	e, _, _ := setup(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Second)
+	e, _, _, _ := setup(t, "def a(user):\n    pass\nactions = [action('A', a)]\nthink_time = think.constant('1h')\n", time.Second)
 	for i, want := range []int{100, 200, 250, 250} {
 		if got := e.SetUsersBy(250, 100); got != want || e.Users() != want {
 			t.Fatalf("call %d: %d users (Users %d), want %d", i+1, got, e.Users(), want)
@@ -210,17 +235,19 @@ func TestSetUsersByAddsInBatches(t *testing.T) {
 }
 
 // Abort cancels every user at once, whether it waits on a request, runs a
-// long Starlark loop or is already stopping, and adds no user after it.
+// long Starlark loop or is already stopping, and adds no user after it. A
+// user Abort missed would end with the grace (1 min) or its 60 s request,
+// far past the 20 s bound; Abort and Stop take milliseconds.
 func TestAbortCancelsEveryUserAtOnce(t *testing.T) {
-	e, rec, seen := setup(t, `
+	e, rec, seen, _ := setup(t, `
 def slow(user):
-    user.http.get('/delay/5', name='slow')
+    user.http.get('/delay/60', name='slow')
 def spin(user):
     n = 0
     for i in range(100000000):
         n += i
 actions = [action('Slow', slow), action('Spin', spin)]
-`, 10*time.Second)
+`, time.Minute)
 	e.SetUsers(6)
 	waitFor(t, "every user acting", func() bool {
 		n := 0
@@ -231,7 +258,7 @@ actions = [action('Slow', slow), action('Spin', spin)]
 	if d := e.Doing(); d["Slow"]+d["Spin"] != 6 {
 		t.Errorf("Doing = %v, want 6 users in Slow or Spin", d)
 	}
-	e.SetUsers(4) // two of them stopping, with a 10 s grace
+	e.SetUsers(4) // two of them stopping, with a 1 min grace
 	start := time.Now()
 	e.Abort("memory")
 	e.SetUsers(10)
@@ -239,7 +266,7 @@ actions = [action('Slow', slow), action('Spin', spin)]
 		t.Errorf("%d users after Abort and SetUsers(10), want the 4 running", n)
 	}
 	e.Stop()
-	if el := time.Since(start); el > 2*time.Second {
+	if el := time.Since(start); el > 20*time.Second {
 		t.Errorf("Abort and Stop took %v", el)
 	}
 	snap := metrics.NewSnapshot()

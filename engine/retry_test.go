@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/memhttp"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -22,14 +23,23 @@ type seenRequest struct {
 	at                                time.Time
 }
 
-// registerTarget is a target on loopback whose /register fails the first
-// `fail` times; /login sets a cookie. It keeps every request it saw.
+// registerTarget is registerHandler's target on loopback.
 func registerTarget(t *testing.T, fail int64) (*url.URL, func() []seenRequest) {
 	t.Helper()
+	h, seen := registerHandler(fail)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return u, seen
+}
+
+// registerHandler is a target whose /register fails the first `fail`
+// times; /login sets a cookie. It keeps every request it saw.
+func registerHandler(fail int64) (http.Handler, func() []seenRequest) {
 	var mu sync.Mutex
 	var seen []seenRequest
 	var registers atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, seenRequest{r.URL.Path, r.Header.Get("Cookie"), r.Header.Get("Authorization"), r.Header.Get("X-State"), r.RemoteAddr, time.Now()})
 		mu.Unlock()
@@ -41,10 +51,8 @@ func registerTarget(t *testing.T, fail int64) (*url.URL, func() []seenRequest) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		}
-	}))
-	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	return u, func() []seenRequest {
+	})
+	return h, func() []seenRequest {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]seenRequest(nil), seen...)
@@ -65,19 +73,21 @@ actions = [action("A", a)]
 think_time = think.constant("%s")
 `
 
-func retryEngine(t *testing.T, target *url.URL, think string) (*Engine, *metrics.Recorder) {
+// retryEngine makes an engine of registerScenario with this think time;
+// cfg gives the target (and its Dial) and the grace.
+func retryEngine(t *testing.T, cfg Config, think string) (*Engine, *metrics.Recorder) {
 	t.Helper()
 	sc, err := scenario.Load(context.Background(), "e.star", []byte(fmt.Sprintf(registerScenario, think)), scenario.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := metrics.NewRecorder(1, nil, time.Now)
-	return New(Config{Scenario: sc, Target: target, Seed: 1, Grace: time.Second, Recorder: rec}), rec
+	cfg.Scenario, cfg.Seed, cfg.Recorder = sc, 1, metrics.NewRecorder(1, nil, time.Now)
+	return New(cfg), cfg.Recorder
 }
 
 func TestRetriedSetupStartsFromACleanUser(t *testing.T) {
 	target, seen := registerTarget(t, 1)
-	e, rec := retryEngine(t, target, "10ms")
+	e, rec := retryEngine(t, Config{Target: target, Grace: time.Second}, "10ms")
 	e.SetUsers(1)
 	waitFor(t, "the user past its second setup", func() bool { return e.SetUp() == 1 })
 	e.Stop()
@@ -114,16 +124,18 @@ func TestRetriedSetupStartsFromACleanUser(t *testing.T) {
 
 // A user cancelled while its setup keeps failing and being retried, each
 // time from a new runtime and client, stops at once (run with -race: cancel
-// reads what the retries replace).
+// reads what the retries replace). A Stop that waited out the grace (1 min)
+// would go far past the 20 s bound; that the backoff's pause is cut, not
+// waited out, TestSetupRetriesBackOff checks exactly, in virtual time.
 func TestCancelWhileSetupRetries(t *testing.T) {
 	target, seen := registerTarget(t, 1<<40)
-	e, _ := retryEngine(t, target, "0s")
+	e, _ := retryEngine(t, Config{Target: target, Grace: time.Minute}, "0s")
 	e.SetUsers(2)
 	waitFor(t, "a retry", func() bool { return len(seen()) >= 8 }) // two attempts each: now in a backoff's pause
 	start := time.Now()
 	e.Abort("test")
 	e.Stop()
-	if el := time.Since(start); el > 2*time.Second {
+	if el := time.Since(start); el > 20*time.Second {
 		t.Errorf("stopping users in their setup retries took %v", el)
 	}
 	if e.Users() != 0 || e.SetUp() != 0 {
@@ -133,7 +145,8 @@ func TestCancelWhileSetupRetries(t *testing.T) {
 
 // Failed setups back off: the pause before each retry doubles from the
 // think time (at least half a second), up to 30 s, jittered by half either
-// way; the retries of a user whose setup keeps failing thin out.
+// way; the retries of a user whose setup keeps failing thin out, and Abort
+// cuts the pause.
 func TestSetupRetriesBackOff(t *testing.T) {
 	for _, c := range []struct {
 		think time.Duration
@@ -152,35 +165,37 @@ func TestSetupRetriesBackOff(t *testing.T) {
 			t.Errorf("think %v, retry %d: jitter spans [%v, %v], want [%v, %v)", c.think, c.n, lo, hi, c.want/2, c.want*3/2)
 		}
 	}
-	// A user whose setup always fails: its attempts thin out, each gap
-	// at least half the backoff's middle.
-	target, seen := registerTarget(t, 1<<40)
-	e, _ := retryEngine(t, target, "0s")
-	e.SetUsers(1)
-	waitFor(t, "four setup attempts", func() bool { return logins(seen()) >= 4 })
-	e.Abort("test")
-	e.Stop()
-	var at []time.Time
-	for _, r := range seen() {
-		if r.path == "/login" {
-			at = append(at, r.at)
+	// A user whose setup always fails, against the target in memory in
+	// virtual time, where an attempt takes no time: each gap between its
+	// attempts is the backoff, within the jitter's span; Abort then ends
+	// the user in its pause with no time passing.
+	synctest.Test(t, func(t *testing.T) {
+		h, seen := registerHandler(1 << 40)
+		e, _ := retryEngine(t, Config{Target: &url.URL{Scheme: "http", Host: "target.invalid"}, Dial: memhttp.Dial(t, h), Grace: time.Minute}, "0s")
+		e.SetUsers(1)
+		time.Sleep(10 * time.Second) // the first attempt within the spread (0.1 s), then pauses of at most 0.75, 1.5 and 3 s
+		synctest.Wait()              // the user in its next pause
+		var at []time.Time
+		for _, r := range seen() {
+			if r.path == "/login" {
+				at = append(at, r.at)
+			}
 		}
-	}
-	for i := 1; i < len(at) && i < 4; i++ {
-		if gap, min := at[i].Sub(at[i-1]), setupBackoff(0, i, 0); gap < min {
-			t.Errorf("retry %d came %v after the attempt before, want at least %v", i, gap, min)
+		if len(at) < 4 {
+			t.Fatalf("%d setup attempts in 10 s, want at least 4", len(at))
 		}
-	}
-}
-
-func logins(rs []seenRequest) int {
-	n := 0
-	for _, r := range rs {
-		if r.path == "/login" {
-			n++
+		for i := 1; i < 4; i++ {
+			if gap, lo, hi := at[i].Sub(at[i-1]), setupBackoff(0, i, 0), setupBackoff(0, i, 1); gap < lo || gap >= hi {
+				t.Errorf("retry %d came %v after the attempt before, want the backoff, in [%v, %v)", i, gap, lo, hi)
+			}
 		}
-	}
-	return n
+		start := time.Now()
+		e.Abort("test")
+		e.Stop()
+		if el := time.Since(start); el != 0 {
+			t.Errorf("Abort and Stop of a user in its backoff's pause took %v, want no time: the pause cut", el)
+		}
+	})
 }
 
 // A user removed while its setup is in flight is cancelled at once, not
