@@ -52,7 +52,7 @@ func serveGather(t *testing.T, gather func() ([]*dto.MetricFamily, error)) strin
 // TestRealPrometheusScrapesAgents runs a real Prometheus 2.42 with the
 // scrape configs headroom prints: job "headroom" scrapes one process that
 // observes every request (prom.ScrapeConfig), job "headroom-agents" two agents
-// that each observe half of them (prom.AgentsScrapeConfig), live, 200 requests a
+// that each observe half of them (prom.AgentsScrapeConfig), live, 800 requests a
 // second. Every client default check, confined to one job, gives the same
 // value on both within what different scrape times allow. A third job
 // shows what the Kubernetes config's honor_labels does: a target's agent
@@ -77,17 +77,22 @@ func TestRealPrometheusScrapesAgents(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			for j := range 10 {
+			// 40 requests a tick: a 10 s window then holds ~36 timeouts, so
+			// the one a scrape's instant adds or takes at either end moves
+			// the timeouts' rate by 3%, not the 11% of the 9 that 10 a
+			// tick gave (the two jobs off each their way could reach the
+			// 25% allowed: 8 against 10).
+			for j := range 40 {
 				x := metrics.Sample{Kind: metrics.Request, Name: []string{"GET /a", "POST /b"}[j%2], Status: 200,
-					Latency: time.Duration(1+(n*10+j)%100) * time.Millisecond}
-				if n%5 == 0 && j < 2 {
+					Latency: time.Duration(1+(n*40+j)%100) * time.Millisecond}
+				if n%5 == 0 && j < 8 {
 					x.Status, x.Outcome = 503, metrics.Failed
 				}
 				// Timeouts on agent-1 alone, 0.5% of requests: at 1% they
 				// would sit on p99 itself, which then jumps between the 100 ms
 				// body and the 1 s timeouts with a scrape's timing (it failed
 				// so once, 0.12 s against 0.88 s).
-				if n%20 == 0 && j == 9 {
+				if n%5 == 0 && j == 39 {
 					x.Outcome, x.Latency = metrics.Timeout, time.Second
 				}
 				one.Observe(x)

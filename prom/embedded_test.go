@@ -21,10 +21,13 @@ func TestEmbeddedTimeout(t *testing.T) {
 		}
 	}
 	e := NewEmbedded(s)
-	// 10,800 steps, each summing 1,000 series: about 0.25 s on a quiet
-	// core, ten times the timeout below.
-	const slow = `max_over_time(sum(x)[3h:1s])`
-	e.Timeout = 25 * time.Millisecond
+	// 3,600 steps, each summing 1,000 series: 0.1 to 0.2 s on a busy
+	// machine, 10 times the timeout below or more however fast the
+	// machine, and under -race the whole test took 1.6 s, far under
+	// QueryTimeout (10 s). 10,800 steps, 0.6 s without -race, would take
+	// some 5 s with it: within reach of QueryTimeout beside busy loops.
+	const slow = `max_over_time(sum(x)[1h:1s])`
+	e.Timeout = 5 * time.Millisecond
 	if _, err := e.Query(context.Background(), slow, now); err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("err = %v, want the query timed out", err)
 	}

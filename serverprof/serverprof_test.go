@@ -124,7 +124,10 @@ func TestFetchRefusesWhatIsNoCPUProfile(t *testing.T) {
 				http.NotFound(w, r)
 			}
 		}))
-		c := &Capture{Targets: []string{srv.URL + path}, Slice: time.Second, Now: time.Now, Client: srv.Client()}
+		// Wait as Run sets it: take alone leaves the answer the slice's 1 s
+		// of wall clock, and /huge's 32 MiB took 0.6 to 2.2 s to read under
+		// -race on a busy machine (a deadline, not the limit, then ends it).
+		c := &Capture{Targets: []string{srv.URL + path}, Slice: time.Second, Wait: 30 * time.Second, Now: time.Now, Client: srv.Client()}
 		s := c.take(context.Background(), 0, 1)
 		srv.Close()
 		if want == "" && (s.Err != "" || !s.ok) || want != "" && !strings.Contains(s.Err, want) {
