@@ -409,8 +409,14 @@ func TestCentrifugo(t *testing.T) {
 			t.Fatalf("server figures: %+v, want one target (%s)", r.Server, c.metrics())
 		}
 		st := r.Server.Targets[0]
-		if st.Scrapes < 15 || st.Failed > st.Scrapes/10 || !strings.Contains(strings.Join(st.Has, ","), "cpu") {
-			t.Errorf("scrapes of %s: %d, %d failed, has %v; want 15 or more, at most a tenth failed (a stall of the machine), cpu among them", st.URL, st.Scrapes, st.Failed, st.Has)
+		// One scrape a second of the run's 16, and one before and after:
+		// 18 or so. One that times out (2 s, a stall of the machine) is
+		// failed and holds up the next one or two, so two such stalls
+		// leave 12. A scrape that never works, or runs only at the ends,
+		// leaves 2 or none.
+		t.Logf("scrapes of %s: %d, %d failed", st.URL, st.Scrapes, st.Failed)
+		if st.Scrapes < 10 || st.Failed*4 > st.Scrapes || !strings.Contains(strings.Join(st.Has, ","), "cpu") {
+			t.Errorf("scrapes of %s: %d, %d failed, has %v; want 10 or more, at most a quarter failed (a stall of the machine), cpu among them", st.URL, st.Scrapes, st.Failed, st.Has)
 		}
 		var server float64
 		for _, g := range st.Window.Timings {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +24,16 @@ import (
 // report when it ends. HEADROOM_LIVE_SHOT=FILE keeps a screenshot of the
 // page late in a longer search against a testbed of 2 workers, whose
 // checks fire (docs/live-ceiling.png is one).
+//
+// The page has shown all that some 10.5 s after headroom started, alone
+// or on half a busy core: the search's clock, not the machine, sets when.
+// The search may go on for 2 minutes, so the page is still live however
+// slowly the browser looks at it, and the test ends it with Ctrl-C once
+// it has seen all (the page becomes the report of an interrupted run as
+// of a finished one: cli's liveUI.end).
 func TestLiveViewInChromium(t *testing.T) {
 	servertest.Require(t, browser.Bin, "chromium")
-	target, seconds := testbedURL(t), "16s"
+	target, seconds := testbedURL(t), "2m"
 	shot := os.Getenv("HEADROOM_LIVE_SHOT")
 	if shot != "" { // for the docs: a search that meets its ceiling, on a testbed of 2 workers
 		tb := httptest.NewServer(testbed.New(testbed.Config{Workers: 2}).Handler())
@@ -61,6 +69,7 @@ func TestLiveViewInChromium(t *testing.T) {
 	}()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	log := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	began := time.Now()
 	var page string
 	select {
 	case page = <-url:
@@ -99,7 +108,7 @@ func TestLiveViewInChromium(t *testing.T) {
 	}
 	// The request names and their percentiles; then the same table changed.
 	var first, v view
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(90 * time.Second) // within the search's 2 minutes
 	for ; time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		v = look()
 		if first.Table == "" && strings.Contains(v.Table, "GET /api/v4/channels/{id}/posts") && strings.Contains(v.Table, "p99 (ms)") {
@@ -112,6 +121,12 @@ func TestLiveViewInChromium(t *testing.T) {
 	}
 	if first.Table == "" || v.Table == first.Table {
 		t.Fatalf("the page never showed the request table changing; it shows:\n%s\n\nheadroom:\n%s", v.Text, log())
+	}
+	t.Logf("the live page showed it all %v after headroom started", time.Since(began).Round(time.Millisecond))
+	if shot == "" { // seen: the run's end, by Ctrl-C (see above)
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, want := range []string{"all requests", "Health checks", "start at 10 users", "Levels the search held", "client p99 latency", "The users ran on 2 agents", "Generator", "headroom: CPU",
 		"Requests, the last"} {

@@ -177,8 +177,12 @@ func TestSynapse(t *testing.T) {
 		if r.Setup == nil || r.Setup.Users != 20 || r.Setup.TimeToSetUp.Count != 20 || setupNames["POST /register"] < 20 || setupNames["POST /join/{roomId}"] < 100 {
 			t.Errorf("setup section %+v; setup requests %v: want 20 users set up, each registered and joined 5 rooms", r.Setup, setupNames)
 		}
-		if count < 100 || failed*100 > count {
-			t.Errorf("%d requests in the window, %d failed: want at least 100, at most 1%% failed", count, failed)
+		// How many requests fit in the window is Synapse's speed: 155 on
+		// half a busy core. Users that stopped acting (stuck in their first
+		// action, or set up too late for the window) would make 20 or fewer:
+		// at least 2 a user tells them apart on any machine.
+		if count < 40 || failed*100 > count {
+			t.Errorf("%d requests in the window, %d failed: want at least 40 (2 a user), at most 1%% failed", count, failed)
 		}
 
 		// Each user held a /sync long poll in the background (matrix.star's
@@ -201,15 +205,16 @@ func TestSynapse(t *testing.T) {
 		}
 		// Every user is in every room: each post reaches the other 19. The
 		// timing is a real Python server's beside the whole test suite on 2
-		// cores: the p99 reached 5.4 s once (max 9.3 s, p50 374 ms), so the
-		// bound is what a wrong stamp would break (zero, or hours), not
-		// Synapse's speed: the median under 5 s, none past a long poll's
-		// 30 s and a margin.
-		if posted.Count < 20 || posted.P50Ms <= 0 || posted.P50Ms > 5000 || posted.MaxMs > 40000 {
-			t.Errorf("deliveries of posts %+v: want 20 or more, the median within 5 s of its send, none past 40 s", posted)
+		// cores: the p99 reached 5.4 s once (max 9.3 s, p50 374 ms), and on
+		// half a busy core the p50 was 3.1 s (p99 3.6 s), so the bound is
+		// what a wrong stamp would break (zero: years; a unit off: a
+		// thousand times, minutes), not Synapse's speed: the median under
+		// 20 s, none past a long poll's 30 s and a margin.
+		if posted.Count < 20 || posted.P50Ms <= 0 || posted.P50Ms > 20000 || posted.MaxMs > 40000 {
+			t.Errorf("deliveries of posts %+v: want 20 or more, the median within 20 s of its send, none past 40 s", posted)
 		}
-		t.Logf("long polls: %d, waited p50 %.0f ms; posts delivered: %d, p50 %.1f ms, p99 %.1f ms",
-			polls.Count, polls.P50Ms, posted.Count, posted.P50Ms, posted.P99Ms)
+		t.Logf("long polls: %d, waited p50 %.0f ms; posts delivered: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+			polls.Count, polls.P50Ms, posted.Count, posted.P50Ms, posted.P99Ms, posted.MaxMs)
 
 		if r.Server == nil || len(r.Server.Targets) != 1 {
 			t.Fatalf("server figures: %+v, want one target (%s)", r.Server, s.metrics)
@@ -278,6 +283,8 @@ func TestSynapse(t *testing.T) {
 				client = float64(q.Count)
 			}
 		}
+		t.Logf("%d requests in the window, %d failed; scrapes of %s: %d, %d failed; GET .../messages: Synapse served %.0f in the window, headroom sent %.0f",
+			count, failed, st.URL, st.Scrapes, st.Failed, messages, client)
 		// The two windows line up to a scrape (a second) at each end.
 		if messages < 0.7*client || messages > 1.3*client {
 			t.Errorf("RoomMessageListRestServlet served %.0f requests in the window, headroom sent %.0f: want within 30%%", messages, client)
