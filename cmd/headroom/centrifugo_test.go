@@ -196,6 +196,7 @@ func requestsAfter(tl []metrics.Point, t float64) int64 {
 // scenario's handler answering pings, as a user's handler runs between
 // its actions of a few milliseconds.
 func TestCentrifugo(t *testing.T) {
+	t.Parallel() // beside the rest: a server or a browser of its own, mostly waited on
 	c := startCentrifugo(t, "PING_INTERVAL=3s", "PONG_TIMEOUT=2s", "DEBUG=true")
 	scenario := abs(t, "../../examples/centrifugo.star")
 	binary(t) // built before the watch begins

@@ -32,6 +32,7 @@ import (
 // it has seen all (the page becomes the report of an interrupted run as
 // of a finished one: cli's liveUI.end).
 func TestLiveViewInChromium(t *testing.T) {
+	t.Parallel() // beside the rest: a server or a browser of its own, mostly waited on
 	servertest.Require(t, browser.Bin, "chromium")
 	target, seconds := testbedURL(t), "2m"
 	shot := os.Getenv("HEADROOM_LIVE_SHOT")

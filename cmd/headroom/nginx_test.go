@@ -173,6 +173,7 @@ http {
 // says what arrived: protocol, client certificate, whether the session was
 // resumed, whether the body went out gzipped.
 func TestNginxTLS(t *testing.T) {
+	t.Parallel() // beside the rest: a server or a browser of its own, mostly waited on
 	dir := t.TempDir()
 	keys := makePKI(t, dir)
 	port, port2 := freePort(t), freePort(t)

@@ -27,6 +27,7 @@ import (
 // another token is refused, and an agent killed mid-run is replaced by a
 // new process of the same name, which takes its place and its users.
 func TestRemoteAgents(t *testing.T) {
+	t.Parallel() // beside the rest: a server or a browser of its own, mostly waited on
 	dir := t.TempDir()
 	star, token, bad := filepath.Join(dir, "ping.star"), filepath.Join(dir, "token"), filepath.Join(dir, "bad")
 	cert, key := selfSigned(t, dir)

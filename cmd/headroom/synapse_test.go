@@ -100,6 +100,7 @@ var requestName = regexp.MustCompile(`^(GET|POST|PUT) (v1 )?/[A-Za-z0-9_./{}-]+(
 // while users, who send one at a time with a second's thought between,
 // never meet it.
 func TestSynapse(t *testing.T) {
+	t.Parallel() // beside the rest: a server or a browser of its own, mostly waited on
 	s := startSynapse(t, "RC_MESSAGE_PER_SECOND=5", "RC_MESSAGE_BURST=2")
 	scenario := abs(t, "../../examples/matrix.star")
 
