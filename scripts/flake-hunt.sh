@@ -3,13 +3,14 @@
 # clone, alone or beside busy loops (CPU-bound processes that take the cores from the tests), and a report
 # of every failure with its package and test. A test that fails here once will fail a newcomer some day.
 #
-#   ./scripts/flake-hunt.sh                                   # the test command, 3 runs alone and 5 beside 2 busy loops
+#   ./scripts/flake-hunt.sh                                   # the test command: 5 runs beside 2 busy loops, 3 alone
 #   ./scripts/flake-hunt.sh --alone 0 --busy 10 ./runner      # chosen packages: go test -count=1 PACKAGES
 #   ./scripts/flake-hunt.sh --alone 2 --busy 2 --race ./engine ./agents   # the same under the race detector
 #
 # Options:
 #   --alone N    runs with nothing added beside them (3)
-#   --busy N     runs beside the busy loops (5); alone runs go first, then these
+#   --busy N     runs beside the busy loops (5); the two kinds take turns, busy first, so a
+#                short hunt meets both
 #   --hogs K     busy loops beside a busy run (2: one a core on the 2-core machines CI uses)
 #   --race       chosen packages under -race (the test command has its own race stage)
 #   --commit REV what to clone (HEAD); uncommitted changes are not in the clone, and it says so
@@ -97,7 +98,7 @@ dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 {
 	echo "# flake hunt, $(date -u '+%Y-%m-%d %H:%M') UTC"
 	echo
-	echo "Commit $(git log -1 --format='%h (%s)' "$rev"); $what; $alone runs alone, then $busy beside $hogs busy loops."
+	echo "Commit $(git log -1 --format='%h (%s)' "$rev"); $what; $busy runs beside $hogs busy loops and $alone alone, taking turns."
 	echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr); load average at the start $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
 	echo "| run | beside | took | result | failed |"
@@ -106,9 +107,14 @@ dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 total=$((alone + busy)) failed=0 passed_alone=0 passed_busy=0
 declare -A took_by=() failed_tests=()
+order=() a=$alone b=$busy
+while ((a + b)); do
+	((b)) && order+=(busy) && b=$((b - 1))
+	((a)) && order+=(alone) && a=$((a - 1))
+done
 for i in $(seq 1 "$total"); do
 	beside=alone
-	((i > alone)) && beside="$hogs busy loops"
+	[[ ${order[i - 1]} == alone ]] || beside="$hogs busy loops"
 	clone=$(mktemp -d "${TMPDIR:-/tmp}/flake-hunt-clone.XXXXXX")
 	git clone -q --no-checkout "$repo" "$clone/headroom"
 	git -C "$clone/headroom" checkout -q "$rev"
