@@ -2,7 +2,6 @@ package compare
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -155,7 +154,10 @@ func phaseRuns(s *Side, key profileKey) ([]phaseRun, error) {
 				ph = p
 			}
 		}
-		sum, err := serverprof.Read(filepath.Join(r.Dir, ph.File))
+		if ph == nil || ph.File == "" { // a result written by hand, or cut short
+			return nil, fmt.Errorf("%s: no profile file of the %s phase of target %d", r.Dir, key.phase, key.target+1)
+		}
+		sum, err := serverprof.Read(r.Dir, ph.File)
 		if err != nil {
 			return nil, err
 		}

@@ -226,3 +226,43 @@ func TestReadRefusesNegativeServerAndCeilingFigures(t *testing.T) {
 		})
 	}
 }
+
+// A result directory may be someone else's (a CI artifact): its profiles
+// may not name a target there is none of (report indexed by it), a phase
+// twice for one target (compare matched by it), or a file outside it
+// (compare opened it: "../../dev/zero" took all memory).
+func TestReadRefusesProfilesThatPointOutside(t *testing.T) {
+	profiles := func(slices, phases []any) func(m map[string]any) {
+		return func(m map[string]any) {
+			m["profiles"] = map[string]any{"targets": []any{"http://127.0.0.1:1/debug/pprof"}, "slice_s": 1, "slices": slices, "phases": phases}
+		}
+	}
+	phase := func(target int, name, file string) map[string]any {
+		return map[string]any{"target": target, "phase": name, "file": file}
+	}
+	for _, c := range []struct {
+		name string
+		f    func(m map[string]any)
+		want string
+	}{
+		{"phase's target", profiles([]any{}, []any{phase(3, "window", "profiles/window-t4.pb.gz")}), "profiles.phases[0]: target 3 of 1"},
+		{"slice's target", profiles([]any{map[string]any{"target": -1}}, nil), "profiles.slices[0]: target -1 of 1"},
+		{"phase twice", profiles([]any{}, []any{phase(0, "window", "a.pb.gz"), phase(0, "window", "b.pb.gz")}), "the window phase of target 1 a second time"},
+		{"phase's file", profiles([]any{}, []any{phase(0, "window", "../../../../dev/zero")}), `"../../../../dev/zero" is not a path inside the result directory`},
+		{"absolute file", profiles([]any{map[string]any{"target": 0, "file": "/dev/zero"}}, nil), `"/dev/zero" is not a path inside`},
+		{"heap's file", profiles([]any{map[string]any{"target": 0, "heap": "../x"}}, nil), `profiles.slices[0].heap: "../x"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeRun(t)
+			edit(t, dir, c.f)
+			if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCorrupt) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+	dir := writeRun(t)
+	edit(t, dir, profiles([]any{map[string]any{"target": 0, "file": "profiles/t1-0001.pb.gz"}}, []any{phase(0, "window", "profiles/window-t1.pb.gz"), phase(0, "setup", "")}))
+	if _, err := Read(dir); err != nil {
+		t.Errorf("profiles as headroom writes them: %v", err)
+	}
+}

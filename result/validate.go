@@ -1,7 +1,9 @@
 package result
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/headroom-dev/headroom/metrics"
 )
@@ -84,6 +86,55 @@ func (r *Result) validate() error {
 	if sv := r.Server; sv != nil {
 		for i, t := range sv.Targets {
 			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
+				return err
+			}
+		}
+	}
+	if ps := r.Profiles; ps != nil {
+		return checkProfiles(ps)
+	}
+	return nil
+}
+
+// checkProfiles refuses profiles that name a target there is none of, a
+// phase twice for one target, or a file outside the result directory (a
+// result directory may be someone else's: a CI artifact).
+func checkProfiles(ps *Profiles) error {
+	file := func(at, f string) error {
+		if f != "" && !filepath.IsLocal(f) {
+			return fmt.Errorf("%s: %q is not a path inside the result directory", at, f)
+		}
+		return nil
+	}
+	for i, sl := range ps.Slices {
+		at := fmt.Sprintf("profiles.slices[%d]", i)
+		if sl.Target < 0 || sl.Target >= len(ps.Targets) {
+			return fmt.Errorf("%s: target %d of %d", at, sl.Target, len(ps.Targets))
+		}
+		if err := errors.Join(file(at+".file", sl.File), file(at+".heap", sl.Heap)); err != nil {
+			return err
+		}
+	}
+	type key struct {
+		target int
+		phase  string
+	}
+	seen := map[key]bool{}
+	for i, ph := range ps.Phases {
+		at := fmt.Sprintf("profiles.phases[%d]", i)
+		if ph.Target < 0 || ph.Target >= len(ps.Targets) {
+			return fmt.Errorf("%s: target %d of %d", at, ph.Target, len(ps.Targets))
+		}
+		if k := (key{ph.Target, ph.Phase}); seen[k] {
+			return fmt.Errorf("%s: the %s phase of target %d a second time", at, ph.Phase, ph.Target+1)
+		} else {
+			seen[k] = true
+		}
+		if err := file(at+".file", ph.File); err != nil {
+			return err
+		}
+		if ph.Heap != nil {
+			if err := file(at+".heap.file", ph.Heap.File); err != nil {
 				return err
 			}
 		}

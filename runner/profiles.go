@@ -24,7 +24,10 @@ func (s *session) startProfiles() *profiling {
 	if len(c.Profile) == 0 {
 		return nil
 	}
-	pc := &serverprof.Capture{Targets: c.Profile, Slice: c.ProfileSlice, Warn: c.Warn}
+	pc := &serverprof.Capture{Targets: c.Profile, Slice: c.ProfileSlice}
+	if c.Warn != nil { // a target's URL may hold credentials; what is said never does
+		pc.Warn = func(msg string) { c.Warn(Redact(msg)) }
+	}
 	if c.Out != "" && c.FS == nil {
 		pc.Dir = c.Out
 	}
@@ -58,19 +61,23 @@ func (s *session) profiles(p *profiling, phases ...profilePhase) {
 	}
 	p.stop()
 	at := func(t time.Time) float64 { return t.Sub(s.start).Seconds() }
-	out := &result.Profiles{Targets: p.cap.Targets, SliceS: p.cap.Slice.Seconds(), Slices: []result.ProfileSlice{}}
+	out := &result.Profiles{Targets: RedactAll(p.cap.Targets), SliceS: p.cap.Slice.Seconds(), Slices: []result.ProfileSlice{}}
 	for _, sl := range p.cap.Slices() {
-		out.Slices = append(out.Slices, result.ProfileSlice{Target: sl.Target, StartS: at(sl.Start), EndS: at(sl.End), File: sl.File, Error: sl.Err,
-			Heap: sl.Heap, HeapError: sl.HeapErr})
+		out.Slices = append(out.Slices, result.ProfileSlice{Target: sl.Target, StartS: at(sl.Start), EndS: at(sl.End), File: sl.File, Error: Redact(sl.Err),
+			Heap: sl.Heap, HeapError: Redact(sl.HeapErr)})
 	}
 	for t := range p.cap.Targets {
 		for _, ph := range phases {
 			got, err := p.cap.Phase(t, ph.name, ph.from, ph.to, profileTop)
 			if err != nil {
-				s.res.Notes = append(s.res.Notes, err.Error())
+				s.res.Notes = append(s.res.Notes, Redact(err.Error()))
 			}
 			if got == nil {
 				continue
+			}
+			if got.Cut > 0 {
+				s.res.Notes = append(s.res.Notes, fmt.Sprintf("server CPU profile of %s, target %d: %d stacks deeper than %d frames cut to their %d innermost (a profile of a Go server has 128 at most)",
+					ph.name, t+1, got.Cut, serverprof.MaxDepth, serverprof.MaxDepth))
 			}
 			rp := result.ProfilePhase{Target: t, Phase: ph.name, StartS: at(ph.from), EndS: at(ph.to), Slices: got.Slices,
 				ProfiledS: got.Covered.Seconds(), CPUSeconds: got.CPU.Seconds(), Flat: funcs(got.Flat, got.CPU), Cum: funcs(got.Cum, got.CPU), Binary: got.Binary, Flame: got.Flame}

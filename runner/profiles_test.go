@@ -1,14 +1,20 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +148,68 @@ func TestCeilingProfilePhases(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("phases %q, want %q", got, want)
 	}
+}
+
+// A --profile URL with credentials: they reach the server (basic auth),
+// and nothing headroom writes or says holds the password: not
+// result.json's targets, slices' errors and notes, nor a warning about a
+// target that refuses.
+func TestProfileCredentialsAreNeverWritten(t *testing.T) {
+	t.Parallel()
+	fn := &profile.Function{ID: 1, Name: "main.work"}
+	loc := &profile.Location{ID: 1, Line: []profile.Line{{Function: fn}}}
+	cpu := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}, PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period: 1e7, Function: []*profile.Function{fn}, Location: []*profile.Location{loc}, Sample: []*profile.Sample{{Location: []*profile.Location{loc}, Value: []int64{1e7}}}}
+	var body bytes.Buffer
+	if err := cpu.Write(&body); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "admin" || p != "s3cret" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/debug/pprof/profile" {
+			http.NotFound(w, r)
+			return
+		}
+		asked.Add(1)
+		s, _ := strconv.Atoi(r.URL.Query().Get("seconds"))
+		select { // a profile takes its seconds
+		case <-time.After(time.Duration(s) * time.Second):
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(body.Bytes())
+	}))
+	defer srv.Close()
+	withPass := strings.Replace(srv.URL, "http://", "http://admin:s3cret@", 1) + "/debug/pprof"
+	refused := "http://admin:s3cret@127.0.0.1:1/debug/pprof"
+	out := filepath.Join(t.TempDir(), "run")
+	var warned []string
+	var mu sync.Mutex
+	res, err := (&Bounded{Common: Common{Scenario: load(t, "def a(user):\n    user.http.get('/get')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n"),
+		Target: httpbinServer(t), Grace: time.Second, Out: out, Profile: []string{withPass, refused}, ProfileSlice: time.Second,
+		Warn: func(s string) { mu.Lock(); warned = append(warned, s); mu.Unlock() }}, Users: 1, Duration: 2500 * time.Millisecond}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.Load() == 0 || res.Profiles == nil || len(res.Profiles.Targets) != 2 || !strings.Contains(res.Profiles.Targets[0], "admin:xxxxx@") {
+		t.Fatalf("profiles asked %d times; result's %+v", asked.Load(), res.Profiles)
+	}
+	mu.Lock()
+	said := strings.Join(warned, "\n")
+	mu.Unlock()
+	if !strings.Contains(said, "127.0.0.1:1") || strings.Contains(said, "s3cret") {
+		t.Errorf("warnings: %s", said)
+	}
+	filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("s3cret")) {
+				t.Errorf("%s holds the password", path)
+			}
+		}
+		return nil
+	})
 }

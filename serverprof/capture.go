@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
 )
@@ -188,12 +190,12 @@ func (c *Capture) take(ctx context.Context, i, n int) Slice {
 // check says why body is not a profile of what (the value index finds),
 // "" when it is one.
 func check(body []byte, index func(*profile.Profile) int, what string) string {
-	p, err := profile.ParseData(body)
+	p, err := decode(body)
 	switch {
 	case err != nil:
 		return "not a pprof profile: " + firstLine(err.Error())
-	case index(p) < 0:
-		return fmt.Sprintf("a profile of %s, not of %s", sampleTypes(p), what)
+	case index(p.Profile) < 0:
+		return fmt.Sprintf("a profile of %s, not of %s", sampleTypes(p.Profile), what)
 	}
 	return ""
 }
@@ -229,7 +231,9 @@ func (c *Capture) fetch(ctx context.Context, target, kind string, seconds time.D
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.Client.Do(req)
+	cl := *c.Client
+	cl.CheckRedirect = sameHost
+	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -252,10 +256,34 @@ func (c *Capture) Slices() []Slice {
 	return append([]Slice(nil), c.slices...)
 }
 
+// sameHost follows a profile endpoint's redirects on its own host only:
+// --profile names what may be asked, and the answer is kept.
+func sameHost(req *http.Request, via []*http.Request) error {
+	if req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("redirected to another host (%s): not followed", req.URL.Redacted())
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// firstLine is s's first line, at most 200 bytes of it (cut on a rune),
+// its control characters shown as "?": what a server answered goes to a
+// terminal and into reports.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	if len(s) > 200 {
-		s = s[:200] + "..."
+		i := 200
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + "..."
 	}
-	return s
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
 }

@@ -9,10 +9,18 @@ import (
 	"github.com/headroom-dev/headroom/result"
 )
 
+// FlameDepth is the most calls a flame graph's tree goes down from its
+// root (Go records 128 frames of a stack, inlined ones among them): a
+// deeper one's last calls are left out of the tree, not of its value,
+// so that result.json, which holds the tree, grows with the profile's
+// functions and not with the square of a stack's depth.
+const FlameDepth = 160
+
 // Flame is p's CPU as a flame graph's tree, in CPU seconds: every stack
 // from the root "all" to its leaf (inlined calls are functions of their
 // own, as pprof shows them), siblings of one name merged, the largest
-// first; functions under result.FlameMin of the whole left out.
+// first; functions under result.FlameMin of the whole left out, and
+// calls deeper than FlameDepth.
 func Flame(p *profile.Profile) *result.Flame {
 	root := &result.Flame{Name: "all"}
 	ci := cpuIndex(p)
@@ -37,10 +45,14 @@ func Flame(p *profile.Profile) *result.Flame {
 	for _, s := range p.Sample {
 		v := float64(s.Value[ci]) / 1e9
 		root.Value += v
-		f := root
+		f, depth := root, 0
+	stack:
 		for li := len(s.Location) - 1; li >= 0; li-- { // the caller is last
 			lines := s.Location[li].Line
 			for ki := len(lines) - 1; ki >= 0; ki-- { // so is the inlining function
+				if depth++; depth > FlameDepth {
+					break stack
+				}
 				name := "?"
 				if lines[ki].Function != nil {
 					name = lines[ki].Function.Name

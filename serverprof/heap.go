@@ -2,7 +2,6 @@ package serverprof
 
 import (
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -38,17 +37,22 @@ func (c *Capture) heapAt(target int, from, to time.Time, top int) (*Heap, error)
 	if last == nil {
 		return nil, nil
 	}
-	b := last.heapRaw
-	if last.Heap != "" {
-		var err error
-		if b, err = os.ReadFile(filepath.Join(c.Dir, last.Heap)); err != nil {
-			return nil, err
+	var d decoded
+	var err error
+	if last.Heap == "" {
+		d, err = decode(last.heapRaw)
+	} else {
+		root, rerr := os.OpenRoot(c.Dir)
+		if rerr != nil {
+			return nil, rerr
 		}
+		defer root.Close()
+		d, err = readFile(root, last.Heap)
 	}
-	p, err := profile.ParseData(b)
 	if err != nil {
 		return nil, err
 	}
+	p := d.Profile
 	h := &Heap{At: last.End, File: last.Heap}
 	total, fs := tally(p, heapIndex(p))
 	h.Inuse = total

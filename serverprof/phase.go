@@ -40,6 +40,9 @@ type Phase struct {
 	// Heap is the heap in use at the phase's end; nil when the server
 	// served no heap profile.
 	Heap *Heap
+	// Cut is how many of its samples' stacks were deeper than MaxDepth
+	// and cut to it (their root's side left out).
+	Cut  int
 	prof *profile.Profile
 }
 
@@ -66,7 +69,8 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, p)
+		ps = append(ps, p.Profile)
+		ph.Cut += p.cut
 		ph.Slices++
 		ph.Covered += s.End.Sub(s.Start)
 	}
@@ -95,15 +99,16 @@ func Stem(name string) string {
 }
 
 // parse reads slice s's profile again, from its file or its bytes.
-func (c *Capture) parse(s Slice) (*profile.Profile, error) {
-	b := s.raw
-	if s.File != "" {
-		var err error
-		if b, err = os.ReadFile(filepath.Join(c.Dir, s.File)); err != nil {
-			return nil, err
-		}
+func (c *Capture) parse(s Slice) (decoded, error) {
+	if s.File == "" {
+		return decode(s.raw)
 	}
-	return profile.ParseData(b)
+	root, err := os.OpenRoot(c.Dir)
+	if err != nil {
+		return decoded{}, err
+	}
+	defer root.Close()
+	return readFile(root, s.File)
 }
 
 // Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz
@@ -141,19 +146,23 @@ type Summary struct {
 	Flame  *result.Flame
 }
 
-// Read reads a merged phase's profile (Phase.Write's): what compare diffs.
-func Read(path string) (*Summary, error) {
-	f, err := os.Open(path)
+// Read reads a merged phase's profile (Phase.Write's), rel in the result
+// directory dir: what compare diffs. The directory may be someone else's
+// (a CI artifact): rel stays inside it, names a regular file, and what it
+// holds is bounded (see MaxHeld).
+func Read(dir, rel string) (*Summary, error) {
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	p, err := profile.Parse(f)
+	defer root.Close()
+	d, err := readFile(root, rel)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, err
 	}
+	p := d.Profile
 	if cpuIndex(p) < 0 {
-		return nil, fmt.Errorf("%s: a profile of %s, not of CPU time", path, sampleTypes(p))
+		return nil, fmt.Errorf("%s: a profile of %s, not of CPU time", rel, sampleTypes(p))
 	}
 	s := &Summary{Binary: binary(p), Flame: Flame(p)}
 	s.CPU, s.Funcs = summarize(p)
