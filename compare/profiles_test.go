@@ -112,7 +112,10 @@ func TestProfileDiffNamesTheHash(t *testing.T) {
 		t.Fatalf("no testbed.hashPassword in the differential flame graph, or no base: %+v", setup.Flame)
 	}
 	t.Logf("flame graph: hashPassword %.1f → %.1f ms a unit (×%.2f)", hashBase, hashNew, hashNew/hashBase)
-	if grew := hashNew / hashBase; grew < 2 || grew > 8 || hashNew > setup.Flame.Value || math.Abs(setup.Flame.Value-m.New) > 0.01*m.New {
+	// The hash's calls are part of the phase: at most all of it, give or
+	// take the float sums' last bits (the flake hunt saw 179.3 of 179.3,
+	// the sum of the two calls a rounding above the whole).
+	if grew := hashNew / hashBase; grew < 2 || grew > 8 || hashNew > setup.Flame.Value*(1+1e-9) || math.Abs(setup.Flame.Value-m.New) > 0.01*m.New {
 		t.Errorf("flame graph: hashPassword %.1f → %.1f ms (×%.1f, want about 4), of %.1f → %.1f ms in all (CPU a unit %.1f → %.1f)",
 			hashBase, hashNew, grew, setup.Flame.Base, setup.Flame.Value, m.Base, m.New)
 	}

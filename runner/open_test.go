@@ -174,8 +174,14 @@ func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 	if a.Started < 60 || a.Started > 90 || a.Dropped != a.Intended-a.Started || a.DroppedPct < 75 {
 		t.Errorf("%d started, %d dropped (%.1f%%); want ~80 started, the rest dropped", a.Started, a.Dropped, a.DroppedPct)
 	}
-	if a.Late != 0 {
-		t.Errorf("%d arrivals started late: with --max-wait 0 none waits, and the schedule never catches up late", a.Late)
+	// With --max-wait 0 none waits for a user: an arrival starts when it
+	// is due or is dropped. One waiting would start up to the server's
+	// 100 ms late (~50 ms as a median); the median here is the
+	// dispatcher's wake-up, well under a millisecond, and stays so when a
+	// busy machine makes a few of them late (3 of 67 were, past 10 ms,
+	// beside the flake hunt's test command).
+	if a.Lateness.P50Ms > 10 {
+		t.Errorf("arrivals' lateness %+v: with --max-wait 0 none waits, and the schedule never catches up late", a.Lateness)
 	}
 	for _, p := range res.Timeline {
 		if p.T > res.Window.Start+0.5 && p.T < res.Window.End-0.5 && (p.Arrivals+p.Dropped < 80 || p.Arrivals+p.Dropped > 120) {
