@@ -11,12 +11,13 @@
 # servers over HTTP/1.1 and HTTP/2 among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
 # packages again under the race detector, and a 2-minute run against a
-# real token bucket beside two busy loops. Takes about 11 minutes on 2
-# cores (10m56s with CI=true from a fresh clone late on 2026-11-28, after
-# HTTP/2, TLS and the cross-compiles came; 8m28s-9m03s earlier that day),
-# most of it the end-to-end tests of cmd/headroom and the
-# token bucket's 2 minutes (the first time a few more: Synapse's venv,
-# Centrifugo's build).
+# real token bucket beside two busy loops. Takes about 9 minutes on 2
+# cores (8m58s with CI=true on 2026-11-29, each stage's
+# start shown; 11 min before the server tests ran beside each other), most
+# of it the end-to-end tests of cmd/headroom and the token bucket's 2
+# minutes (the first time on a machine about 20: apt, Synapse's venv,
+# Centrifugo's build). docs/TESTING.md: how a test is made to hold on any
+# machine, and scripts/flake-hunt.sh, which proves it.
 #
 #   ./scripts/test.sh
 #   FUZZTIME=30s ./scripts/test.sh   # fuzz longer (./scripts/fuzz.sh alone: 2 minutes a target)
