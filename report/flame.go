@@ -7,6 +7,7 @@ import (
 	"html"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/headroom-dev/headroom/result"
 )
@@ -48,7 +49,7 @@ func (f *Flame) SVG() []byte {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Verdana, DejaVu Sans, sans-serif" font-size="11">`+"\n",
 		flameWidth, height, flameWidth, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fafafa"/><text x="%d" y="18" font-size="13" text-anchor="middle">%s</text>`+"\n",
-		flameWidth/2, html.EscapeString(f.Title))
+		flameWidth/2, html.EscapeString(xmlText(f.Title)))
 	if f.Root == nil || max(f.Root.Value, f.Root.Base) <= 0 {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">no CPU sampled</text>`+"\n", flameWidth/2, flameTop+flameRow)
 	} else {
@@ -68,7 +69,7 @@ func (f *Flame) box(b *bytes.Buffer, root, n *result.Flame, x, w float64, y int,
 		return
 	}
 	fmt.Fprintf(b, `<g><title>%s</title><rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#fafafa" stroke-width="0.5"/>`,
-		html.EscapeString(f.tooltip(root, n)), x, y, w, flameRow-1, f.colour(n, most))
+		html.EscapeString(xmlText(f.tooltip(root, n))), x, y, w, flameRow-1, f.colour(n, most))
 	if label := fitLabel(shortFunc(funcName(n.Name)), w); label != "" {
 		fmt.Fprintf(b, `<text x="%.1f" y="%d">%s</text>`, x+3, y+flameRow-4, html.EscapeString(label))
 	}
@@ -146,13 +147,26 @@ func flameDepth(n *result.Flame) int {
 // characters would.
 func fitLabel(s string, w float64) string {
 	n := int((w - 6) / flameChar)
-	switch {
-	case n < 3:
+	if n < 3 {
 		return ""
-	case len(s) <= n:
+	}
+	if s = xmlText(s); utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-2] + ".."
+	return string([]rune(s)[:n-2]) + ".."
+}
+
+// xmlText is s without what XML 1.0 forbids in text (a profile's names are
+// whatever its server wrote): invalid UTF-8, control characters other
+// than tab, newline and return, surrogates, U+FFFE and U+FFFF. With
+// html.EscapeString over it, the SVG is valid XML by construction.
+func xmlText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r >= 0xD800 && r <= 0xDFFF || r == 0xFFFE || r == 0xFFFF {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // shortFunc is a function's name without its package's path:

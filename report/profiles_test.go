@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/result"
@@ -165,5 +167,35 @@ func TestFlamePhasesDrawn(t *testing.T) {
 		if !got[i] {
 			t.Errorf("drawn %v, want %v (setup, the last level 40, hold 38, target 2's level 5)", got, want)
 		}
+	}
+}
+
+// A profile's names are whatever its server wrote: a flame graph of names
+// with control characters, invalid UTF-8 and many-byte characters, cut to
+// fit their boxes, is still well-formed XML, and no label is cut inside a
+// character.
+func TestFlameGraphOfHostileNamesIsValidXML(t *testing.T) {
+	long := strings.Repeat("日本語", 40) // 3 bytes a character
+	root := &result.Flame{Name: "all", Value: 4, Children: []*result.Flame{
+		{Name: "main.a\x00b\x1b[2J\x07" + long, Value: 2},
+		{Name: "main.bad\xff\xfe" + long, Value: 1},
+		{Name: "main.\uFFFE" + long, Value: 1},
+	}}
+	svg := (&Flame{Name: "f", Title: "title \x01" + long, Unit: "s", Root: root}).SVG()
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, svg)
+		}
+		if cd, ok := tok.(xml.CharData); ok && !utf8.Valid(cd) {
+			t.Errorf("text that is not UTF-8: %q", cd)
+		}
+	}
+	if !utf8.Valid(svg) || bytes.ContainsAny(svg, "\x00\x1b\x07\x01") {
+		t.Errorf("the SVG holds invalid UTF-8 or control characters")
 	}
 }
