@@ -171,7 +171,9 @@ func verdict(cell string) string {
 }
 
 // escape makes plain text safe inside a Markdown line: line breaks become
-// spaces, and the characters that start inline formatting are escaped.
+// spaces, other control characters "?" (a server's answer may hold an
+// escape sequence, and report.md is read in terminals too), and the
+// characters that start inline formatting are escaped.
 // "_" inside a word (request_total) is left alone: GitHub does not read
 // it as emphasis, and metric names stay readable in the raw text.
 func escape(s string) string {
@@ -179,6 +181,11 @@ func escape(s string) string {
 	var b strings.Builder
 	prev := rune(0)
 	for i, r := range s {
+		if unicode.IsControl(r) && r != '\t' {
+			b.WriteByte('?')
+			prev = r
+			continue
+		}
 		switch r {
 		case '\\', '`', '*', '[', ']', '<', '~':
 			b.WriteByte('\\')

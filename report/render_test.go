@@ -110,6 +110,7 @@ func TestMarkdownEscapes(t *testing.T) {
 		{"> not a quote", `\> not a quote`},
 		{"---", `\---`},
 		{"    not code", "not code"},
+		{"a server's \x1b[2J\x07answer\u009b", `a server's ?\[2J?answer?`},
 	} {
 		if got := escapeLineStart(escape(tc.in)); got != tc.want {
 			t.Errorf("escape(%q) = %q, want %q", tc.in, got, tc.want)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/headroom-dev/headroom/cli"
-	"golang.org/x/term"
 )
 
 // CrashFile is where, in a run's result directory, the report of a fatal
@@ -36,7 +34,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	env := cli.Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, IsTerminal: isTerminal,
+	env := cli.Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: stdio(os.Stdout), Stderr: stdio(os.Stderr), IsTerminal: isTerminal,
 		Getenv: os.Getenv, CrashOutput: crashOutput, Limits: limits}
 	// HEADROOM_CPUPROFILE=file writes a CPU profile of the whole command,
 	// for benchmarks (docs/BENCHMARKS.md); go tool pprof reads it.
@@ -50,11 +48,6 @@ func main() {
 		}
 	}
 	os.Exit(cli.Main(ctx, env))
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // crashOutput sends the report of a fatal runtime error to dir/crash.txt
