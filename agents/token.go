@@ -40,23 +40,13 @@ func CheckToken(t []byte) error {
 	return nil
 }
 
-// alphabetBits is what one character of s can carry, by its alphabet.
+// alphabetBits is what one character of s can carry, by the smallest
+// alphabet a generator of its kind draws from (see alphabetSize); for
+// other text, what its characters' frequencies carry, at most that of the
+// 95 printable characters: words are far from random.
 func alphabetBits(s string) float64 {
-	hexOnly, b64 := true, true
-	for _, c := range s {
-		isDigit, isLetter := '0' <= c && c <= '9', 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-		if !isDigit && !('a' <= c && c <= 'f') && !('A' <= c && c <= 'F') {
-			hexOnly = false
-		}
-		if !isDigit && !isLetter && !strings.ContainsRune("+/=_-", c) {
-			b64 = false
-		}
-	}
-	switch {
-	case hexOnly:
-		return 4
-	case b64:
-		return 6
+	if a := alphabetSize(s); a < 95 {
+		return math.Log2(a)
 	}
 	count := map[rune]float64{}
 	for _, c := range s {
@@ -114,15 +104,45 @@ func patterned(s string) string {
 }
 
 // alphabetSize is how many characters a generator of s's kind draws
-// from: hex 16, base64 64, else the 95 printable ASCII characters.
+// from, the smallest that holds s: digits 10, hex 16 (one case), letters
+// of one case 26, with digits 36, of both cases 52, with digits 62,
+// base64 64 (its "+/=" or "-_"), else the 95 printable ASCII characters.
+// "correcthorsebatterystaple" is 25 characters of 26: 118 bits, not the
+// 150 of base64 it was once counted as.
 func alphabetSize(s string) float64 {
-	switch alphabetBits(s) {
-	case 4:
-		return 16
-	case 6:
-		return 64
+	digit, lower, upper, b64, hexOnly := false, false, false, false, true
+	for _, c := range s {
+		switch {
+		case '0' <= c && c <= '9':
+			digit = true
+		case 'a' <= c && c <= 'z':
+			lower, hexOnly = true, hexOnly && c <= 'f'
+		case 'A' <= c && c <= 'Z':
+			upper, hexOnly = true, hexOnly && c <= 'F'
+		case strings.ContainsRune("+/=_-", c):
+			b64 = true
+		default:
+			return 95
+		}
 	}
-	return 95
+	switch {
+	case b64:
+		return 64
+	case !lower && !upper:
+		return 10
+	case hexOnly && lower != upper:
+		return 16
+	}
+	a := 0.0
+	for _, in := range []struct {
+		has  bool
+		size float64
+	}{{digit, 10}, {lower, 26}, {upper, 26}} {
+		if in.has {
+			a += in.size
+		}
+	}
+	return a
 }
 
 // atLeast is the chance of k or more successes in n trials of chance p.

@@ -13,7 +13,9 @@ func TestCheckToken(t *testing.T) {
 		"aaaaaaaaaaaaaaaa", strings.Repeat("a", 64), "0123456789abcdef", "0123456789abcdef0123456789abcdef",
 		"abcdefghijklmnopqrstuvwxyz0123456789", "password1234567890", "s3cret", strings.Repeat("Xy7!", 10),
 		"deadbeefdeadbeefdeadbeefdeadbeef", "3f9a2c", // 24 bits of hex
-		"correct horse battery staple", // 28 characters of a 95-character alphabet is 184 bits: but few distinct, repeated letters
+		"correct horse battery staple",     // 28 characters of a 95-character alphabet is 184 bits: but few distinct, repeated letters
+		"correcthorsebatterystaple",        // 25 lowercase letters: 118 bits (once counted as base64's 150)
+		"31415926535897932384626433832795", // 32 digits: 106 bits
 	} {
 		err := CheckToken([]byte(weak))
 		if err == nil || !strings.Contains(err.Error(), "openssl rand -hex 32") {
@@ -29,7 +31,9 @@ func TestCheckToken(t *testing.T) {
 			t.Fatalf("128 bits of hex %s: %v", tok[:32], err)
 		}
 	}
-	for _, ok := range []string{"q3V9xZr1LkP0aB7mN2cD8e", "Zq8/fK2+Lm9xPq1Rt5Vw3A=="} { // base64 of 16 bytes
+	for _, ok := range []string{"q3V9xZr1LkP0aB7mN2cD8e", "Zq8/fK2+Lm9xPq1Rt5Vw3A==", // base64 of 16 bytes
+		"k7q2mx9wzp4tr8vn3hs6jc5bf1gd0lye", // 32 of lowercase and digits: 165 bits
+	} {
 		if err := CheckToken([]byte(ok)); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
