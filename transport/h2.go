@@ -272,20 +272,16 @@ func streamOnly(err error) bool {
 var errTooLarge = errors.New("response body is larger than the limit")
 
 // h2Again reports whether a request that failed with err on an HTTP/2
-// connection may be sent again. When the server left its stream
-// unprocessed (past a GOAWAY's last stream, which x/net says as "graceful
-// shutdown GOAWAY"; REFUSED_STREAM, as a server whose stream limit the
-// client has not heard yet sends; a connection that could no longer take
-// it), sending again is always safe: up to 20 times, within the request's
-// deadline (x/net's own Transport sends 7 times, over seconds of backoff;
-// nginx ending each connection after 2 requests left 4 of 80 requests of
-// 20 users on 2 shared connections unprocessed 4 times in a row). Once,
-// for an idempotent request on a kept-alive connection (reused), when the
-// connection was gone (a GoAwayError: closed after a GOAWAY that may have
-// named the stream).
+// connection may be sent again: up to 3 times when the server left its
+// stream unprocessed (past a GOAWAY's last stream, which x/net says as
+// "graceful shutdown GOAWAY"; REFUSED_STREAM, as a server whose stream
+// limit the client has not heard yet sends; a connection that could no
+// longer take it), or once, for an idempotent request on a kept-alive
+// connection (reused), when the connection was gone (a GoAwayError: closed
+// after a GOAWAY that may have named the stream).
 func h2Again(err error, idempotent, reused bool, attempt int) bool {
 	if unprocessed(err) {
-		return attempt < 20
+		return attempt < 3
 	}
 	var ga http2.GoAwayError
 	return reused && attempt == 0 && idempotent && (errors.As(err, &ga) || retryable(err) || strings.Contains(err.Error(), "client connection lost"))

@@ -315,15 +315,19 @@ think_time = think.constant("100ms")
 	// The open model's users over 2 shared connections, each many users'
 	// streams: every request arrives, as HTTP/2, on 2 connections where
 	// nginx keeps them; where it ends each after two requests (a GOAWAY),
-	// each is replaced and no request is lost.
-	shared := []string{"--rate", "40/s", "--max-users", "20", "--connections", "2"}
+	// each is replaced and no request is lost. 5 actions a second (10
+	// requests), far below what 2 connections of 2 requests each carry
+	// on a busy machine: at 40 a second, beside two busy loops, handshakes
+	// fell behind, requests queued for 0.4 s and some were refused on
+	// every new connection until their retries ran out.
+	shared := []string{"--rate", "5/s", "--duration", "8s", "--max-users", "20", "--connections", "2"}
 	for _, p := range []struct {
 		port  int
 		conns func(n int) bool
 		want  string
 	}{
 		{port2, func(n int) bool { return n <= 2 }, "2 at most"},
-		{port, func(n int) bool { return n >= 40 }, "one for every two requests, 40 or more"},
+		{port, func(n int) bool { return n >= 20 }, "one for every two requests, 20 or more"},
 	} {
 		res, lines = run(fmt.Sprintf("shared-%d", p.port), append(append(shared, mine...), "--target", fmt.Sprintf("https://127.0.0.1:%d", p.port))...)
 		old = byName(res, "old")
@@ -336,8 +340,8 @@ think_time = think.constant("100ms")
 			}
 		}
 		t.Logf("--connections 2 to nginx on port %d: %d actions, %d requests on %d connections", p.port, old.Count, len(lines), len(conns))
-		if old.Count < 60 || res.Totals.Errors != 0 || old.HTTP2 != old.Count || int64(len(lines)) != 2*old.Count || !p.conns(len(conns)) {
-			t.Errorf("--connections 2 to nginx on port %d: %+v, %d requests logged on %d connections; want 80 actions, all over HTTP/2, none failed, connections %s",
+		if old.Count < 30 || res.Totals.Errors != 0 || old.HTTP2 != old.Count || int64(len(lines)) != 2*old.Count || !p.conns(len(conns)) {
+			t.Errorf("--connections 2 to nginx on port %d: %+v, %d requests logged on %d connections; want 40 actions, all over HTTP/2, none failed, connections %s",
 				p.port, old, len(lines), len(conns), p.want)
 		}
 	}
