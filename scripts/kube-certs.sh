@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Makes what deploy/kubernetes-tls needs beside its kustomization.yaml
-# (docs/KUBERNETES.md, "TLS"): ca.crt, the authority agents trust; tls.crt
-# and tls.key, the coordinator's certificate for every name agents may dial
-# (headroom-coordinator, .NAMESPACE, .NAMESPACE.svc, .NAMESPACE.svc.cluster.local)
-# and its key. The CA's own key stays out of the repository, in CA_DIR, and
-# is made once: run the script again for a new coordinator certificate from
-# the same authority.
+# Makes the files of the Secret headroom-tls that deploy/kubernetes's pods
+# mount (docs/KUBERNETES.md, "TLS"): ca.crt, the authority agents trust;
+# tls.crt and tls.key, the coordinator's certificate for every name agents
+# may dial (headroom-coordinator, .NAMESPACE, .NAMESPACE.svc,
+# .NAMESPACE.svc.cluster.local) and its key. Then prints the kubectl command
+# that makes the Secret from them: kustomize does not, so the key never
+# passes through a kustomization, and without the Secret the pods wait
+# rather than run in clear. The CA's own key stays out of the repository,
+# in CA_DIR, and is made once: run the script again for a new coordinator
+# certificate from the same authority.
 #
-#   ./scripts/kube-certs.sh                       # into deploy/kubernetes-tls
+#   ./scripts/kube-certs.sh                       # into deploy/kubernetes/tls (git ignores it)
 #   ./scripts/kube-certs.sh DIR                   # into DIR
 #   FORCE=1 ./scripts/kube-certs.sh               # replace certificates already there
 #
@@ -22,7 +25,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${1:-$ROOT/deploy/kubernetes-tls}
+OUT=${1:-$ROOT/deploy/kubernetes/tls}
 NAMESPACE=${NAMESPACE:-headroom}
 DAYS=${DAYS:-30}
 CA_DAYS=${CA_DAYS:-365}
@@ -39,6 +42,7 @@ for v in "DAYS=$DAYS" "CA_DAYS=$CA_DAYS"; do
 	[[ ${v#*=} =~ ^[1-9][0-9]*$ ]] || { echo "kube-certs.sh: $v: want a whole number of days" >&2; exit 2; }
 done
 command -v openssl >/dev/null || die "no openssl on PATH (Debian: apt-get install openssl)"
+[[ $# -eq 1 ]] || mkdir -p "$OUT" # the default; a DIR named must be there
 [[ -d $OUT ]] || die "$OUT is not a directory"
 if [[ ${FORCE:-0} != 1 ]]; then
 	for f in ca.crt tls.crt tls.key; do
@@ -70,3 +74,5 @@ install -m 0644 "$CA_DIR/ca.crt" "$OUT/ca.crt"
 install -m 0644 "$work/tls.crt" "$OUT/tls.crt"
 install -m 0600 "$work/tls.key" "$OUT/tls.key"
 echo "wrote $OUT/ca.crt, tls.crt (for ${sans//DNS:/}, $DAYS days) and tls.key"
+echo "the Secret the pods mount, once the namespace is there (kubectl apply -f deploy/kubernetes/namespace.yaml):"
+echo "  kubectl -n $NAMESPACE create secret generic headroom-tls --from-file=ca.crt=$OUT/ca.crt --from-file=tls.crt=$OUT/tls.crt --from-file=tls.key=$OUT/tls.key"

@@ -26,8 +26,8 @@
 #   USERS (20), RAMP (5s), DURATION (60s)   the coordinator's load against the testbed
 #   DELETE_AFTER (20s)   delete agent pod 1 this long after every agent joined
 #   TIMEOUT (10m)        the whole check's limit
-#   TLS (1)              apply deploy/kubernetes-tls, the default (a CA and a certificate made for it);
-#                        0: the plaintext base, deploy/kubernetes
+#   TLS (1)              apply deploy/kubernetes, TLS, with its Secret headroom-tls made for it (a CA
+#                        and a certificate); 0: deploy/kubernetes-plaintext, the overlay without TLS
 #   KEEP (0)             1: keep the working directory (kept anyway on failure)
 #   HEADROOM_CACHE       where the binaries live ($HOME/.cache/headroom by default)
 #   GO (go)              the Go that builds them (1.26 or later)
@@ -76,7 +76,8 @@ install() {
 	rm -rf "$INSTALL_DIR"
 	mkdir -p "$INSTALL_DIR"
 	local v=k8s.io/component-base/version
-	local ldflags="-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION") -X $v.gitCommit=$K8S_COMMIT -X $v.gitTreeState=clean"
+	local ldflags
+	ldflags="-X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=${K8S_VERSION%%.*} -X $v.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION") -X $v.gitCommit=$K8S_COMMIT -X $v.gitTreeState=clean"
 	local p
 	for p in k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./cmd/etcd; do
 		echo "  go build $p"

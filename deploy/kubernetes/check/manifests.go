@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,19 +36,29 @@ type Set struct {
 	Agents      *batchv1.Job                  // Indexed, N pods of headroom agent
 	Scenario    *corev1.ConfigMap             // the scenario's source
 	Token       *corev1.Secret                // the shared token, key "token"
-	TLS         *corev1.Secret                // with deploy/kubernetes-tls only: ca.crt, tls.crt, tls.key
-	Policy      *networkingv1.NetworkPolicy   // who may reach the coordinator's and agents' ports
 	Results     *corev1.PersistentVolumeClaim // where the coordinator writes its result, outliving the pod
+	// Policies are the NetworkPolicies, in PolicyNames' order: every pod
+	// shut in, then what the coordinator and the agents may do.
+	Policies []*networkingv1.NetworkPolicy
+	// TLS is the Secret headroom-tls (ca.crt, tls.crt, tls.key) the base's
+	// pods mount. No kustomization makes it: the user does, from
+	// scripts/kube-certs.sh's files, so Classify leaves it nil and the
+	// end-to-end harness sets it.
+	TLS *corev1.Secret
 }
 
 // Objects returns the set in the order to create them: the namespace, then
-// what the pods mount, then the Service and the Jobs.
+// what the pods mount, then the Service, the policies and the Jobs.
 func (s *Set) Objects() []runtime.Object {
 	objs := []runtime.Object{s.Namespace, s.Token}
 	if s.TLS != nil {
 		objs = append(objs, s.TLS)
 	}
-	return append(objs, s.Scenario, s.Results, s.Service, s.Policy, s.Coordinator, s.Agents)
+	objs = append(objs, s.Scenario, s.Results, s.Service)
+	for _, p := range s.Policies {
+		objs = append(objs, p)
+	}
+	return append(objs, s.Coordinator, s.Agents)
 }
 
 // Names of the objects a Set is made of.
@@ -57,13 +68,19 @@ const (
 	AgentsName      = "headroom-agent"
 	ScenarioName    = "headroom-scenario"
 	TokenName       = "headroom-token"
-	TLSName         = "headroom-tls"
-	PolicyName      = "headroom"
+	TLSName         = "headroom-tls"     // made by the user, not by kustomize
 	ResultsName     = "headroom-results" // the claim, and the reader pod that mounts it
 	// ReaderFile is the pod that mounts the results claim for kubectl cp,
 	// applied on its own once the coordinator's Job has ended.
 	ReaderFile = "results-reader.yaml"
+	// PlaintextOverlay is the kustomization beside the base that runs it
+	// without TLS, for a trusted network only.
+	PlaintextOverlay = "kubernetes-plaintext"
 )
+
+// PolicyNames are the NetworkPolicies of a Set: the namespace's default
+// deny, then the coordinator's and the agents' allowances.
+var PolicyNames = [...]string{"headroom-default-deny", "headroom-coordinator", "headroom-agent"}
 
 // newStrictSerializer decodes YAML or JSON into the types of core/v1,
 // batch/v1 and networking/v1, the only groups the manifests use, rejecting
@@ -142,10 +159,9 @@ func Build(dir string, token []byte) ([]runtime.Object, error) {
 }
 
 // BuildOverlay renders the kustomization in dir/overlay ("kubernetes", the
-// base, or "kubernetes-tls", which adds TLS to it: kustomize wants an
-// overlay outside its base), with files (paths relative to dir) in place of
-// the files git ignores: kubernetes/token, kubernetes-tls/ca.crt and the
-// like. dir is read into memory first (all but the Go modules under it), so
+// base, or "kubernetes-plaintext", which takes TLS out of it: kustomize
+// wants an overlay outside its base), with files (paths relative to dir) in
+// place of the files git ignores: kubernetes/token. dir is read into memory first (all but the Go modules under it), so
 // nothing is written to it.
 func BuildOverlay(dir, overlay string, files map[string][]byte) ([]runtime.Object, error) {
 	mem := filesys.MakeFsInMemory()
@@ -199,6 +215,7 @@ func BuildOverlay(dir, overlay string, files map[string][]byte) ([]runtime.Objec
 // name, and nothing else.
 func Classify(objs []runtime.Object) (*Set, error) {
 	s := &Set{}
+	var policies [len(PolicyNames)]*networkingv1.NetworkPolicy
 	for _, o := range objs {
 		var dup bool
 		switch o := o.(type) {
@@ -212,13 +229,15 @@ func Classify(objs []runtime.Object) (*Set, error) {
 			switch o.Name {
 			case TokenName:
 				dup, s.Token = s.Token != nil, o
-			case TLSName:
-				dup, s.TLS = s.TLS != nil, o
-			default:
+			default: // headroom-tls too: its key must not pass through kustomize
 				dup = true
 			}
 		case *networkingv1.NetworkPolicy:
-			dup, s.Policy = s.Policy != nil || o.Name != PolicyName, o
+			i := slices.Index(PolicyNames[:], o.Name)
+			dup = i < 0 || policies[i] != nil
+			if !dup {
+				policies[i] = o
+			}
 		case *corev1.PersistentVolumeClaim:
 			dup, s.Results = s.Results != nil || o.Name != ResultsName, o
 		case *batchv1.Job:
@@ -243,11 +262,17 @@ func Classify(objs []runtime.Object) (*Set, error) {
 	}{{"Namespace", s.Namespace == nil}, {"Service " + ServiceName, s.Service == nil},
 		{"Job " + CoordinatorName, s.Coordinator == nil}, {"Job " + AgentsName, s.Agents == nil},
 		{"ConfigMap " + ScenarioName, s.Scenario == nil}, {"Secret " + TokenName, s.Token == nil},
-		{"NetworkPolicy " + PolicyName, s.Policy == nil}, {"PersistentVolumeClaim " + ResultsName, s.Results == nil}} {
+		{"PersistentVolumeClaim " + ResultsName, s.Results == nil}} {
 		if missing.nil_ {
 			return nil, fmt.Errorf("no %s", missing.what)
 		}
 	}
+	for i, p := range policies {
+		if p == nil {
+			return nil, fmt.Errorf("no NetworkPolicy %s", PolicyNames[i])
+		}
+	}
+	s.Policies = policies[:]
 	return s, nil
 }
 

@@ -12,17 +12,16 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 )
 
-// buildTLS renders deploy/kubernetes-tls with stand-ins for the files git
-// ignores (their content is not checked here; the end-to-end run uses real
-// ones).
-func buildTLS(t *testing.T) *Set {
+// buildPlaintext renders deploy/kubernetes-plaintext, the base without
+// TLS, with the token the base reads.
+func buildPlaintext(t *testing.T) *Set {
 	t.Helper()
-	objs, err := BuildOverlay(filepath.Join(dir, ".."), "kubernetes-tls", map[string][]byte{"kubernetes/token": testToken,
-		"kubernetes-tls/ca.crt": []byte("CA"), "kubernetes-tls/tls.crt": []byte("CERT"), "kubernetes-tls/tls.key": []byte("KEY")})
+	objs, err := BuildOverlay(filepath.Join(dir, ".."), PlaintextOverlay, map[string][]byte{"kubernetes/token": testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,38 +29,30 @@ func buildTLS(t *testing.T) *Set {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.TLS == nil {
-		t.Fatalf("no Secret %s", TLSName)
-	}
 	return s
 }
 
-func TestTLSOverlayKustomizationIsStrict(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(dir, "..", "kubernetes-tls", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k types.Kustomization
-	if err := yaml.UnmarshalStrict(b, &k); err != nil {
-		t.Fatalf("kubernetes-tls/kustomization.yaml: %v", err)
-	}
-	gi, err := os.ReadFile(filepath.Join(dir, "..", "kubernetes-tls", ".gitignore"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"/ca.crt", "/tls.crt", "/tls.key"} {
-		if !slices.Contains(strings.Fields(string(gi)), f) {
-			t.Errorf("deploy/kubernetes-tls/.gitignore does not list %s", f)
+// tlsVolumes are the pod's volumes of Secret headroom-tls.
+func tlsVolumes(pod corev1.PodSpec) []corev1.Volume {
+	var vs []corev1.Volume
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == TLSName {
+			vs = append(vs, v)
 		}
 	}
+	return vs
 }
 
-// The coordinator serves with the certificate and key of Secret
-// headroom-tls; agents trust its ca.crt and never get the key.
-func TestTLSOverlayMountsWhatTheFlagsName(t *testing.T) {
-	s := buildTLS(t)
-	if s.TLS.Namespace != s.Namespace.Name {
-		t.Errorf("Secret %s in namespace %q, want %q", TLSName, s.TLS.Namespace, s.Namespace.Name)
+// The base runs TLS: the coordinator serves with the certificate and key
+// of Secret headroom-tls, agents trust its ca.crt and never get the key,
+// nobody says --plaintext; and the Secret is not optional, so a cluster
+// without it leaves the pods waiting on the volume, not running in clear.
+func TestBaseRunsTLS(t *testing.T) {
+	s := build(t)
+	for _, j := range []*batchv1.Job{s.Coordinator, s.Agents} {
+		if slices.ContainsFunc(j.Spec.Template.Spec.Containers[0].Args, func(a string) bool { return a == "--plaintext" || strings.HasPrefix(a, "--plaintext=") }) {
+			t.Errorf("Job %s: --plaintext in the base (deploy/kubernetes-plaintext is where it belongs)", j.Name)
+		}
 	}
 	for _, c := range []struct {
 		job        *batchv1.Job
@@ -73,9 +64,6 @@ func TestTLSOverlayMountsWhatTheFlagsName(t *testing.T) {
 		{s.Agents, "tls-ca", "ca.crt", []string{"tls.key"}},
 	} {
 		pod := c.job.Spec.Template.Spec
-		if _, plain := Flag(pod.Containers[0].Args, "plaintext"); plain {
-			t.Errorf("Job %s: --plaintext is still there with TLS", c.job.Name)
-		}
 		path, ok := Flag(pod.Containers[0].Args, c.flag)
 		if !ok {
 			t.Errorf("Job %s: no --%s", c.job.Name, c.flag)
@@ -85,9 +73,9 @@ func TestTLSOverlayMountsWhatTheFlagsName(t *testing.T) {
 		if kind != "Secret" || name != TLSName || key != c.key {
 			t.Errorf("Job %s: --%s=%s is %s %q key %q, want Secret %s key %s", c.job.Name, c.flag, path, kind, name, key, TLSName, c.key)
 		}
-		for _, v := range pod.Volumes {
-			if v.Secret == nil || v.Secret.SecretName != TLSName {
-				continue
+		for _, v := range tlsVolumes(pod) {
+			if v.Secret.Optional != nil && *v.Secret.Optional {
+				t.Errorf("Job %s volume %s: optional: without the Secret the pod would start, and headroom fail on a missing file, rather than wait", c.job.Name, v.Name)
 			}
 			if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
 				t.Errorf("Job %s volume %s: readable by others (defaultMode)", c.job.Name, v.Name)
@@ -102,18 +90,58 @@ func TestTLSOverlayMountsWhatTheFlagsName(t *testing.T) {
 			}
 		}
 	}
-	// The base's agreements still hold in the overlay's output.
-	n, _ := Flag(s.Coordinator.Spec.Template.Spec.Containers[0].Args, "agents")
-	if want := show(s.Agents.Spec.Completions); n != want {
-		t.Errorf("coordinator --agents=%s, agent completions %s", n, want)
+	if s.TLS != nil {
+		t.Errorf("the kustomization makes Secret %s: the coordinator's key would pass through it", TLSName)
 	}
 }
 
-// scripts/kube-certs.sh makes what the overlay needs: a CA, and a
+// deploy/kubernetes-plaintext says what it is, takes out exactly the
+// base's TLS flags and volume, and puts --plaintext in; everything else is
+// the base's.
+func TestPlaintextOverlay(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dir, "..", PlaintextOverlay, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k types.Kustomization
+	if err := yaml.UnmarshalStrict(b, &k); err != nil {
+		t.Fatalf("%s/kustomization.yaml: %v", PlaintextOverlay, err)
+	}
+	if !strings.Contains(strings.ToLower(string(b)), "trusted network only") {
+		t.Errorf("%s/kustomization.yaml does not say it is for a trusted network only", PlaintextOverlay)
+	}
+	base, plain := build(t), buildPlaintext(t)
+	isTLS := func(a string) bool { return strings.HasPrefix(a, "--tls-") }
+	for _, j := range [][2]*batchv1.Job{{base.Coordinator, plain.Coordinator}, {base.Agents, plain.Agents}} {
+		bp, pp := j[0].Spec.Template.Spec, j[1].Spec.Template.Spec
+		args := pp.Containers[0].Args
+		if !slices.Contains(args, "--plaintext") {
+			t.Errorf("%s Job %s: no --plaintext (headroom refuses to listen or dial off loopback in clear without it)", PlaintextOverlay, j[1].Name)
+		}
+		if slices.ContainsFunc(args, isTLS) || len(tlsVolumes(pp)) > 0 {
+			t.Errorf("%s Job %s: still has TLS flags or the %s volume: %v", PlaintextOverlay, j[1].Name, TLSName, args)
+		}
+		want := slices.DeleteFunc(slices.Clone(bp.Containers[0].Args), isTLS)
+		if got := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--plaintext" }); !slices.Equal(got, want) {
+			t.Errorf("%s Job %s: arguments %v, want the base's less TLS (%v) and --plaintext", PlaintextOverlay, j[1].Name, got, want)
+		}
+		if len(pp.Volumes) != len(bp.Volumes)-1 || len(pp.Containers[0].VolumeMounts) != len(bp.Containers[0].VolumeMounts)-1 {
+			t.Errorf("%s Job %s: %d volumes and %d mounts, want the base's %d and %d less the tls one", PlaintextOverlay, j[1].Name,
+				len(pp.Volumes), len(pp.Containers[0].VolumeMounts), len(bp.Volumes), len(bp.Containers[0].VolumeMounts))
+		}
+	}
+	if len(plain.Policies) != len(base.Policies) {
+		t.Errorf("%s: %d NetworkPolicies, the base %d", PlaintextOverlay, len(plain.Policies), len(base.Policies))
+	}
+}
+
+// scripts/kube-certs.sh makes what the base mounts: a CA, and a
 // certificate of the coordinator's that verifies against it for every name
-// an agent may dial, with its key; the overlay builds with them; and a
-// second run keeps the CA and refuses to overwrite without FORCE=1.
-func TestCertScriptMakesWhatTheOverlayNeeds(t *testing.T) {
+// an agent may dial, with its key, as files named as the keys the Jobs
+// mount from Secret headroom-tls; it prints the kubectl command that makes
+// the Secret of them; git ignores its default directory; and a second run
+// keeps the CA and refuses to overwrite without FORCE=1.
+func TestCertScriptMakesWhatTheBaseMounts(t *testing.T) {
 	out, caDir := t.TempDir(), filepath.Join(t.TempDir(), "ca")
 	script := func(env ...string) (string, error) {
 		cmd := exec.Command("bash", filepath.Join(dir, "..", "..", "scripts", "kube-certs.sh"), out)
@@ -121,8 +149,26 @@ func TestCertScriptMakesWhatTheOverlayNeeds(t *testing.T) {
 		b, err := cmd.CombinedOutput()
 		return string(b), err
 	}
-	if msg, err := script(); err != nil {
+	msg, err := script()
+	if err != nil {
 		t.Fatalf("kube-certs.sh: %v\n%s", err, msg)
+	}
+	if want := "kubectl -n headroom create secret generic " + TLSName + " --from-file=ca.crt=" + out + "/ca.crt --from-file=tls.crt=" + out + "/tls.crt --from-file=tls.key=" + out + "/tls.key"; !strings.Contains(msg, want) {
+		t.Errorf("kube-certs.sh does not say how to make the Secret (%q):\n%s", want, msg)
+	}
+	s := build(t)
+	for _, j := range []*batchv1.Job{s.Coordinator, s.Agents} {
+		for _, v := range tlsVolumes(j.Spec.Template.Spec) {
+			for _, it := range v.Secret.Items {
+				if _, err := os.Stat(filepath.Join(out, it.Key)); err != nil {
+					t.Errorf("Job %s mounts key %s of %s, which kube-certs.sh does not make: %v", j.Name, it.Key, TLSName, err)
+				}
+			}
+		}
+	}
+	gi, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	if err != nil || !slices.Contains(strings.Fields(string(gi)), "/tls/") {
+		t.Errorf("deploy/kubernetes/.gitignore must list /tls/, kube-certs.sh's default directory (err %v)", err)
 	}
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(out, name))
@@ -150,10 +196,6 @@ func TestCertScriptMakesWhatTheOverlayNeeds(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(out, "tls.key")); err != nil || fi.Mode().Perm()&0o077 != 0 {
 		t.Errorf("tls.key is readable by others (%v)", err)
-	}
-	if _, err := BuildOverlay(filepath.Join(dir, ".."), "kubernetes-tls", map[string][]byte{"kubernetes/token": testToken,
-		"kubernetes-tls/ca.crt": ca, "kubernetes-tls/tls.crt": cert, "kubernetes-tls/tls.key": key}); err != nil {
-		t.Errorf("the overlay with the files made: %v", err)
 	}
 	if msg, err := script(); err == nil || !strings.Contains(msg, "FORCE=1") {
 		t.Errorf("a second run over the files: %v %q, want a refusal naming FORCE=1", err, msg)

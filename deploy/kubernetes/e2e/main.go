@@ -76,7 +76,7 @@ func main() {
 	flag.DurationVar(&o.coordinatorDelay, "coordinator-delay", 5*time.Second, "hold the coordinator's pod back this long (a slow image pull), so the agents start first and dial until it answers")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the whole check's limit")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory")
-	flag.BoolVar(&o.tls, "tls", true, "apply deploy/kubernetes-tls (beside -manifests), the default overlay, with a CA and a coordinator certificate made here; -tls=false: the plaintext base")
+	flag.BoolVar(&o.tls, "tls", true, "apply -manifests (TLS), with the Secret headroom-tls made here from a CA and a coordinator certificate, as a user makes it from scripts/kube-certs.sh's files; -tls=false: deploy/kubernetes-plaintext (beside -manifests)")
 	flag.Parse()
 	if o.binDir == "" || o.headroom == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: e2e -bin-dir DIR -headroom BIN [-manifests DIR] [flags]")
@@ -207,20 +207,31 @@ func startKubelet(cs kubernetes.Interface, ns string, o options, work string) (k
 }
 
 // manifests renders the kustomization as kubectl would, with a fresh
-// token, and edits the coordinator's flags as a user would for this
-// target: --target, a small load, and shorter waits.
+// token, adds the Secret headroom-tls as a user makes it (kubectl create
+// secret, from scripts/kube-certs.sh's files) for the base, and edits the
+// coordinator's flags as a user would for this target: --target, a small
+// load, and shorter waits.
 func manifests(o options, target string) (*check.Set, error) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	token := []byte(hex.EncodeToString(raw))
-	var objs []runtime.Object
-	var err error
+	dir, err := filepath.Abs(o.manifests)
+	if err != nil {
+		return nil, err
+	}
+	base, overlay := filepath.Base(dir), check.PlaintextOverlay
 	if o.tls {
-		dir, err := filepath.Abs(o.manifests)
-		if err != nil {
-			return nil, err
-		}
-		base, overlay := filepath.Base(dir), filepath.Base(dir)+"-tls"
+		overlay = base
+	}
+	objs, err := check.BuildOverlay(filepath.Dir(dir), overlay, map[string][]byte{base + "/token": token})
+	if err != nil {
+		return nil, err
+	}
+	set, err := check.Classify(objs)
+	if err != nil {
+		return nil, err
+	}
+	if o.tls {
 		var names []string
 		for _, suffix := range []string{"", ".headroom", ".headroom.svc", ".headroom.svc.cluster.local"} {
 			names = append(names, check.ServiceName+suffix)
@@ -229,25 +240,16 @@ func manifests(o options, target string) (*check.Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		objs, err = check.BuildOverlay(filepath.Dir(dir), overlay, map[string][]byte{base + "/token": token,
-			overlay + "/ca.crt": ca, overlay + "/tls.crt": cert, overlay + "/tls.key": key})
-		if err != nil {
-			return nil, err
-		}
-		say("TLS: a CA and a certificate for %s and %s made for %s", strings.Join(names, ", "), serviceAddr, overlay)
-	} else if objs, err = check.Build(o.manifests, token); err != nil {
-		return nil, err
-	}
-	set, err := check.Classify(objs)
-	if err != nil {
-		return nil, err
+		set.TLS = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: check.TLSName, Namespace: set.Namespace.Name},
+			Data: map[string][]byte{"ca.crt": ca, "tls.crt": cert, "tls.key": key}}
+		say("TLS: Secret %s made here (as kubectl create secret from kube-certs.sh's files would): a CA and a certificate for %s and %s", check.TLSName, strings.Join(names, ", "), serviceAddr)
 	}
 	c := &set.Coordinator.Spec.Template.Spec.Containers[0]
 	for _, f := range [][2]string{{"target", target}, {"users", strconv.Itoa(o.users)},
 		{"ramp", o.ramp.String()}, {"duration", o.duration.String()}, {"agents-wait", "3m"}} {
 		c.Args = check.SetFlag(c.Args, f[0], f[1])
 	}
-	say("rendered %s (kustomize, as kubectl apply -k): %d objects; coordinator: headroom %s", o.manifests, len(objs), strings.Join(c.Args, " "))
+	say("rendered %s (kustomize, as kubectl apply -k): %d objects; coordinator: headroom %s", filepath.Join(filepath.Dir(dir), overlay), len(objs), strings.Join(c.Args, " "))
 	return set, nil
 }
 

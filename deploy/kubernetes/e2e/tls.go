@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// coordinatorTLS makes what deploy/kubernetes-tls asks for: a CA (ca.crt)
+// coordinatorTLS makes the Secret headroom-tls's files: a CA (ca.crt)
 // and the coordinator's certificate and key (tls.crt, tls.key) for the
 // Service's DNS names and, since the harness resolves those names to a
 // loopback address itself and agents then dial that address, for the
