@@ -61,7 +61,7 @@ type AgentOptions struct {
 // breaks and it cannot resume (see AgentOptions.Redial), or ctx ends (its
 // users are stopped either way).
 func Serve(ctx context.Context, s Stream, opt AgentOptions) error {
-	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0), Proto: protoSealed}
+	h := Hello{Version: opt.Version, Name: opt.Name, Cores: runtime.GOMAXPROCS(0), Proto: protoBound}
 	w, s, err := Greet(s, opt.Token, h)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,22 +15,36 @@ import (
 // the shared token by answering the other's random challenge with an
 // HMAC-SHA256 under the token, so the token never crosses the wire and an
 // answer is good for one stream only. The roles are in what is signed, so
-// an answer cannot be reflected back to the side that asked.
+// an answer cannot be reflected back to the side that asked; and each
+// answer covers every field of its message, so someone on the path of a
+// --plaintext link can change none of them (an agent's Cores, which
+// decide its share of the users; its place; its lease):
 //
-//	coordinator → agent   challenge {nonce_c}
-//	agent → coordinator   hello {nonce_a, mac_a = HMAC(token, "agent", nonce_c, nonce_a), name, cores}
-//	coordinator → agent   welcome {mac_c = HMAC(token, "coordinator", nonce_a, nonce_c), index, session, lease}
+//	coordinator → agent   challenge {nonce_c, proto}
+//	agent → coordinator   hello {nonce_a, version, name, cores, proto, resume, mac_a}
+//	coordinator → agent   welcome {index, session, lease, resumed, mac_c}
+//
+//	mac_a = HMAC(token, "headroom agents v2 agent", nonce_c, nonce_a,
+//	             version, name, cores, proto, resume)
+//	mac_c = HMAC(token, "headroom agents v2 coordinator", nonce_a, nonce_c,
+//	             mac_a, index, session, lease, resumed)
+//
+// The fields are written in a fixed order, each with its length (fields),
+// not as their JSON: what is proved is what each side decoded. mac_c
+// covers mac_a, and so the hello it answers.
 //
 // An agent takes no work before it has checked mac_c: a coordinator that
 // cannot prove the token could make it run any code.
 //
 // An agent whose stream broke during the run resumes its place on a new
 // stream with the same handshake, its hello naming the session its welcome
-// gave it (resume); both answers then cover the session too
-// (HMAC(token, role, theirs, ours, session)), so a resume proves the token
-// as a join does, and an answer for one session is no answer for another.
-// Nothing else changes on the wire: the fields are new and optional, and a
-// join's answers are those of before.
+// gave it (resume): a resume proves the token as a join does, and an
+// answer for one session is no answer for another.
+//
+// Both sides speak protoBound: a coordinator refuses the hello of an agent
+// of before (its proof covers less) and an agent the challenge of a
+// coordinator of before (no proto in it), each saying which to upgrade,
+// rather than that the token does not match.
 
 // nonceSize is the size of a challenge, in bytes.
 const nonceSize = 32
@@ -37,6 +52,9 @@ const nonceSize = 32
 // Challenge is the coordinator's first frame.
 type Challenge struct {
 	Nonce []byte `json:"nonce"`
+	// Proto is the handshake the coordinator speaks: protoBound; 0
+	// (absent) from a coordinator of before.
+	Proto int `json:"proto,omitempty"`
 }
 
 // Hello is an agent's answer to the challenge, and what it tells of itself.
@@ -50,8 +68,9 @@ type Hello struct {
 	// its stream broke: it takes it up again, its users still running,
 	// rather than join as a new agent. Covered by MAC.
 	Resume string `json:"resume,omitempty"`
-	// Proto is the frames of the run the agent speaks beyond the first
-	// ones: protoOpen for the open model's; 0 (absent) in an agent of before.
+	// Proto is the handshake and the frames of the run the agent speaks
+	// (run.go): protoBound now; 0 (absent) in an agent of before the open
+	// model.
 	Proto int `json:"proto,omitempty"`
 }
 
@@ -86,17 +105,58 @@ var ErrRefused = errors.New("refused")
 // free up, when an agent is lost.
 var ErrLater = errors.New("no place now")
 
-// prove is role's answer to the challenge theirs, with its own nonce ours,
-// for the resume of session (empty for a join: the answer is then the one
-// headroom has always given). The nonces are of a fixed size, so what
+// prove is role's answer to the challenge theirs, with its own nonce
+// ours, covering signed (fields). The nonces are of a fixed size, so what
 // follows them cannot be read as part of them.
-func prove(token []byte, role string, theirs, ours []byte, session string) []byte {
+func prove(token []byte, role string, theirs, ours []byte, signed fields) []byte {
 	m := hmac.New(sha256.New, token)
-	m.Write([]byte("headroom agents v1 " + role + "\x00"))
+	m.Write([]byte("headroom agents v2 " + role + "\x00"))
 	m.Write(theirs)
 	m.Write(ours)
-	m.Write([]byte(session))
+	m.Write(signed)
 	return m.Sum(nil)
+}
+
+// helloProof is mac_a: the agent's answer to the challenge nonceC, over
+// its hello h (its nonce and fields).
+func helloProof(token, nonceC []byte, h Hello) []byte {
+	return prove(token, "agent", nonceC, h.Nonce, h.signed())
+}
+
+// welcomeProof is mac_c: the coordinator's answer to the hello h (its
+// nonce and proof), over its welcome w.
+func welcomeProof(token, nonceC []byte, h Hello, w Welcome) []byte {
+	return prove(token, "coordinator", h.Nonce, nonceC, append(fields(nil).bytes(h.MAC), w.signed()...))
+}
+
+// fields is what a proof covers of a message, in a form with one reading:
+// each string its length (8 bytes, big-endian) then its bytes; each
+// number 8 bytes, big-endian (two's complement); a flag one byte, 0 or 1.
+// The order is the one of signed.
+type fields []byte
+
+func (f fields) bytes(b []byte) fields {
+	return append(binary.BigEndian.AppendUint64(f, uint64(len(b))), b...)
+}
+func (f fields) str(s string) fields { return f.bytes([]byte(s)) }
+func (f fields) num(n int64) fields  { return binary.BigEndian.AppendUint64(f, uint64(n)) }
+func (f fields) flag(b bool) fields {
+	if b {
+		return append(f, 1)
+	}
+	return append(f, 0)
+}
+
+// signed is what of h its proof covers besides the nonces: every field
+// but the proof itself.
+func (h Hello) signed() fields {
+	return fields(nil).str(h.Version).str(h.Name).num(int64(h.Cores)).num(int64(h.Proto)).str(h.Resume)
+}
+
+// signed is what of w its proof covers besides the hello: every field but
+// the proof itself.
+func (w Welcome) signed() fields {
+	return fields(nil).num(int64(w.Index)).str(w.Session).num(int64(w.Lease)).flag(w.Resumed)
 }
 
 func nonce() []byte {
@@ -161,24 +221,25 @@ func refuseFor(s Stream, err error) error {
 // after the welcome goes through the returned stream, sealed.
 func Accept(s Stream, token []byte, place func(Hello) (Welcome, error)) (Hello, Stream, error) {
 	mine := nonce()
-	if err := send(s, KindChallenge, Challenge{Nonce: mine}); err != nil {
+	if err := send(s, KindChallenge, Challenge{Nonce: mine, Proto: protoBound}); err != nil {
 		return Hello{}, nil, err
 	}
 	var h Hello
 	if err := recv(s, KindHello, &h); err != nil {
 		return Hello{}, nil, err
 	}
-	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, prove(token, "agent", mine, h.Nonce, h.Resume)) {
-		return Hello{}, nil, refuse(s, "the agent's token does not match the coordinator's (--token-file)")
+	if h.Proto < protoBound { // its proof is of another form: no use checking it
+		return Hello{}, nil, refuse(s, fmt.Sprintf("this agent's headroom (%s) predates the coordinator's handshake, "+
+			"whose proofs cover every field: upgrade the agent to the coordinator's release", h.Version))
 	}
-	if h.Proto < protoSealed {
-		return Hello{}, nil, refuse(s, fmt.Sprintf("this agent's headroom (%s) predates sealed frames, which the coordinator requires: upgrade it", h.Version))
+	if len(h.Nonce) != nonceSize || !hmac.Equal(h.MAC, helloProof(token, mine, h)) {
+		return Hello{}, nil, refuse(s, "the agent's token does not match the coordinator's (--token-file), or its hello was altered on the way")
 	}
 	w, err := place(h)
 	if err != nil {
 		return Hello{}, nil, refuseFor(s, err)
 	}
-	w.MAC = prove(token, "coordinator", h.Nonce, mine, h.Resume)
+	w.MAC = welcomeProof(token, mine, h, w)
 	if err := send(s, KindWelcome, w); err != nil {
 		return h, nil, err
 	}
@@ -199,7 +260,7 @@ func Greet(s Stream, token []byte, h Hello) (Welcome, Stream, error) {
 
 // handshake is Greet's handshake; it returns the Welcome and the session key.
 func handshake(s Stream, token []byte, h Hello) (Welcome, []byte, error) {
-	h.Proto = max(h.Proto, protoSealed) // the frames after it are sealed
+	h.Proto = max(h.Proto, protoBound) // proofs over every field, frames sealed
 	var c Challenge
 	if err := recv(s, KindChallenge, &c); err != nil {
 		return Welcome{}, nil, err
@@ -207,8 +268,12 @@ func handshake(s Stream, token []byte, h Hello) (Welcome, []byte, error) {
 	if len(c.Nonce) != nonceSize {
 		return Welcome{}, nil, refuse(s, "a challenge of the wrong size")
 	}
+	if c.Proto < protoBound {
+		return Welcome{}, nil, refuse(s, fmt.Sprintf("the coordinator's headroom predates this agent's (%s) handshake, "+
+			"whose proofs cover every field: upgrade the coordinator to the agent's release", h.Version))
+	}
 	h.Nonce = nonce()
-	h.MAC = prove(token, "agent", c.Nonce, h.Nonce, h.Resume)
+	h.MAC = helloProof(token, c.Nonce, h)
 	if err := send(s, KindHello, h); err != nil {
 		return Welcome{}, nil, err
 	}
@@ -216,8 +281,8 @@ func handshake(s Stream, token []byte, h Hello) (Welcome, []byte, error) {
 	if err := recv(s, KindWelcome, &w); err != nil {
 		return Welcome{}, nil, err
 	}
-	if !hmac.Equal(w.MAC, prove(token, "coordinator", h.Nonce, c.Nonce, h.Resume)) {
-		return Welcome{}, nil, refuse(s, "the coordinator's token does not match the agent's (--token-file)")
+	if !hmac.Equal(w.MAC, welcomeProof(token, c.Nonce, h, w)) {
+		return Welcome{}, nil, refuse(s, "the coordinator's token does not match the agent's (--token-file), or its welcome was altered on the way")
 	}
 	if h.Resume != "" && !w.Resumed {
 		return Welcome{}, nil, refuse(s, "the coordinator took a resuming agent as a new one")

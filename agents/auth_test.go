@@ -2,8 +2,10 @@ package agents
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -210,5 +212,128 @@ func TestResumeProofCoversTheSession(t *testing.T) {
 	})
 	if !errors.Is(acc, ErrRefused) || !strings.Contains(acc.Error(), "token does not match") || !errors.Is(err, ErrRefused) {
 		t.Errorf("a resume whose session was changed on the way: coordinator %v, agent %v; want both refused", acc, err)
+	}
+}
+
+// Every field of the hello and the welcome is under its side's proof:
+// someone on the path of a --plaintext link who changes one (an agent's
+// Cores, which decide its share of the users; its place; its lease) makes
+// the handshake fail, the side that checks it saying the token does not
+// match or the message was altered (the agent told so by a coordinator
+// that refused its hello), and the agent take no work.
+func TestHandshakeFieldsAreUnderTheProof(t *testing.T) {
+	hello := func(fn func(h *Hello)) func(*Frame) {
+		return func(f *Frame) {
+			if f.Kind == KindHello {
+				var h Hello
+				json.Unmarshal(f.Body, &h)
+				fn(&h)
+				f.Body, _ = json.Marshal(h)
+			}
+		}
+	}
+	welcome := func(fn func(w *Welcome)) func(*Frame) {
+		return func(f *Frame) {
+			if f.Kind == KindWelcome {
+				var w Welcome
+				json.Unmarshal(f.Body, &w)
+				fn(&w)
+				f.Body, _ = json.Marshal(w)
+			}
+		}
+	}
+	const helloAltered, welcomeAltered = "the agent's token does not match the coordinator's (--token-file), or its hello was altered on the way",
+		"the coordinator's token does not match the agent's (--token-file), or its welcome was altered on the way"
+	for _, c := range []struct {
+		name     string
+		toCoord  func(*Frame) // the agent's frames, on their way
+		toAgent  func(*Frame) // the coordinator's
+		resuming bool
+		want     string
+	}{
+		{name: "hello: version", toCoord: hello(func(h *Hello) { h.Version = "v9.9.9" }), want: helloAltered},
+		{name: "hello: name", toCoord: hello(func(h *Hello) { h.Name = "someone-else" }), want: helloAltered},
+		{name: "hello: cores", toCoord: hello(func(h *Hello) { h.Cores = 64 }), want: helloAltered},
+		{name: "hello: proto", toCoord: hello(func(h *Hello) { h.Proto++ }), want: helloAltered},
+		{name: "hello: resume", toCoord: hello(func(h *Hello) { h.Resume = "another-session" }), resuming: true, want: helloAltered},
+		{name: "hello: resume dropped", toCoord: hello(func(h *Hello) { h.Resume = "" }), resuming: true, want: helloAltered},
+		{name: "welcome: index", toAgent: welcome(func(w *Welcome) { w.Index = 0 }), want: welcomeAltered},
+		{name: "welcome: session", toAgent: welcome(func(w *Welcome) { w.Session = "known-to-me" }), want: welcomeAltered},
+		{name: "welcome: lease", toAgent: welcome(func(w *Welcome) { w.Lease = time.Hour }), want: welcomeAltered},
+		{name: "welcome: resumed", toAgent: welcome(func(w *Welcome) { w.Resumed = !w.Resumed }), want: welcomeAltered},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			toCoord, toAgent := c.toCoord, c.toAgent
+			if toCoord == nil {
+				toCoord = func(*Frame) {}
+			}
+			if toAgent == nil {
+				toAgent = func(*Frame) {}
+			}
+			w, agentErr, coordErr := relayHandshake(toCoord, toAgent, c.resuming)
+			if !errors.Is(agentErr, ErrRefused) || !strings.Contains(agentErr.Error(), c.want) {
+				t.Errorf("the agent: %v (welcome %+v); want refused, saying %q", agentErr, w, c.want)
+			}
+			// A hello altered is refused by the coordinator; a welcome
+			// altered, by the agent after the coordinator sent it.
+			if c.toCoord != nil && (!errors.Is(coordErr, ErrRefused) || !strings.Contains(coordErr.Error(), c.want)) {
+				t.Errorf("the coordinator: %v; want refused, saying %q", coordErr, c.want)
+			}
+		})
+	}
+	if w, agentErr, coordErr := relayHandshake(func(*Frame) {}, func(*Frame) {}, true); agentErr != nil || coordErr != nil || w.Index != 3 || !w.Resumed {
+		t.Errorf("relayed faithfully: %+v, agent %v, coordinator %v; want resumed in place 3", w, agentErr, coordErr)
+	}
+}
+
+// relayHandshake runs a handshake over a link on whose way toCoord may
+// change the agent's frames and toAgent the coordinator's; the agent
+// resumes session "mine" if resuming. The coordinator places it as index 3.
+func relayHandshake(toCoord, toAgent func(*Frame), resuming bool) (Welcome, error, error) {
+	l := newLink()
+	defer l.cut()
+	accepted := make(chan error, 1)
+	go func() {
+		_, _, err := Accept(rewrite{linkEnd{l: l}, toCoord}, []byte(testToken), func(h Hello) (Welcome, error) {
+			return Welcome{Index: 3, Session: "s-3", Lease: 5 * time.Second, Resumed: h.Resume != ""}, nil
+		})
+		accepted <- err
+	}()
+	h := Hello{Version: "test", Name: "a", Cores: 2}
+	if resuming {
+		h.Resume = "mine"
+	}
+	w, _, err := Greet(rewrite{linkEnd{l: l, agent: true}, toAgent}, []byte(testToken), h)
+	if err != nil {
+		l.cut() // the coordinator may wait for a hello that never came
+	}
+	return w, err, <-accepted
+}
+
+// Each side meets one of a release before the proofs covered every field
+// with a message that says which to upgrade, not that the token does not
+// match: an agent's hello of before (Proto protoSealed, its proof of the
+// old form), and a coordinator's challenge of before (no Proto).
+func TestHandshakeTellsWhichSideToUpgrade(t *testing.T) {
+	_, agentErr, coordErr := relayHandshake(func(f *Frame) {
+		if f.Kind == KindHello {
+			var h Hello
+			json.Unmarshal(f.Body, &h)
+			h.Proto = protoSealed
+			f.Body, _ = json.Marshal(h)
+		}
+	}, func(*Frame) {}, false)
+	const agentOld = "this agent's headroom (test) predates the coordinator's handshake, whose proofs cover every field: upgrade the agent to the coordinator's release"
+	if !errors.Is(coordErr, ErrRefused) || !strings.Contains(coordErr.Error(), agentOld) || !strings.Contains(fmt.Sprint(agentErr), agentOld) {
+		t.Errorf("an agent of before: coordinator %v, agent %v; want both to say %q", coordErr, agentErr, agentOld)
+	}
+	_, agentErr, coordErr = relayHandshake(func(*Frame) {}, func(f *Frame) {
+		if f.Kind == KindChallenge {
+			f.Body = []byte(fmt.Sprintf(`{"nonce":%q}`, base64.StdEncoding.EncodeToString(make([]byte, nonceSize))))
+		}
+	}, false)
+	const coordOld = "the coordinator's headroom predates this agent's (test) handshake, whose proofs cover every field: upgrade the coordinator to the agent's release"
+	if !errors.Is(agentErr, ErrRefused) || !strings.Contains(agentErr.Error(), coordOld) || !strings.Contains(fmt.Sprint(coordErr), coordOld) {
+		t.Errorf("a coordinator of before: agent %v, coordinator %v; want both to say %q", agentErr, coordErr, coordOld)
 	}
 }

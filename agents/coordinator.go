@@ -158,14 +158,15 @@ func Listen(addr string, token []byte, creds credentials.TransportCredentials) (
 	if err != nil {
 		return nil, err
 	}
-	opts := serverOptions()
+	d := newDoor(ln, handshakeTimeout)
+	opts := serverOptions(d)
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	c := newCoordinator(token)
-	c.srv, c.ln = grpc.NewServer(opts...), &capped{Listener: ln, max: maxConns}
+	c.srv, c.ln = grpc.NewServer(opts...), d
 	g := newGuard()
-	Register(c.srv, func(s Stream) error { return g.serve(s, c.join) })
+	register(c.srv, func(ctx context.Context, s Stream) error { return g.serve(ctx, s, c.join) })
 	go c.srv.Serve(c.ln)
 	go c.watch()
 	return c, nil
@@ -209,9 +210,9 @@ func (c *Coordinator) notify() {
 }
 
 // join is one agent's stream: the handshake (proved is called once the
-// agent has proved the token), then its frames until it ends, the
-// coordinator gives up on the agent, or the agent resumes on another
-// stream.
+// agent has proved the token, before it is placed), then its frames until
+// it ends, the coordinator gives up on the agent, or the agent resumes on
+// another stream.
 func (c *Coordinator) join(s Stream, proved func()) error {
 	att := &attachment{s: s, replaced: make(chan struct{})}
 	// Nothing else is sent on s before the welcome (and a resume's catch-up).
@@ -227,6 +228,7 @@ func (c *Coordinator) join(s Stream, proved func()) error {
 	var onJoin func(int, Hello)
 	var late *Fleet // the run had begun when r joined: it is r's to start
 	_, sealed, err := Accept(s, c.token, func(h Hello) (Welcome, error) {
+		proved() // the hello's proof holds, whether a place is found or not
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		var err error
@@ -241,7 +243,6 @@ func (c *Coordinator) join(s Stream, proved func()) error {
 		return w, err
 	})
 	if err == nil {
-		proved()
 		att.s, s = sealed, sealed // every frame from here on sealed; att.mu held
 	}
 	if lost != nil {

@@ -1,9 +1,8 @@
 package agents
 
 import (
-	"net"
+	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,19 +13,21 @@ import (
 
 // What a coordinator gives a peer before it has proved the token
 // (docs/AGENTS.md, "Security"): anyone who can reach its port gets this
-// much, and no more. A message is at most maxMessage (~1 MiB) either way,
-// so at most maxHandshakes of them are held at once before the token is
-// proved: ~64 MiB, whatever the peers send.
+// much, and no more. Connections are bounded by the door (door.go); here,
+// streams. A message is at most maxMessage (~1 MiB) either way, and a
+// stream in its handshake holds one at a time: one on each stranger
+// connection (maxStrangers), and maxHandshakes on connections that proved
+// the token, so ~80 MiB at most whatever the peers send.
 const (
-	// HandshakeTimeout bounds a stream's handshake: a peer that has not
-	// proved the token by then is cut off.
+	// HandshakeTimeout bounds a stream's handshake, and the life of a
+	// connection on which no stream has proved the token: a peer that has
+	// not proved it by then is cut off.
 	HandshakeTimeout = 10 * time.Second
-	// maxHandshakes bounds the streams in their handshake at once; past
-	// it a new stream is refused at once, Unavailable (an agent retries).
-	maxHandshakes = 64
-	// maxConns bounds the connections open at once; past it a new one is
-	// closed as it is accepted. A run of 75 agents holds 75.
-	maxConns = 1024
+	// maxHandshakes bounds the streams in their handshake at once on
+	// connections that proved the token (an agent resuming on the
+	// connection it joined on); past it a new one is refused at once,
+	// Unavailable (an agent retries).
+	maxHandshakes = 16
 	// maxStreams bounds the streams of one connection: an agent holds one
 	// (two while it resumes on the same connection).
 	maxStreams = 8
@@ -34,9 +35,9 @@ const (
 	idleConn = time.Minute
 )
 
-// guard holds the coordinator's bounds before authentication.
+// guard holds the coordinator's bounds on streams before authentication.
 type guard struct {
-	slots   chan struct{} // one per stream in its handshake
+	slots   chan struct{} // one per stream in its handshake on a proved connection
 	timeout time.Duration
 }
 
@@ -47,21 +48,31 @@ func newGuard() *guard {
 	return &guard{slots: make(chan struct{}, maxHandshakes), timeout: handshakeTimeout}
 }
 
-// serve runs join on s within the bounds: a handshake slot, and the
-// deadline for join to call proved (the token proved). Past the deadline
-// serve returns, which ends the stream, and so join's wait for a frame.
-func (g *guard) serve(s Stream, join func(s Stream, proved func()) error) error {
-	select {
-	case g.slots <- struct{}{}:
-	default:
-		return status.Error(codes.Unavailable, "agents: too many handshakes at once; try again") // Retry's word
+// serve runs join on s, a stream on the connection ctx names (connOf),
+// within the bounds: a handshake slot, and the deadline for join to call
+// proved (the token proved), which also makes the connection no stranger.
+// Past the deadline serve returns, which ends the stream, and so join's
+// wait for a frame.
+func (g *guard) serve(ctx context.Context, s Stream, join func(s Stream, proved func()) error) error {
+	c := connOf(ctx)
+	leave, err := g.slot(c)
+	if err != nil {
+		return err
 	}
 	var once sync.Once
-	release := func() { once.Do(func() { <-g.slots }) }
+	release := func() { once.Do(leave) }
 	defer release()
 	ok := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- join(s, func() { release(); close(ok) }) }()
+	go func() {
+		done <- join(s, func() {
+			if c != nil {
+				c.proved()
+			}
+			release()
+			close(ok)
+		})
+	}()
 	t := time.NewTimer(g.timeout)
 	defer t.Stop()
 	select {
@@ -79,46 +90,32 @@ func (g *guard) serve(s Stream, join func(s Stream, proved func()) error) error 
 	}
 }
 
-// serverOptions are the coordinator's gRPC options: frames, and the
-// bounds on connections and streams.
-func serverOptions() []grpc.ServerOption {
-	return append(ServerOptions(),
-		grpc.MaxConcurrentStreams(maxStreams),
-		grpc.ConnectionTimeout(HandshakeTimeout), // TLS and HTTP/2's own handshake
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleConn}))
-}
-
-// capped is a listener that closes connections past maxConns as it
-// accepts them, rather than leave them waiting (which would hold an
-// agent's dial as long as someone else held the slots).
-type capped struct {
-	net.Listener
-	open atomic.Int64
-	max  int64
-}
-
-func (l *capped) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
+// slot takes a handshake slot for a stream on c: a stranger's own one (a
+// stream at a time), or one of g.slots on a connection that proved the
+// token, or on none the door knows (nil). Refused: Unavailable, Retry's
+// word, as an agent may try again.
+func (g *guard) slot(c *conn) (leave func(), err error) {
+	if c != nil {
+		switch stranger, ok := c.enter(); {
+		case ok:
+			return c.leave, nil
+		case stranger:
+			return nil, status.Error(codes.Unavailable, "agents: a handshake is under way on this connection; try again")
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			c.Close()
-			continue
-		}
-		return &countedConn{Conn: c, l: l}, nil
+	}
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }, nil
+	default:
+		return nil, status.Error(codes.Unavailable, "agents: too many handshakes at once; try again")
 	}
 }
 
-type countedConn struct {
-	net.Conn
-	l    *capped
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
+// serverOptions are the coordinator's gRPC options: frames, the bounds
+// on connections and streams, and d's tagger (each stream told its conn).
+func serverOptions(d *door) []grpc.ServerOption {
+	return append(ServerOptions(), grpc.StatsHandler(tagger{d}),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.ConnectionTimeout(HandshakeTimeout), // TLS and HTTP/2's own handshake
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idleConn}))
 }

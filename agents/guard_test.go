@@ -2,8 +2,11 @@ package agents
 
 import (
 	"context"
+	"net"
 	"runtime/metrics"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,8 +35,8 @@ func heapBytes() uint64 {
 // token: hellos of 60 MiB are refused by their length, not held (the
 // heap grows by far less than one of them while 16 are sent), and
 // streams that take a challenge and never answer are cut at the
-// handshake deadline, those past the handshake slots at once; an agent
-// with the token joins meanwhile.
+// handshake deadline, those past a connection's one handshake at once;
+// an agent with the token joins meanwhile.
 func TestUnauthenticatedPeersAreBounded(t *testing.T) {
 	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
 	handshakeTimeout = 500 * time.Millisecond
@@ -53,7 +56,13 @@ func TestUnauthenticatedPeersAreBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	// Big hellos.
+	refuseBigHellos(t, ctx, dial)
+	cutIdleStreams(t, ctx, c.Addr())
+}
+
+// refuseBigHellos sends 16 hellos of 60 MiB, each on a connection of
+// dial's, and checks they are refused by their length, not held.
+func refuseBigHellos(t *testing.T, ctx context.Context, dial func() *grpc.ClientConn) {
 	big := make([]byte, 60<<20)
 	big[0] = byte(KindHello)
 	before := heapBytes()
@@ -103,16 +112,22 @@ func TestUnauthenticatedPeersAreBounded(t *testing.T) {
 		t.Errorf("the heap grew by %d MiB while 16 hellos of 60 MiB were refused; want under 32 MiB", grew>>20)
 	}
 	t.Logf("heap: %d MiB before, %d MiB at most while 16 hellos of 60 MiB were refused", before>>20, peak>>20)
+}
 
-	// Idle streams: 200, on 25 connections.
+// cutIdleStreams opens streams to the coordinator at addr that take a
+// challenge and never answer, and checks each is cut at the deadline or
+// refused at once, while an agent with the token joins.
+func cutIdleStreams(t *testing.T, ctx context.Context, addr string) {
+	// Idle streams: 8 on each of 10 connections. On a connection that
+	// has not proved the token, one stream at a time is in its handshake.
 	start := time.Now()
 	type end struct {
 		err  error
 		took time.Duration
 	}
-	ends := make(chan end, 200)
-	for range 25 {
-		conn := dial()
+	ends := make(chan end, 80)
+	for range 10 {
+		conn := clientFrom(t, addr, "127.0.0.2")
 		for range 8 {
 			go func() {
 				s, err := Join(ctx, conn)
@@ -125,23 +140,27 @@ func TestUnauthenticatedPeersAreBounded(t *testing.T) {
 			}()
 		}
 	}
-	if _, err := greetWithToken(ctx, dial(), testToken); err != nil {
-		t.Errorf("an agent with the token beside 200 idle streams: %v", err)
+	if _, err := greetWithToken(ctx, clientFrom(t, addr, "127.0.0.3"), testToken); err != nil {
+		t.Errorf("an agent with the token beside 80 idle streams: %v", err)
 	}
-	counts := map[codes.Code]int{}
+	turned, cut := 0, 0
 	var last time.Duration
-	for range 200 {
+	for range 80 {
 		e := <-ends
-		counts[status.Code(e.err)]++
+		if status.Code(e.err) == codes.Unavailable && strings.Contains(e.err.Error(), "under way on this connection") {
+			turned++
+			continue
+		}
+		cut++
 		last = max(last, e.took)
 	}
-	if counts[codes.DeadlineExceeded] == 0 || counts[codes.Unavailable] == 0 || counts[codes.DeadlineExceeded]+counts[codes.Unavailable] != 200 {
-		t.Errorf("200 idle streams ended %v; want each cut at the deadline or refused a slot", counts)
+	if turned != 70 || cut != 10 {
+		t.Errorf("80 idle streams on 10 connections: %d turned at once, %d cut at the deadline; want 70 and 10", turned, cut)
 	}
 	if last > 10*handshakeTimeout {
 		t.Errorf("the last idle stream was cut %v after it opened; the deadline is %v", last, handshakeTimeout)
 	}
-	t.Logf("200 idle streams: %v, the last cut after %v", counts, last)
+	t.Logf("80 idle streams on 10 connections: %d turned at once, %d cut, the last after %v", turned, cut, last)
 }
 
 // greetWithToken joins as an agent over conn and returns its welcome,
@@ -159,4 +178,118 @@ func greetWithToken(ctx context.Context, conn *grpc.ClientConn, token string) (W
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// dialFrom dials from ip, a loopback address (Linux gives all of 127/8 to
+// lo), counting its dials in n if n is not nil.
+func dialFrom(ip string, n *atomic.Int64) func(context.Context, string) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		if n != nil {
+			n.Add(1)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// clientFrom is a gRPC client of addr whose connections leave from ip.
+func clientFrom(t *testing.T, addr, ip string) *grpc.ClientConn {
+	return clientCounted(t, addr, ip, nil)
+}
+
+// clientCounted is clientFrom, counting its dials in n.
+func clientCounted(t *testing.T, addr, ip string, n *atomic.Int64) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialFrom(ip, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// h2Preface is what an HTTP/2 client sends first: its preface and an
+// empty SETTINGS frame. A stranger sends it and then nothing.
+var h2Preface = append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)
+
+// stranger opens a connection to addr from ip that speaks HTTP/2's
+// preface and nothing more. admitted says whether gRPC served it (its
+// SETTINGS came) rather than it being closed at its accept; c is open
+// if it was.
+func stranger(addr, ip string) (c net.Conn, admitted bool, err error) {
+	c, err = dialFrom(ip, nil)(context.Background(), addr)
+	if err != nil {
+		return nil, false, err
+	}
+	_, err = c.Write(h2Preface)
+	n := 0
+	if err == nil {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // only if the machine stalls
+		n, err = c.Read(make([]byte, 64))
+		c.SetReadDeadline(time.Time{})
+	}
+	if n > 0 {
+		return c, true, nil
+	}
+	c.Close()
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return nil, false, err
+	}
+	return nil, false, nil // closed at once: EOF, or reset
+}
+
+// joinFrom joins as an agent over conn, trying again as an agent does
+// (Retry) until ctx ends.
+func joinFrom(ctx context.Context, conn *grpc.ClientConn, name string) (Welcome, error) {
+	for {
+		s, err := Join(ctx, conn)
+		var w Welcome
+		if err == nil {
+			w, _, err = Greet(s, []byte(testToken), Hello{Version: "test", Name: name, Cores: 1})
+		}
+		if err == nil || !Retry(err) {
+			return w, err
+		}
+		select {
+		case <-ctx.Done():
+			return w, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Over the network: with 127.0.0.1 holding its maxPerAddress strangers,
+// one more from it is closed at its accept while one from 127.0.0.2 gets
+// in; and an agent's connection from 127.0.0.1 that proved the token does
+// not count against it (gRPC hands the guard the stream's connection).
+func TestStrangersPerAddressOverTheNetwork(t *testing.T) {
+	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
+	handshakeTimeout = time.Hour // nothing expires here
+	c, err := Listen("127.0.0.1:0", []byte(testToken), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := joinFrom(ctx, clientFrom(t, c.Addr(), "127.0.0.1"), "honest"); err != nil {
+		t.Fatalf("an agent from 127.0.0.1: %v", err)
+	}
+	for i := range maxPerAddress {
+		s, admitted, err := stranger(c.Addr(), "127.0.0.1")
+		if err != nil || !admitted {
+			t.Fatalf("stranger %d from 127.0.0.1 beside a proved agent: admitted %v, %v; want in", i+1, admitted, err)
+		}
+		defer s.Close()
+	}
+	if s, admitted, err := stranger(c.Addr(), "127.0.0.1"); err != nil || admitted {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("stranger %d from 127.0.0.1: admitted %v, %v; want closed at its accept", maxPerAddress+1, admitted, err)
+	}
+	s, admitted, err := stranger(c.Addr(), "127.0.0.2")
+	if err != nil || !admitted {
+		t.Fatalf("a stranger from 127.0.0.2 while 127.0.0.1 holds its %d: admitted %v, %v; want in", maxPerAddress, admitted, err)
+	}
+	s.Close()
 }

@@ -116,8 +116,14 @@ func (s clientStream) Recv() (*Frame, error) {
 // Register serves Join on srv: join is called with each agent's stream,
 // and the stream ends when it returns.
 func Register(srv *grpc.Server, join func(Stream) error) {
+	register(srv, func(_ context.Context, s Stream) error { return join(s) })
+}
+
+// register is Register with each stream's context, which names the
+// connection it came on (connOf).
+func register(srv *grpc.Server, join func(context.Context, Stream) error) {
 	desc := joinDesc
-	desc.Handler = func(_ any, s grpc.ServerStream) error { return join(serverStream{s}) }
+	desc.Handler = func(_ any, s grpc.ServerStream) error { return join(s.Context(), serverStream{s}) }
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: service, HandlerType: (*any)(nil), Streams: []grpc.StreamDesc{desc}}, struct{}{})
 }
 

@@ -54,9 +54,14 @@ const (
 const protoOpen = 1
 
 // protoSealed is the Hello.Proto of an agent that seals its frames after
-// the handshake (seal.go), as every coordinator now requires: one of
-// before is refused at its hello, told to upgrade.
+// the handshake (seal.go).
 const protoSealed = 2
+
+// protoBound is the Hello.Proto (and Challenge.Proto) of a side whose
+// handshake proofs cover every field of the hello and welcome (auth.go),
+// and that seals its frames, as every coordinator and agent now requires:
+// a side of before is refused at its first frame, told which to upgrade.
+const protoBound = 3
 
 // Open is an agent's share of the open model's pool (engine.OpenModel):
 // sent when the runner starts the open model, and again, larger, when the
