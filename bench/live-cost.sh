@@ -44,7 +44,7 @@ clock_ticks() {
 # run NAME UI: one run against a fresh testbed, with --ui and a Chromium on its page when UI is 1;
 # writes "µs-a-request requests/s browser-cores" to $WORK/NAME.txt.
 run() {
-	local name=$1 port ui_port args=() browser=0 pg=
+	local name=$1 port ui_port ui_url= args=() browser=0 pg=
 	port=$(free_port)
 	wait_quiet 60
 	start_testbed "$port" --workers 64
@@ -59,12 +59,18 @@ run() {
 	local hr=$!
 	if [ "$2" = 1 ]; then
 		wait_port "$ui_port" 30 || die "no live view on $ui_port"
+		for _ in $(seq 50); do # the page's URL, with its key, as headroom prints it
+			ui_url=$(sed -n 's|^live view: \(http://.*/\)$|\1|p' "$WORK/$name.log")
+			[ -n "$ui_url" ] && break
+			sleep 0.1
+		done
+		[ -n "$ui_url" ] || die "no live view URL in $WORK/$name.log"
 		if [ "$VIEWER" = curl ]; then # the updates read, nothing drawn: headroom's side alone
-			setsid taskset -c "$OTHERS" curl -sN "http://127.0.0.1:$ui_port/events" >/dev/null 2>&1 &
+			setsid taskset -c "$OTHERS" curl -sN "${ui_url}events" >/dev/null 2>&1 &
 		else
 			setsid taskset -c "$OTHERS" chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
 				--no-first-run --user-data-dir="$WORK/chromium-$name" --remote-debugging-port=0 \
-				"http://127.0.0.1:$ui_port/" >/dev/null 2>&1 &
+				"$ui_url" >/dev/null 2>&1 &
 		fi
 		pg=$!
 		BENCH_PIDS+=("$pg")
@@ -74,9 +80,9 @@ run() {
 		local t1=$(clock_ticks "$pg") s1=$SECONDS
 		browser=$(python3 -c "import os; print('%.3f' % (($t1 - $t0) / os.sysconf('SC_CLK_TCK') / max($s1 - $s0, 1)))")
 		# what the page weighs: the page, its script, one update of 200 names
-		curl -s "http://127.0.0.1:$ui_port/" | wc -c >"$WORK/page.bytes"
-		curl -s "http://127.0.0.1:$ui_port/live.js" | wc -c >"$WORK/script.bytes"
-		timeout 3 curl -sN "http://127.0.0.1:$ui_port/events" | awk 'NF == 0 { exit } { print }' | wc -c >"$WORK/update.bytes" || true
+		curl -s "$ui_url" | wc -c >"$WORK/page.bytes"
+		curl -s "${ui_url}live.js" | wc -c >"$WORK/script.bytes"
+		timeout 3 curl -sN "${ui_url}events" | awk 'NF == 0 { exit } { print }' | wc -c >"$WORK/update.bytes" || true
 	fi
 	wait "$hr" || { cat "$WORK/$name.log" >&2; die "run $name failed"; }
 	[ -n "$pg" ] && { kill -KILL -- "-$pg" 2>/dev/null || true; }

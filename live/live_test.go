@@ -2,16 +2,23 @@ package live
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/memhttp"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
@@ -74,26 +81,272 @@ func TestAddr(t *testing.T) {
 	}
 }
 
-// The page answers on loopback names only (no DNS rebinding), to GET only,
-// and its stream starts with the latest update.
+// key is the tests' key: Serve makes a random one.
+const key = "KEYOFTHETESTS2345KEYOFTHET"
+
+// The page answers under its key, on loopback names only (no DNS
+// rebinding), to GET only, and its stream starts with the latest update.
 func TestHandlerServesTheStream(t *testing.T) {
 	v := New()
-	srv := httptest.NewServer(v.Handler("a run", true))
+	srv := httptest.NewServer(v.Handler("a run", key, true))
 	defer srv.Close()
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req, _ := http.NewRequest("GET", srv.URL+"/"+key+"/", nil)
 	req.Host = "attacker.example"
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("a foreign Host: %v %v", resp.StatusCode, err)
 	}
-	if resp, err := http.Post(srv.URL+"/events", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+	if resp, err := http.Post(srv.URL+"/"+key+"/events", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("a POST: %v %v", resp.StatusCode, err)
 	}
-	resp, err := http.Get(srv.URL + "/")
-	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+	resp, err := http.Get(srv.URL + "/" + key + "/")
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") ||
+		resp.Header.Get("Referrer-Policy") != "no-referrer" {
 		t.Fatalf("the page: %v %v", resp, err)
 	}
-
 }
+
+// A request without the key, or with another, is answered 404 as a path
+// the server lacks, and takes no viewer's slot: 16 of them, held open,
+// and a browser with the key still watches. The page's own requests are
+// relative, so they carry the key.
+func TestKeylessRequestsTakeNoSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := New()
+		c := &http.Client{Transport: &http.Transport{DialContext: memhttp.Dial(t, v.Handler("a run", key, true))},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		get := func(path string) (*http.Response, string) {
+			t.Helper()
+			resp, err := c.Get("http://127.0.0.1:8089" + path)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			if resp.Header.Get("Content-Type") == "text/event-stream" {
+				return resp, "" // held open, unread
+			}
+			b, _ := io.ReadAll(resp.Body)
+			return resp, string(b)
+		}
+		wrong := []string{"/events", "/events?key=" + key, "/", "/live.js", "/" + key[:len(key)-1] + "X/events",
+			"/" + strings.ToLower(key) + "/events", "/" + key + key + "/events", "/x/" + key + "/events", "//" + key + "/events"}
+		for i := range MaxViewers {
+			path := wrong[i%len(wrong)]
+			if resp, body := get(path); resp.StatusCode != http.StatusNotFound || body != "404 page not found\n" {
+				t.Errorf("GET %s: %d %.80q, want 404 and no hint", path, resp.StatusCode, body)
+			}
+		}
+		if n := v.hub.pending(); n != 0 {
+			t.Errorf("%d viewers joined without the key", n)
+		}
+		if resp, _ := get("/" + key + "/events"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("the viewer with the key: %d", resp.StatusCode)
+		}
+		synctest.Wait()
+		if n := v.hub.pending(); n != 1 {
+			t.Errorf("%d viewers, want the one with the key", n)
+		}
+
+		// the page, at /KEY/ (and /KEY sent there), asks for its script and stream relative to it
+		if resp, _ := get("/" + key); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/"+key+"/" {
+			t.Errorf("/KEY: %d to %q, want /KEY/", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if _, page := get("/" + key + "/"); !strings.Contains(page, `<script src="live.js"`) {
+			t.Errorf("the page's script is not asked for relative to it:\n%s", page)
+		}
+		if _, js := get("/" + key + "/live.js"); !strings.Contains(js, `new EventSource("events")`) {
+			t.Errorf("the script's stream is not asked for relative to the page:\n%.300s", js)
+		}
+	})
+}
+
+// A viewer that takes nothing keeps its slot for idleViewer, then is let
+// go, and a new viewer takes the slot and its first update. Half the
+// viewers send their request and never read (in memory nothing is
+// buffered for them, so not even the stream's headers leave), half read
+// the headers and stop (their first update, a second later, does not).
+func TestIdleViewerIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v := New()
+		dial := memhttp.Dial(t, v.Handler("a run", key, true))
+		for i := range MaxViewers {
+			conn, err := dial(t.Context(), "tcp", "127.0.0.1:8089")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET /%s/events HTTP/1.1\r\nHost: 127.0.0.1:8089\r\n\r\n", key)
+			if i%2 == 1 {
+				if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("a viewer's headers: %v %v", resp, err)
+				}
+			}
+		}
+		stop := make(chan struct{})
+		ticked := make(chan struct{})
+		go func() { // an update a second, as a run's ticks
+			defer close(ticked)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+					v.hub.publish(fmt.Appendf(nil, "data: update %d\n\n", i))
+				}
+			}
+		}()
+		defer func() { close(stop); <-ticked }()
+		synctest.Wait()
+		if n := v.hub.pending(); n != MaxViewers {
+			t.Fatalf("%d viewers joined, want %d", n, MaxViewers)
+		}
+		time.Sleep(idleViewer - time.Second)
+		synctest.Wait()
+		if n := v.hub.pending(); n != MaxViewers {
+			t.Errorf("%d viewers left before %v without an update, want none to", MaxViewers-n, idleViewer)
+		}
+		time.Sleep(3 * time.Second) // past the deadline of the first update, sent at 1 s
+		synctest.Wait()
+		if n := v.hub.pending(); n != 0 {
+			t.Fatalf("%d viewers still hold their slot after %v without an update", n, idleViewer)
+		}
+		c := &http.Client{Transport: &http.Transport{DialContext: dial}}
+		resp, err := c.Get("http://127.0.0.1:8089/" + key + "/events")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a new viewer: %v %v", resp, err)
+		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "data: update ") {
+			t.Errorf("the new viewer's first update: %q %v", line, err)
+		}
+	})
+}
+
+// Over TCP, a viewer that never reads is seen not to take updates (its
+// write blocked, so idleViewer counts) after some hundreds of KB, not the
+// 4 MiB Linux would otherwise buffer for it. Updates of 10 KB are sent one
+// at a time, each waited on until the viewer has taken it from its queue;
+// one still there after a second is blocked. (A write slower than that
+// with room to go would stop the count early: the test cannot fail by it.)
+func TestViewerThatDoesNotReadBlocksSoon(t *testing.T) {
+	v := New()
+	s, err := Serve(v, "127.0.0.1:0", "a run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(0)
+	m := regexp.MustCompile(`^http://(127\.0\.0\.1:[0-9]+)/([A-Z2-7]{26})/$`).FindStringSubmatch(s.URL)
+	if m == nil {
+		t.Fatalf("URL %q, want http://127.0.0.1:PORT/KEY/", s.URL)
+	}
+	conn, err := net.Dial("tcp", m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /%s/events HTTP/1.1\r\nHost: %s\r\n\r\n", m[2], m[1])
+	queue := func() chan []byte {
+		v.hub.mu.Lock()
+		defer v.hub.mu.Unlock()
+		for ch := range v.hub.viewers {
+			return ch
+		}
+		return nil
+	}
+	taken := func(ch chan []byte) bool {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			if len(ch) == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	var ch chan []byte
+	for end := time.Now().Add(10 * time.Second); ch == nil && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		ch = queue()
+	}
+	if ch == nil {
+		t.Fatal("the viewer never joined")
+	}
+	frame := append([]byte("data: "), bytes.Repeat([]byte("x"), 10<<10)...)
+	frame = append(frame, "\n\n"...)
+	sent := 0
+	for ; sent < 4<<20; sent += len(frame) {
+		v.hub.publish(bytes.Clone(frame))
+		if !taken(ch) {
+			break
+		}
+	}
+	if t.Logf("%d KB taken by a viewer that does not read", sent>>10); sent > 1<<20 {
+		t.Errorf("a viewer that does not read took %d KB before its writes blocked, want under 1 MB", sent>>10)
+	}
+}
+
+// A connection that sends no request is closed after the header's 5 s,
+// and one whose request was answered after idleConn without another.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := &pipes{conns: make(chan net.Conn), done: make(chan struct{})}
+		srv := server(New().Handler("a run", key, true))
+		go srv.Serve(ln)
+		defer srv.Close()
+		// closedAfter is how long the server keeps conn open from now (an
+		// hour: it did not close it).
+		closedAfter := func(conn net.Conn) time.Duration {
+			t0 := time.Now()
+			closed := make(chan struct{})
+			go func() { io.Copy(io.Discard, conn); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(time.Hour):
+				conn.Close()
+				<-closed
+			}
+			return time.Since(t0)
+		}
+		if d := closedAfter(ln.dial()); d != 5*time.Second {
+			t.Errorf("a connection with no request closed after %v, want 5s", d)
+		}
+		kept := ln.dial()
+		fmt.Fprintf(kept, "GET /%s/ HTTP/1.1\r\nHost: 127.0.0.1:8089\r\n\r\n", key)
+		resp, err := http.ReadResponse(bufio.NewReader(kept), nil)
+		if err != nil || resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("the page, kept alive: %v %v", resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if d := closedAfter(kept); d != idleConn {
+			t.Errorf("a kept-alive connection closed %v after its answer, want %v", d, idleConn)
+		}
+	})
+}
+
+// pipes serves in-memory connections to the server's own http.Server in
+// virtual time (memhttp.Dial serves a handler with an http.Server of its
+// own, without the timeouts under test).
+type pipes struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (p *pipes) dial() net.Conn {
+	c, s := net.Pipe()
+	p.conns <- s
+	return c
+}
+
+func (p *pipes) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (p *pipes) Close() error { p.once.Do(func() { close(p.done) }); return nil }
+
+func (p *pipes) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8089} }
 
 // A tick with a viewer builds an update from the result so far, and the
 // viewer's stream sends it: in virtual time, the stream's handler run on
@@ -102,10 +355,10 @@ func TestTickReachesTheViewer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		v := New()
 		ctx, cancel := context.WithCancel(t.Context())
-		req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8089/events", nil)
+		req := httptest.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:8089/"+key+"/events", nil)
 		rec := httptest.NewRecorder()
 		done := make(chan struct{})
-		go func() { v.Handler("a run", true).ServeHTTP(rec, req); close(done) }()
+		go func() { v.Handler("a run", key, true).ServeHTTP(rec, req); close(done) }()
 		synctest.Wait() // the viewer has joined and waits
 		if !v.hub.watched() {
 			t.Fatal("the stream's viewer did not join")

@@ -2,6 +2,8 @@ package live
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -136,7 +138,7 @@ body { max-width: 1200px; }
 #live figure { display: inline-block; width: calc(50% - 1.5rem); margin: .5rem; vertical-align: top; }
 #live canvas { width: 100%; height: auto; }
 </style>
-<script src="/live.js" defer></script>
+<script src="live.js" defer></script>
 </head>
 <body>
 <main>
@@ -152,11 +154,35 @@ body { max-width: 1200px; }
 // else; the report it turns into at the end is drawn by the same rules.
 const csp = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src data:"
 
-// Handler serves the page (/), its script (/live.js) and its stream of
-// updates (/events), to GET only. With loopback set, a request whose Host
-// is not a loopback name is refused: a web page elsewhere cannot read the
-// run through a name it points at 127.0.0.1 (DNS rebinding).
-func (v *View) Handler(title string, loopback bool) http.Handler {
+// idleViewer is how long a viewer may take nothing: a write of an update
+// (or of the stream's headers) still blocked after it drops the viewer and
+// frees its slot. Updates come every second, so a viewer 30 behind shows
+// a stale page anyway; 30 s still lets a browser on a slow link (55 KB an
+// update at 2 KB/s) or a busy machine take one now and then. A browser
+// dropped reconnects by itself (EventSource) and starts from the newest
+// update, so letting one go costs it little; only holders of the key can
+// take a slot, so this frees the slots of pages left open on a machine
+// that slept or a tab that froze, not of strangers.
+const idleViewer = 30 * time.Second
+
+// Handler serves the page (/KEY/), its script (/KEY/live.js) and its
+// stream of updates (/KEY/events), to GET only; key is not empty.
+//
+// The key is a path prefix rather than a query parameter (?key=): the
+// page's own requests are relative (live.js, events), so they carry it
+// without the page or its script handling it, where a query parameter
+// must be added to each one by hand. Either sits whole in the browser's
+// history, and either would leave in a Referer: the answers say
+// Referrer-Policy: no-referrer, so neither does.
+//
+// A request whose path does not begin with the key is answered 404, as
+// any path the server lacks, before anything else is looked at: it takes
+// no viewer's slot and costs a compare (constant-time: how much of a
+// guess was right does not show in the time). With loopback set, a keyed
+// request whose Host is not a loopback name is refused: a web page
+// elsewhere cannot read the run through a name it points at 127.0.0.1
+// (DNS rebinding).
+func (v *View) Handler(title, key string, loopback bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -171,15 +197,26 @@ func (v *View) Handler(title string, loopback bool) http.Handler {
 		w.Write(b)
 	})
 	mux.HandleFunc("GET /events", v.stream)
+	under := http.StripPrefix("/"+key, mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, _, slash := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if key == "" || subtle.ConstantTimeCompare([]byte(k), []byte(key)) != 1 {
+			http.NotFound(w, r)
+			return
+		}
 		if loopback && !loopbackHost(r.Host) {
 			http.Error(w, "the live view answers to 127.0.0.1 and localhost only", http.StatusMisdirectedRequest)
 			return
 		}
+		if !slash { // /KEY: the page's relative requests need /KEY/
+			http.Redirect(w, r, key+"/", http.StatusFound)
+			return
+		}
 		w.Header().Set("Content-Security-Policy", csp)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
 		w.Header().Set("Cache-Control", "no-store")
-		mux.ServeHTTP(w, r)
+		under.ServeHTTP(w, r)
 	})
 }
 
@@ -195,40 +232,45 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// stream streams the updates to one viewer as server-sent events.
+// stream streams the updates to one viewer as server-sent events. A
+// viewer that takes nothing for idleViewer is let go (see write).
 func (v *View) stream(w http.ResponseWriter, r *http.Request) {
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
 	ch, ok := v.hub.join()
 	if !ok {
 		http.Error(w, fmt.Sprintf("%d viewers already watch this run", MaxViewers), http.StatusServiceUnavailable)
 		return
 	}
 	defer v.hub.leave(ch)
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // a kept-alive connection's next answer has none
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	fl.Flush()
+	if write(w, rc, nil) != nil {
+		return
+	}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case f := <-ch:
 			t0 := time.Now()
-			rc := http.NewResponseController(w)
-			rc.SetWriteDeadline(time.Now().Add(10 * time.Second)) // a stuck viewer is let go
-			_, err := w.Write(f)
-			if err == nil {
-				err = rc.Flush()
-			}
+			err := write(w, rc, f)
 			v.spent.Add(int64(time.Since(t0)))
 			if err != nil || v.hub.isFinal(f) {
 				return
 			}
 		}
 	}
+}
+
+// write sends b to a viewer and flushes it, or gives up once the viewer
+// has taken nothing for idleViewer (an error: the viewer is gone).
+func write(w http.ResponseWriter, rc *http.ResponseController, b []byte) error {
+	rc.SetWriteDeadline(time.Now().Add(idleViewer)) // unsupported by a test's recorder only
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return rc.Flush()
 }
 
 // Server is the live view served at an address.
@@ -239,8 +281,9 @@ type Server struct {
 }
 
 // Addr turns --ui's value into a listen address: a bare port is on
-// 127.0.0.1. Off loopback says so (warn non-empty): anyone who reaches
-// the address can read the run (its target, request names, figures).
+// 127.0.0.1. Off loopback says so (warn non-empty): the page's key
+// crosses the network in plain HTTP, and whoever sees it can read the run
+// (its target, request names, figures).
 func Addr(s string) (addr, warn string, err error) {
 	if _, perr := strconv.Atoi(s); perr == nil {
 		s = "127.0.0.1:" + s
@@ -254,12 +297,13 @@ func Addr(s string) (addr, warn string, err error) {
 		if shown == "" {
 			shown = "every interface"
 		}
-		warn = fmt.Sprintf("the live view listens on %s, off loopback: anyone who can reach port %s sees this run's target, requests and figures (it is read-only)", shown, port)
+		warn = fmt.Sprintf("the live view listens on %s, off loopback: its URL's key is its only guard, and it travels in plain HTTP, so anyone who sees the traffic to port %s can read this run's target, requests and figures (it is read-only)", shown, port)
 	}
 	return s, warn, nil
 }
 
-// Serve serves v at addr (from Addr) until Close.
+// Serve serves v at addr (from Addr) until Close, under a key of its own
+// (Handler): URL is the page's address with it, http://HOST:PORT/KEY/.
 func Serve(v *View, addr, title string) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -267,13 +311,50 @@ func Serve(v *View, addr, title string) (*Server, error) {
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	loopback := loopbackHost(host)
-	u := "http://" + ln.Addr().String() + "/"
+	hostport := ln.Addr().String()
 	if !loopback && (host == "" || host == "0.0.0.0" || host == "::") {
-		u = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + "/"
+		hostport = net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	}
-	s := &Server{URL: u, v: v, srv: &http.Server{Handler: v.Handler(title, loopback), ReadHeaderTimeout: 5 * time.Second}}
-	go s.srv.Serve(ln)
+	key := rand.Text() // 26 characters of A-Z and 2-7: 130 random bits, nothing to escape in a URL
+	s := &Server{URL: "http://" + hostport + "/" + key + "/", v: v, srv: server(v.Handler(title, key, loopback))}
+	go s.srv.Serve(smallSends{ln})
 	return s, nil
+}
+
+// sendBuffer is what the kernel may hold for a connection's peer, in
+// bytes (Linux doubles it): room for an update of 55 KB; at a 100 ms
+// round trip, 64 KiB in flight carries 640 KB/s, ten times the page's
+// most; and little for a viewer that does not read to hide behind (see
+// smallSends).
+const sendBuffer = 32 << 10
+
+// smallSends is a listener whose connections keep sendBuffer for their
+// peer. Left to itself Linux grows a connection's buffer to 4 MiB: a
+// client on loopback that never read took 3.8 MB, minutes of a small
+// run's updates, before a write blocked and idleViewer began to count;
+// with 32 KiB it takes some 160 KB.
+type smallSends struct{ net.Listener }
+
+func (l smallSends) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(sendBuffer)
+	}
+	return c, err
+}
+
+// idleConn is how long a connection may wait for its next request
+// before it is closed: a browser asks for the page, its script and its
+// stream within a second, and opens a connection again when it needs one.
+const idleConn = 10 * time.Second
+
+// server is the live view's http.Server for h: a connection that sends no
+// request's header within 5 s, or none after its last answer within
+// idleConn, is closed; a header is at most 64 KiB (a browser's, cookies
+// for 127.0.0.1 included, is some KB). No ReadTimeout or WriteTimeout:
+// they would end the streams, which the viewers' own deadline bounds.
+func server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleConn, MaxHeaderBytes: 64 << 10}
 }
 
 // Close gives the viewers up to wait to receive what is queued for them

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 )
 
 // TestLiveViewInChromium watches a ceiling search on two local agents in
-// a real headless Chromium, through --ui: the page shows the request names
+// a real headless Chromium, through --ui at the URL headroom prints (its
+// key in the path; the server without it answers 404): the page shows the request names
 // with their percentiles and sees them change, the checks, the decisions,
 // both agents and drawn charts, logs no fault, and becomes the run's
 // report when it ends. HEADROOM_LIVE_SHOT=FILE keeps a screenshot of the
@@ -76,6 +78,20 @@ func TestLiveViewInChromium(t *testing.T) {
 	case page = <-url:
 	case <-time.After(time.Minute):
 		t.Fatalf("no live view URL within a minute:\n%s", log())
+	}
+	// The page is under a key of the run's own: without it, nothing.
+	origin := regexp.MustCompile(`^(http://127\.0\.0\.1:[0-9]+)/[A-Z2-7]{26}/$`).FindStringSubmatch(page)
+	if origin == nil {
+		t.Fatalf("live view URL %q, want http://127.0.0.1:PORT/KEY/", page)
+	}
+	for _, path := range []string{"/", "/events"} {
+		resp, err := http.Get(origin[1] + path)
+		if err != nil || resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s without the key: %v %v, want 404", path, resp, err)
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
 	}
 
 	b, err := browser.Start(t.Context(), t.TempDir())

@@ -1,4 +1,4 @@
-// headroom's live view: each update from /events replaces the page's body
+// headroom's live view: each update from its stream (events) replaces the page's body
 // (HTML the run's report renderer made) and draws its charts; the last
 // update is the run's report, which replaces the page. Nothing is fetched
 // but from this server; nothing is sent to it.
@@ -10,7 +10,7 @@ const palette = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9
 const state = document.getElementById("state");
 const live = document.getElementById("live");
 let updates = 0;
-const stream = new EventSource("/events");
+const stream = new EventSource("events"); // relative: under the page's key
 
 // An update: a line of JSON (the charts' points, or {"report": true}), then the HTML to show.
 stream.onmessage = (e) => {
