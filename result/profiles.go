@@ -33,6 +33,9 @@ type ProfilePhase struct {
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
 	Slices int     `json:"slices"`
+	// LeftOut is how many slices that lay in the phase its merge left
+	// out: with them it would have held more than one profile may.
+	LeftOut int `json:"left_out,omitempty"`
 	// ProfiledS is the time the slices cover; CPUSeconds the CPU sampled
 	// in them; CPUCores their ratio.
 	ProfiledS  float64 `json:"profiled_s"`

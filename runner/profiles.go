@@ -79,7 +79,11 @@ func (s *session) profiles(p *profiling, phases ...profilePhase) {
 				s.res.Notes = append(s.res.Notes, fmt.Sprintf("server CPU profile of %s, target %d: %d stacks deeper than %d frames cut to their %d innermost (a profile of a Go server has 128 at most)",
 					ph.name, t+1, got.Cut, serverprof.MaxDepth, serverprof.MaxDepth))
 			}
-			rp := result.ProfilePhase{Target: t, Phase: ph.name, StartS: at(ph.from), EndS: at(ph.to), Slices: got.Slices,
+			if got.LeftOut > 0 {
+				s.res.Notes = append(s.res.Notes, Redact(fmt.Sprintf("server CPU profile of %s, target %d: %d of its slices left out of the merge (the first: %s); each is in profiles/, for go tool pprof",
+					ph.name, t+1, got.LeftOut, got.LeftWhy)))
+			}
+			rp := result.ProfilePhase{Target: t, Phase: ph.name, StartS: at(ph.from), EndS: at(ph.to), Slices: got.Slices, LeftOut: got.LeftOut,
 				ProfiledS: got.Covered.Seconds(), CPUSeconds: got.CPU.Seconds(), Flat: funcs(got.Flat, got.CPU), Cum: funcs(got.Cum, got.CPU), Binary: got.Binary, Flame: got.Flame}
 			if rp.ProfiledS > 0 {
 				rp.CPUCores = rp.CPUSeconds / rp.ProfiledS

@@ -6,6 +6,7 @@
 package serverprof
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +15,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/google/pprof/profile"
 )
 
 // Limits on what a profile endpoint may cost headroom.
@@ -159,7 +159,7 @@ func (c *Capture) take(ctx context.Context, i, n int) Slice {
 		s.Err = err.Error()
 		return s
 	}
-	if s.Err = check(body, cpuIndex, "CPU time"); s.Err != "" {
+	if s.Err = check(body, "cpu/nanoseconds", "CPU time"); s.Err != "" {
 		return s
 	}
 	if s.File, err = c.keep(body, fmt.Sprintf("t%d-%04d.pb.gz", i+1, n)); err != nil {
@@ -175,7 +175,7 @@ func (c *Capture) take(ctx context.Context, i, n int) Slice {
 	case err != nil:
 		s.HeapErr = err.Error()
 	default:
-		s.HeapErr = check(heap, heapIndex, "the heap in use")
+		s.HeapErr = check(heap, "inuse_space/bytes", "the heap in use")
 	}
 	if s.HeapErr == "" {
 		if s.Heap, err = c.keep(heap, fmt.Sprintf("t%d-%04d.heap.pb.gz", i+1, n)); err != nil {
@@ -187,15 +187,17 @@ func (c *Capture) take(ctx context.Context, i, n int) Slice {
 	return s
 }
 
-// check says why body is not a profile of what (the value index finds),
-// "" when it is one.
-func check(body []byte, index func(*profile.Profile) int, what string) string {
-	p, err := decode(body)
+// check says why body is not a profile of what (its sample type want,
+// "type/unit"), "" when it is one.
+func check(body []byte, want, what string) string {
+	types, err := inspect(body)
 	switch {
 	case err != nil:
-		return "not a pprof profile: " + firstLine(err.Error())
-	case index(p.Profile) < 0:
-		return fmt.Sprintf("a profile of %s, not of %s", sampleTypes(p.Profile), what)
+		return "not a pprof profile: " + firstLine(strings.TrimPrefix(err.Error(), "not a pprof profile: "))
+	case len(types) == 0:
+		return "a profile of no sample type, not of " + what
+	case !slices.Contains(types, want):
+		return fmt.Sprintf("a profile of %s, not of %s", strings.Join(types, ", "), what)
 	}
 	return ""
 }
@@ -242,11 +244,17 @@ func (c *Capture) fetch(ctx context.Context, target, kind string, seconds time.D
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		return nil, fmt.Errorf("status %d %s", resp.StatusCode, firstLine(string(b)))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
-	if err == nil && len(body) > MaxBody {
+	if resp.ContentLength > MaxBody {
+		return nil, errors.New("a body larger than 32 MiB: not read")
+	}
+	// A body of a stated length is read into a buffer of that length; one
+	// of unknown length grows as io.ReadAll grows it.
+	buf := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength+1, 512)))
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, MaxBody+1))
+	if err == nil && buf.Len() > MaxBody {
 		err = errors.New("a body larger than 32 MiB: not read")
 	}
-	return body, err
+	return buf.Bytes(), err
 }
 
 // Slices returns the slices taken so far, in the order they ended.

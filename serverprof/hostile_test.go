@@ -5,11 +5,13 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/google/pprof/profile"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/headroom-dev/headroom/internal/hostile"
 )
 
 // gzipOf is b gzipped.
@@ -78,8 +82,8 @@ func deep(depth, nameLen int) *profile.Profile {
 }
 
 // What a profile endpoint (or a result directory) sends is held within
-// bounds before it is parsed: a gzip bomb is refused having read 32 MiB
-// of it, a body of tiny samples that would take gigabytes is refused
+// bounds before it is parsed: a gzip bomb is refused holding none of it
+// (inflated once to count it), a body of tiny samples that would take gigabytes is refused
 // before it is parsed, and each is said why.
 func TestDecodeRefusesWhatWouldNotFit(t *testing.T) {
 	for name, c := range map[string]struct {
@@ -100,9 +104,10 @@ func TestDecodeRefusesWhatWouldNotFit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want %q", name, err, c.want)
 		}
-		// The bomb's 32 MiB gunzipped and ReadAll's doublings on the way;
-		// parsing the 2 million samples would take ~360 MiB.
-		if allocated > 160<<20 {
+		// The tiny samples' 20 MB gunzipped before they are weighed, the
+		// bomb nothing (it took ~100 MiB when read to count it); parsing
+		// the 2 million samples would take ~360 MiB.
+		if allocated > 64<<20 {
 			t.Errorf("%s: %d MiB allocated to refuse it", name, allocated>>20)
 		}
 	}
@@ -196,11 +201,11 @@ func TestHostileEndpointCostsLittle(t *testing.T) {
 	if !strings.Contains(errs[0], "larger than 32 MiB gunzipped") || errs[1] != "" || !strings.Contains(errs[2], "would take") || errs[3] != "" {
 		t.Errorf("errors %q", errs)
 	}
-	// Everything allocated, freed or not, bounds the peak: ~130 MiB (the
-	// bomb's 32 MiB read with ReadAll's doublings, the tiny samples' 20 MB
-	// gunzipped before they are weighed), where a 1 MB bomb alone took
+	// Everything allocated, freed or not, bounds the peak: ~26 MiB (the
+	// tiny samples' 20 MB gunzipped before they are weighed; ~130 MiB when
+	// the bomb was read to count it), where a 1 MB bomb alone took
 	// headroom to 2.7 GB before.
-	if a := after.TotalAlloc - before.TotalAlloc; a > 200<<20 {
+	if a := after.TotalAlloc - before.TotalAlloc; a > 80<<20 {
 		t.Errorf("%d MiB allocated against a hostile endpoint", a>>20)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "profiles", "*"))
@@ -253,5 +258,47 @@ func TestRedirectsStayOnTheHostAndAnswersAreClean(t *testing.T) {
 		if s := c.take(context.Background(), 0, 1); !strings.Contains(s.Err, want) || strings.ContainsAny(s.Err, "\x1b\x07") {
 			t.Errorf("%s: error %q, want %q", path, s.Err, want)
 		}
+	}
+}
+
+// A phase merges its slices one at a time within MaxMerged (24 MiB): of
+// two wide slices (~19 MiB each to hold, each stack its own) the second
+// is left out, the small ones after it are merged; one wider than
+// MaxMerged (~48 MiB) is left out alone; a long run's many slices of a
+// server whose stacks repeat all merge.
+func TestPhaseMergesWithinItsBound(t *testing.T) {
+	small := hostile.CPUProfile(time.Second, "main.work", "main.main")
+	for name, tc := range map[string]struct {
+		bodies          [][]byte
+		slices, leftOut int
+	}{
+		"two wide, then small": {[][]byte{hostile.WideProfile(40_000, 0), hostile.WideProfile(40_000, 1), small, small}, 3, 1},
+		"wider than a merge":   {[][]byte{hostile.WideProfile(100_000, 0), small}, 1, 1},
+		"an hour of slices":    {slices.Repeat([][]byte{small, hostile.CPUProfile(time.Second, "main.other", "main.main")}, 180), 360, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := &Capture{Targets: []string{"http://127.0.0.1:1/debug/pprof"}, Slice: 10 * time.Second, Dir: dir}
+			start := time.Unix(0, 0)
+			for i, b := range tc.bodies {
+				from := start.Add(time.Duration(i) * 10 * time.Second)
+				s := Slice{Target: 0, Start: from, End: from.Add(10 * time.Second), ok: true, File: filepath.Join("profiles", fmt.Sprintf("t1-%d.pb.gz", i))}
+				os.MkdirAll(filepath.Join(dir, "profiles"), 0o755)
+				if err := os.WriteFile(filepath.Join(dir, s.File), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				c.slices = append(c.slices, s)
+			}
+			ph, err := c.Phase(0, "window", start, start.Add(time.Duration(len(tc.bodies))*10*time.Second), 5)
+			if err != nil || ph == nil {
+				t.Fatalf("phase %+v, %v", ph, err)
+			}
+			if ph.Slices != tc.slices || ph.LeftOut != tc.leftOut {
+				t.Errorf("%d slices merged, %d left out: want %d and %d", ph.Slices, ph.LeftOut, tc.slices, tc.leftOut)
+			}
+			if want := time.Duration(tc.slices) * time.Second; tc.leftOut == 0 && ph.CPU != want {
+				t.Errorf("CPU %v, want %v: every slice's second", ph.CPU, want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package serverprof
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,8 +43,13 @@ type Phase struct {
 	Heap *Heap
 	// Cut is how many of its samples' stacks were deeper than MaxDepth
 	// and cut to it (their root's side left out).
-	Cut  int
-	prof *profile.Profile
+	Cut int
+	// LeftOut is how many slices that lay in the phase were left out of
+	// its merge: with them it would have held more than MaxMerged, or
+	// they did not parse; LeftWhy is the first one's reason.
+	LeftOut int
+	LeftWhy string
+	prof    *profile.Profile
 }
 
 // Func is one function's share of a phase's CPU: Flat in the function
@@ -60,26 +66,9 @@ const slack = 100 * time.Millisecond
 // Phase merges target's slices over [from, to); nil when none lies there.
 func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*Phase, error) {
 	ph := &Phase{Target: target, Name: name, From: from, To: to}
-	var ps []*profile.Profile
-	for _, s := range c.Slices() {
-		if s.Target != target || !s.ok || s.Start.Before(from) || s.End.After(to.Add(slack)) {
-			continue
-		}
-		p, err := c.parse(s)
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, p.Profile)
-		ph.Cut += p.cut
-		ph.Slices++
-		ph.Covered += s.End.Sub(s.Start)
-	}
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	p, err := profile.Merge(ps)
-	if err != nil { // slices of different binaries: the server restarted as another build
-		return nil, fmt.Errorf("the %s's profiles of %s do not merge: %v", name, c.Targets[target], err)
+	p, err := c.merge(ph)
+	if err != nil || p == nil {
+		return nil, err
 	}
 	ph.prof = p
 	ph.Binary, ph.Flame = binary(p), Flame(p)
@@ -92,23 +81,60 @@ func (c *Capture) Phase(target int, name string, from, to time.Time, top int) (*
 	return ph, nil
 }
 
+// merge merges the slices of ph's target that lie in it, one at a time
+// as they are read, so that it holds the merge so far and one slice,
+// within MaxMerged: a slice that would take the two past it, weighed
+// before it is parsed, is left out (LeftOut), as is one that does not
+// parse.
+func (c *Capture) merge(ph *Phase) (*profile.Profile, error) {
+	var acc *profile.Profile
+	var accHeld int64
+	for _, s := range c.Slices() {
+		if s.Target != ph.Target || !s.ok || s.Start.Before(ph.From) || s.End.After(ph.To.Add(slack)) {
+			continue
+		}
+		p, err := c.parse(s, MaxMerged-accHeld)
+		if err != nil { // past MaxMerged, or no profile (a capture only inspects one)
+			if ph.LeftOut++; ph.LeftWhy == "" {
+				ph.LeftWhy = err.Error()
+				if over := (errOver{}); errors.As(err, &over) {
+					ph.LeftWhy = fmt.Sprintf("%s would take %d MiB to hold, the merge so far %d MiB: more than %d MiB", s.File, over.held>>20, accHeld>>20, MaxMerged>>20)
+				}
+			}
+			continue
+		}
+		ph.Cut += p.cut
+		ph.Slices++
+		ph.Covered += s.End.Sub(s.Start)
+		if acc == nil {
+			acc = p.Profile
+		} else if acc, err = profile.Merge([]*profile.Profile{acc, p.Profile}); err != nil {
+			// slices of different binaries: the server restarted as another build
+			return nil, fmt.Errorf("the %s's profiles of %s do not merge: %v", ph.Name, c.Targets[ph.Target], err)
+		}
+		accHeld = footprint(acc)
+	}
+	return acc, nil
+}
+
 // Stem is a phase's name as a file name: "level 120 (2)" is level-120-2.
 func Stem(name string) string {
 	f := strings.FieldsFunc(name, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
 	return strings.Join(f, "-")
 }
 
-// parse reads slice s's profile again, from its file or its bytes.
-func (c *Capture) parse(s Slice) (decoded, error) {
+// parse reads slice s's profile again, from its file or its bytes,
+// with room for limit bytes parsed.
+func (c *Capture) parse(s Slice, limit int64) (decoded, error) {
 	if s.File == "" {
-		return decode(s.raw)
+		return decodeWithin(s.raw, limit)
 	}
 	root, err := os.OpenRoot(c.Dir)
 	if err != nil {
 		return decoded{}, err
 	}
 	defer root.Close()
-	return readFile(root, s.File)
+	return readWithin(root, s.File, limit)
 }
 
 // Write writes the phase's merged profile as profiles/<name>-t<target>.pb.gz

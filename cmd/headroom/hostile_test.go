@@ -1,15 +1,19 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -107,11 +111,12 @@ func TestRunsAgainstHostileServers(t *testing.T) {
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			start := time.Now()
-			err = cmd.Run()
-			took := time.Since(start)
-			if cmd.ProcessState == nil {
+			if err := cmd.Start(); err != nil {
 				t.Fatalf("did not run: %v", err)
 			}
+			peak := watchPeak(cmd.Process.Pid)
+			err = cmd.Wait()
+			took := time.Since(start)
 			if code := cmd.ProcessState.ExitCode(); code != tc.code {
 				t.Errorf("exit %d, want %d: %v\n%s", code, tc.code, err, stderr.String())
 			}
@@ -123,7 +128,7 @@ func TestRunsAgainstHostileServers(t *testing.T) {
 			if took > 20*time.Second {
 				t.Errorf("took %v, want the run over by --duration 2s + --grace 1s", took)
 			}
-			rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss / 1024
+			rss := peak()
 			t.Logf("took %v, peak RSS %d MB", took.Round(time.Millisecond), rss)
 			if rss > tc.rssMB {
 				t.Errorf("peak RSS %d MB, want at most %d MB", rss, tc.rssMB)
@@ -152,5 +157,116 @@ func allFailedWith(part string) func(*testing.T, *result.Result, *hostile.Server
 				}
 			}
 		}
+	}
+}
+
+// TestRunAgainstAHostileProfileEndpoint runs the real binary against a
+// good server whose pprof endpoint (--profile) serves, in turn, CPU
+// profiles too wide to hold (~77 MiB parsed, MaxHeld 48), wide ones that
+// can be held (~19 and ~43 MiB), a gzip bomb, a stack 3,000 frames deep,
+// garbage and good ones, and a heap profile of nearly all one may hold
+// (~46 MiB): the run's peak memory stays under 200 MB (138-150 MB here,
+// the heap profile parsed at twice its size as Go's collector lets the
+// heap grow), and its result is complete: each slice kept or refused with
+// its reason, the phases merged from what fits (MaxMerged). Parsing every
+// slice as it came and holding a phase's slices to merge them at once
+// took the same run to 650-690 MB.
+func TestRunAgainstAHostileProfileEndpoint(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	pp := &hostile.PprofEndpoint{Bodies: [][]byte{
+		hostile.CPUProfile(time.Second, "main.work", "main.main"), hostile.WideProfile(160_000, 0), hostile.WideProfile(40_000, 1),
+		hostile.WideProfile(90_000, 2), hostile.GzipBomb(64 << 20), hostile.WideProfile(40_000, 3), hostile.DeepProfile(3000),
+		[]byte("no profile at all"),
+	}, Heap: hostile.WideHeapProfile(95_000)}
+	prof := httptest.NewServer(pp)
+	defer prof.Close()
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer target.Close()
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "s.star")
+	get := "def act(user):\n    user.http.get(\"/\")\nactions = [action(\"Get\", act)]\nthink_time = think.constant(\"10ms\")\n"
+	if err := os.WriteFile(sc, []byte(get), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run")
+	cmd := exec.Command(bin, "run", sc, "--target", target.URL, "--users", "2", "--duration", "9s",
+		"--profile", prof.URL+"/debug/pprof", "--profile-slice", "1s", "--quiet", "--out", out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	peak := watchPeak(cmd.Process.Pid)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	rss := peak()
+	t.Logf("%d profiles served, peak RSS %d MB; stderr:\n%s", pp.Served.Load(), rss, stderr.String())
+	if rss > 200 {
+		t.Errorf("peak RSS %d MB, want at most 200 MB", rss)
+	}
+	res, err := result.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := res.Profiles
+	if ps == nil || len(ps.Slices) < 4 {
+		t.Fatalf("profiles %+v: want a slice a second", ps)
+	}
+	why := map[string]bool{}
+	for _, s := range ps.Slices {
+		if s.Error != "" {
+			why[s.Error[:min(len(s.Error), 40)]] = true
+		}
+	}
+	t.Logf("slices refused for %v", why)
+	window := false
+	for _, ph := range ps.Phases {
+		t.Logf("phase %s: %d slices, %d left out, %.1f CPU s", ph.Phase, ph.Slices, ph.LeftOut, ph.CPUSeconds)
+		window = window || ph.Phase == "window" && ph.Slices > 0 && ph.CPUSeconds > 0
+	}
+	if !window {
+		t.Errorf("phases %+v: want the window's, merged", ps.Phases)
+	}
+	if res.Totals.Count == 0 || res.Totals.Errors != 0 {
+		t.Errorf("totals %+v: want the users' requests, all answered", res.Totals)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+}
+
+// watchPeak follows a started process's peak resident memory until the
+// returned func is called, once it has ended: it returns the last seen,
+// in MB. It reads the process's own high-water mark (VmHWM) every 10 ms,
+// so only the last of its life can pass unseen: rusage's Maxrss, which
+// would see it all, also counts this test process's memory, which the
+// child shared (vfork) until its exec.
+func watchPeak(pid int) func() int64 {
+	var mu sync.Mutex
+	var kb int64
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v, ok := rusage.VmHWM(strconv.Itoa(pid)); ok {
+				mu.Lock()
+				kb = max(kb, v)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		mu.Lock()
+		defer mu.Unlock()
+		return kb / 1024
 	}
 }
