@@ -2,7 +2,8 @@
 # Runs every Go fuzz target in the repository (each func FuzzXxx in a
 # _test.go file) for FUZZTIME, one after the other: the HTTP response
 # parser, JSON into Starlark, scenario loading, data.csv files, result and histogram
-# reading, check queries, an agent's encoded snapshots (FuzzMergeEncoded,
+# reading, a result directory reported and compared (its profiles among it), check
+# queries, an agent's encoded snapshots (FuzzMergeEncoded,
 # metrics/wire_hostile_test.go). A failing input is written under the package's
 # testdata/fuzz/ and the script fails; commit the input with the fix so it
 # stays a regression seed (plain `go test` runs every seed).
@@ -10,6 +11,8 @@
 #   ./scripts/fuzz.sh                    # 2 minutes per target (about 30 minutes in all)
 #   FUZZTIME=10s ./scripts/fuzz.sh       # a quick pass (the test command runs this)
 #   FUZZ_WORKERS=1 ./scripts/fuzz.sh     # leave a core for other work
+#   FUZZ_MINIMIZE=1x ./scripts/fuzz.sh   # keep new inputs as found: a brief pass of a target whose
+#                                        # inputs are large (a result.json) spends it minimizing them
 #   ./scripts/fuzz.sh FuzzResponseParser # one target
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +20,7 @@ cd "$(dirname "$0")/.."
 FUZZTIME=${FUZZTIME:-2m}
 workers=()
 [[ -n ${FUZZ_WORKERS:-} ]] && workers=(-parallel "$FUZZ_WORKERS")
+[[ -n ${FUZZ_MINIMIZE:-} ]] && workers+=(-fuzzminimizetime "$FUZZ_MINIMIZE")
 only=${1:-}
 
 found=0

@@ -105,7 +105,7 @@ stage "tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile server
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
 fuzzlog=$(mktemp)
-FUZZTIME=${FUZZTIME:-10s} FUZZ_WORKERS=1 ./scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+FUZZTIME=${FUZZTIME:-10s} FUZZ_WORKERS=1 FUZZ_MINIMIZE=${FUZZ_MINIMIZE:-1x} ./scripts/fuzz.sh >"$fuzzlog" 2>&1 &
 fuzz=$!
 trap 'kill "$fuzz" 2>/dev/null || true; rm -f "$fuzzlog"' EXIT
 go test -count=1 -parallel 3 -timeout 14m -skip '^TestLimiterUnderContention$' ./...
