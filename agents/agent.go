@@ -147,7 +147,10 @@ func Retry(err error) bool {
 	case errors.Is(err, ErrRefused):
 		return false
 	}
-	return status.Code(err) == codes.Unavailable
+	// Unavailable: no connection, or no handshake slot now; DeadlineExceeded:
+	// the coordinator cut a handshake that outlasted HandshakeTimeout (a
+	// link or a machine that slow now may not be so in a moment).
+	return status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded
 }
 
 // engine loads the scenario st carries, checks it is the coordinator's,

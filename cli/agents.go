@@ -19,6 +19,7 @@ import (
 	"github.com/headroom-dev/headroom/agents"
 	"github.com/headroom-dev/headroom/metrics"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -91,7 +92,11 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 			return fail(env, ExitUsage, "--tls-ca: %v", err)
 		}
 	}
-	conn, err := grpc.NewClient(coordinator, grpc.WithTransportCredentials(creds))
+	// A connection the coordinator closes as it accepts it (its door full
+	// of strangers from this address: docs/AGENTS.md, "Security") is
+	// dialed again within seconds, not gRPC's default of up to 2 minutes.
+	conn, err := grpc.NewClient(coordinator, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}, MinConnectTimeout: 20 * time.Second}))
 	if err != nil {
 		return fail(env, ExitUsage, "--coordinator %s: %v", coordinator, err)
 	}
