@@ -137,6 +137,9 @@ type Engine struct {
 	// wake: the seam where a test stalls the process (virtual time), as
 	// the collector or a busy machine does.
 	stalled func()
+	// stalls is the generator's stalls its closed-model users saw (late
+	// wakes), for those whose actions they stretched (vu.think).
+	stalls stallLog
 }
 
 // New returns an engine with no users.
@@ -218,7 +221,7 @@ func (e *Engine) newUser() *vu {
 	id, slot := e.id(e.added), e.slot()
 	account := e.id(slot)
 	v := &vu{id: id, slot: slot, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
-		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled, retries: max(e.cfg.SetupRetries, 0),
+		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled, stalls: &e.stalls, retries: max(e.cfg.SetupRetries, 0),
 		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id, account) }}
 	v.user, v.client = v.fresh()
 	return v

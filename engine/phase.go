@@ -20,39 +20,47 @@ const phaseJitter = 0.01
 
 // catchUp is a closed-model user's pause before its next action: the think
 // time d, moved by jitter (in [-1, 1], the pause's own: phaseJitter of d
-// either way), less what the user still owes its own schedule (debt: how
-// late its earlier pauses ended, not yet made up), and the debt left
-// after it.
+// either way), less what the user owes its own schedule (debt: how late
+// its last pause ended, and the part of its last action a stall of the
+// generator took: vu.think).
 //
 // A stall of the generator (the collector, the scheduler, a neighbour on
 // the machine) wakes every user whose pause ended during it at the same
-// moment, the stall's end. With a constant think time those users would
-// then act together for good, and each stall would add to the bunch: the
-// target receives bursts the scenario never asked for. Shortening the next
-// pause by the lateness puts each user back on its own phase, whatever its
-// neighbours did, so a bunch lasts one cycle.
+// moment, the stall's end, and ends every action in flight then. With a
+// constant think time those users would then act together for good, and
+// each stall would add to the bunch: the target receives bursts the
+// scenario never asked for. Shortening the next pause by the debt puts
+// each user back on its own phase, whatever its neighbours did, so a
+// bunch lasts one cycle.
 //
-// Users whose requests were in flight during a stall also end their
-// actions together, and nothing says how long those actions would have
-// taken: the jitter parts them again within a few cycles (1% of a 1 s
-// think time is up to 10 ms either way, where such a stall on a busy
-// machine joins users within a few ms), and leaves the mean think time as
-// the scenario wrote it.
+// Users whose requests the target answered together (its own pause) also
+// end their actions together: that is the target's doing, not made up;
+// the jitter parts them again within a few cycles (1% of a 1 s think time
+// is up to 10 ms either way), and leaves the mean think time as the
+// scenario wrote it.
 //
-// Two bounds keep a stall from turning into a burst of its own: a pause
-// makes up at most half of d (a user never acts twice in quick
-// succession: the rest is made up over the next pauses), and whole think
-// times of lateness are forgiven (debt is taken modulo d): a user that
-// slept through a whole cycle keeps its phase, not its count of actions.
-// d <= 0 (no think time) has no phase to keep: the debt is dropped.
-func catchUp(d, debt time.Duration, jitter float64) (pause, left time.Duration) {
+// A user's cycle is its think time and its action (took: how long its
+// last action took, less what a stall added). A pause is never shorter
+// than half of d (a user never acts twice in quick succession): a user
+// that owes more than half a pause waits to its phase in the cycle after
+// (one action fewer, its phase kept), and whole cycles of lateness are
+// forgiven (debt is taken modulo the cycle): a user that slept through a
+// whole cycle keeps its phase, not its count of actions. Making up only
+// half a pause and the rest over the next ones would not do: after a
+// stall longer than a quarter of d, the users replayed last (they owe
+// twice their lateness) would start, at half a pause, on the phases of
+// those replayed first: twice the fair share for a cycle. d <= 0 (no
+// think time) has no phase to keep: the debt is dropped.
+func catchUp(d, took, debt time.Duration, jitter float64) time.Duration {
 	if d > 0 {
 		d += time.Duration(float64(d) * phaseJitter * jitter)
 	}
 	if d <= 0 || debt <= 0 {
-		return max(d, 0), 0
+		return max(d, 0)
 	}
-	debt %= d
-	c := min(debt, d/2)
-	return d - c, debt - c
+	debt %= d + max(took, 0)
+	if debt <= d/2 {
+		return d - debt
+	}
+	return 2*d + max(took, 0) - debt
 }

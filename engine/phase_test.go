@@ -16,25 +16,35 @@ import (
 func TestCatchUp(t *testing.T) {
 	const s = time.Second
 	for _, c := range []struct {
-		d, debt, pause, left time.Duration
+		d, debt, pause time.Duration
 	}{
-		{s, 0, s, 0}, // on time: the think time
-		{s, 30 * time.Millisecond, 970 * time.Millisecond, 0},      // made up at once
-		{s, 700 * time.Millisecond, s / 2, 200 * time.Millisecond}, // at most half a pause: never two actions back to back
-		{s, 2300 * time.Millisecond, 700 * time.Millisecond, 0},    // whole cycles forgiven: the phase kept, not the count
-		{0, 50 * time.Millisecond, 0, 0},                           // no think time, no phase
-		{s, -time.Millisecond, s, 0},
+		{s, 0, s}, // on time: the think time
+		{s, 30 * time.Millisecond, 970 * time.Millisecond},   // made up at once
+		{s, 500 * time.Millisecond, 500 * time.Millisecond},  // half a cycle: the least a pause is
+		{s, 700 * time.Millisecond, 1300 * time.Millisecond}, // over half: its phase a cycle later, never two actions back to back
+		{s, 2300 * time.Millisecond, 700 * time.Millisecond}, // whole cycles forgiven: the phase kept, not the count
+		{0, 50 * time.Millisecond, 0},                        // no think time, no phase
+		{s, -time.Millisecond, s},
 	} {
-		if p, l := catchUp(c.d, c.debt, 0); p != c.pause || l != c.left {
-			t.Errorf("catchUp(%v, %v) = %v, %v; want %v, %v", c.d, c.debt, p, l, c.pause, c.left)
+		if p := catchUp(c.d, 0, c.debt, 0); p != c.pause {
+			t.Errorf("catchUp(%v, %v) = %v; want %v", c.d, c.debt, p, c.pause)
 		}
 	}
 	// The jitter moves a pause by up to 1% either way, before the debt.
-	if p, _ := catchUp(s, 0, 1); p != 1010*time.Millisecond {
+	if p := catchUp(s, 0, 0, 1); p != 1010*time.Millisecond {
 		t.Errorf("jitter +1: %v", p)
 	}
-	if p, l := catchUp(s, 30*time.Millisecond, -1); p != 960*time.Millisecond || l != 0 {
-		t.Errorf("jitter -1, 30 ms owed: %v, %v", p, l)
+	if p := catchUp(s, 0, 30*time.Millisecond, -1); p != 960*time.Millisecond {
+		t.Errorf("jitter -1, 30 ms owed: %v", p)
+	}
+	// Whatever is owed, a user lands on its own phase (a whole number of
+	// cycles after it was due) and never pauses under half a cycle: users
+	// owing different amounts never land on each other's phases.
+	for debt := time.Duration(0); debt < 3*s; debt += 7 * time.Millisecond {
+		p := catchUp(s, 0, debt, 0)
+		if p < s/2 || (debt+p)%s != 0 {
+			t.Errorf("catchUp(1s, %v) = %v: off its phase, or under half a cycle", debt, p)
+		}
 	}
 }
 
@@ -159,4 +169,30 @@ func TestUsersKeepTheirPhasesThroughStalls(t *testing.T) {
 			t.Errorf("median start %d µs late: most users wake on time", p)
 		}
 	})
+}
+
+// A stall seen by many users (each from its own due time, all to its
+// end) is one; how much of an action it covers is the overlap.
+func TestStallLog(t *testing.T) {
+	var l stallLog
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l.saw(at(300), at(600)) // woken at the stall's end, due in it
+	l.saw(at(120), at(601))
+	l.saw(at(450), at(600))
+	l.saw(at(2000), at(2050)) // another
+	for _, c := range []struct {
+		from, to int
+		want     time.Duration
+	}{
+		{0, 100, 0},                       // before
+		{50, 601, 481 * time.Millisecond}, // in flight through it
+		{500, 550, 50 * time.Millisecond}, // inside it
+		{0, 3000, 531 * time.Millisecond}, // both
+		{700, 1900, 0},                    // between
+	} {
+		if got := l.within(at(c.from), at(c.to)); got != c.want {
+			t.Errorf("within(%d, %d ms) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
 }

@@ -70,12 +70,15 @@ type vu struct {
 	spread   time.Duration          // Config.Spread, after its default
 	retries  int                    // Config.SetupRetries, after its default: at most this many retries of a failed setup
 	timer    *time.Timer            // pause's; the user's goroutine's alone
-	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
+	debt     time.Duration          // how late its last pause ended, made up by the next (catchUp); the user's goroutine's alone
 	pauses   uint64                 // think times taken: each one's jitter is its own (catchUp)
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 	connect  bool                   // a pool user set up in advance: opens its connection at setup (preconnect)
 	warm     *warm                  // the engine's: where its actions and handlers run
 	stalled  func()                 // the engine's stalled: a test's stall of the process, or nil
+	stalls   *stallLog              // the engine's: the generator's stalls its users saw
+	acted    time.Time              // when its last action started (its pause's end); zero before the first; the user's goroutine's alone
+	took     time.Duration          // how long its last action took, less what a stall of the generator added (think); the user's goroutine's alone
 }
 
 var setupName = scenario.SetupAction
@@ -250,14 +253,38 @@ func (v *vu) handle() bool {
 // it, not at once. It records when the pause was meant to end and when the
 // user started (metrics.Shard.Wake): the generator's lateness and
 // burstiness. False means stop.
+//
+// The action before the pause owes the schedule too: a stall of the
+// generator holds every action in flight and ends them together, at its
+// end, and a pause timed from there would start those users together for
+// good (issue 50: the meant schedule bunched to 2-3 times the fair share
+// after a search's stalls). An action that took more than replayAfter
+// longer than the user's last is asked about (stretched): the part of it
+// the generator was stalled, up to how much longer it took, is owed as a
+// late wake is, so the user's next start is where its own phase puts it.
+// What the target took is not made up: a slow server slows a closed
+// model's users, as it should.
 func (v *vu) think(d time.Duration) bool {
+	end := time.Now() // the action's end, and the pause's start
+	acted := v.acted
+	v.acted = time.Time{}
 	if d <= 0 { // no think time (a throughput test): no schedule to keep
 		v.debt = 0
 		return v.pause(0)
 	}
 	v.pauses++
-	p, left := catchUp(d, v.debt, 2*v.user.Spread(1000+v.pauses)-1)
-	want, woke, ok := v.wait(p)
+	owed, asked := v.stretched(acted, end, d)
+	if owed < 0 {
+		return false // stopped during the pause's first part
+	}
+	p := catchUp(d, v.took, v.debt+owed, 2*v.user.Spread(1000+v.pauses)-1)
+	var want, woke time.Time
+	var ok bool
+	if asked { // the pause's first part is behind it
+		want, woke, ok = v.waitUntil(end.Add(p))
+	} else {
+		want, woke, ok = v.wait(p)
+	}
 	if !ok {
 		return false
 	}
@@ -275,9 +302,62 @@ func (v *vu) think(d time.Duration) bool {
 		}
 		woke = time.Now()
 	}
-	v.debt = left + max(woke.Sub(want), 0)
+	v.debt = max(woke.Sub(want), 0)
+	v.acted = woke
 	v.rec.Wake(want, woke)
 	return true
+}
+
+// stretched looks at the action that ran from acted to end (acted zero:
+// none, as before the first): if it took more than replayAfter longer
+// than the user's last, the pause's first part (stallSettle, at most a
+// third of d: the least a pause is, catchUp) is waited, and then the part
+// of the action a stall of the generator took, up to how much longer it
+// took, is owed (asked true; owed -1: the user was stopped meanwhile). It
+// keeps how long the action took, less what is owed, for the next.
+func (v *vu) stretched(acted, end time.Time, d time.Duration) (owed time.Duration, asked bool) {
+	if acted.IsZero() {
+		v.took = 0
+		return 0, false
+	}
+	took, last := end.Sub(acted), v.took
+	v.took = took
+	over := took - last
+	if over <= replayAfter || v.stalls == nil {
+		return 0, false
+	}
+	if !v.pause(min(stallSettle, d/3)) {
+		return -1, true
+	}
+	stalled := v.stalls.within(acted, end)
+	if last == 0 {
+		// Its first action: how long it takes the user does not know,
+		// nor so where its phase was. It takes a new one, its own, in
+		// the stall: users whose first actions one stall ended together
+		// start over the stall's length, not at once.
+		v.took = took - stalled
+		return time.Duration(v.user.Spread(1<<32+v.pauses) * float64(stalled)), true
+	}
+	owed = min(over, stalled)
+	v.took = took - owed
+	return owed, true
+}
+
+// waitUntil waits until due, as wait does (the want it returns is due,
+// or later if a handler of the user's own ran past it); a due already
+// past returns at once, due as want, now as woke: late.
+func (v *vu) waitUntil(due time.Time) (want, woke time.Time, ok bool) {
+	want, woke, ok = v.wait(time.Until(due))
+	if !ok {
+		return want, woke, false
+	}
+	if want.IsZero() {
+		return due, time.Now(), true
+	}
+	if want.Before(due) { // the timer's own now came before due by a few ns
+		want = due
+	}
+	return want, woke, true
 }
 
 // pause waits d, or less if the user is stopped; false means stop.
@@ -331,8 +411,13 @@ func (v *vu) wait(d time.Duration) (want, woke time.Time, ok bool) {
 				v.stalled()
 			}
 			woke = time.Now()
-			if woke.Sub(want) > lateAfter {
-				v.late.Add(1)
+			if late := woke.Sub(want); late > replayAfter {
+				if late > lateAfter {
+					v.late.Add(1)
+				}
+				if v.stalls != nil {
+					v.stalls.saw(want, woke)
+				}
 			}
 			return want, woke, true
 		}
