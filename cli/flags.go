@@ -45,6 +45,7 @@ type loadFlags struct {
 	loadTimeout                     time.Duration
 	vars                            scenarioVars
 	fleet                           fleetFlags
+	remoteWrite                     remoteWriteFlags
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
@@ -55,6 +56,7 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout, dial included; a request past it counts as a timeout, not an error (it fires up to 1% late)")
 	fs.DurationVar(&f.grace, "grace", 5*time.Second, "time a stopping user may finish its action before it is cancelled")
 	fs.StringVar(&f.metricsAddr, "metrics-listen", "", "serve headroom's Prometheus metrics at this address, e.g. 127.0.0.1:9465 (off by default)")
+	f.remoteWrite.register(fs)
 	fs.BoolVar(&f.client.Insecure, "insecure", false, "do not verify TLS certificates of an https target")
 	fs.StringVar(&f.caFile, "ca", "", "a PEM file of the certificates to trust (a private CA's) for https targets and wss:// WebSockets, in place of the system's roots")
 	fs.StringVar(&f.certFile, "cert", "", "a PEM file of the client certificate (and its chain) users show a server that asks for one (mutual TLS); with --key")
@@ -203,6 +205,9 @@ func (f *loadFlags) start(env Env, fs *flag.FlagSet, cmd string, args []string) 
 	if err := f.fleet.check(f.metricsAddr); err != nil {
 		return "", nil, fail(env, ExitUsage, "%v", err), false
 	}
+	if err := f.remoteWrite.check(); err != nil {
+		return "", nil, fail(env, ExitUsage, "%v", err), false
+	}
 	return pos[0], target, 0, true
 }
 
@@ -304,17 +309,20 @@ func maxUsersForData(env Env, sc *scenario.Scenario, max int) int {
 	return max
 }
 
-// serveMetrics serves headroom's Prometheus metrics at --metrics-listen,
-// if given, creating c.Prom when the run has none yet. stop is never nil.
+// serveMetrics serves headroom's Prometheus metrics at --metrics-listen
+// and sends them to --out-remote-write, if given, creating c.Prom when
+// the run has none yet. stop is never nil: it sends the last of them.
 func (f *loadFlags) serveMetrics(env Env, c *runner.Common) (stop func(), err error) {
+	stopWrite := f.remoteWrite.start(env, c)
 	if f.metricsAddr == "" {
-		return func() {}, nil
+		return stopWrite, nil
 	}
 	if c.Prom == nil {
 		c.Prom = metrics.NewProm()
 	}
-	stop, err = serveMetrics(f.metricsAddr, c.Prom)
+	stopServe, err := serveMetrics(f.metricsAddr, c.Prom)
 	if err != nil {
+		stopWrite()
 		return nil, fmt.Errorf("--metrics-listen: %v", err)
 	}
 	fmt.Fprintf(env.Stderr, "metrics at http://%s/metrics\n", f.metricsAddr)
@@ -322,7 +330,7 @@ func (f *loadFlags) serveMetrics(env Env, c *runner.Common) (stop func(), err er
 		fmt.Fprintf(env.Stderr, "warning: --metrics-listen %s serves headroom's metrics (request names, rates, latencies, users) %s: "+
 			"anyone who can reach this machine can read them; --metrics-listen %s keeps them on this machine\n", f.metricsAddr, who, local)
 	}
-	return stop, nil
+	return func() { stopServe(); stopWrite() }, nil
 }
 
 // exposure says where besides this machine a listen address is reachable
