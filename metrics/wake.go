@@ -179,6 +179,30 @@ func PoissonMax(mu float64, n int) int64 {
 	}
 }
 
+// PoissonBound is the least count k that any of n windows reaches with
+// probability at most p (a union bound: n·P(X >= k) <= p, X Poisson of
+// mean mu): past it, the busiest window is not chance at that rate. The
+// untrue-load rule judges a window's starts by it (result.Untrue). Pure;
+// 0 for mu <= 0 or n <= 0; p in (0, 1).
+func PoissonBound(mu float64, n int, p float64) int64 {
+	if mu <= 0 || n <= 0 {
+		return 0
+	}
+	tail := p / float64(n) // P(X >= k) at most this
+	pk := math.Exp(-mu)    // P(X = 0)
+	if pk == 0 {           // mu past ~745: the normal approximation is close enough
+		return int64(math.Ceil(mu + math.Sqrt(mu)*math.Sqrt2*math.Erfinv(1-2*tail)))
+	}
+	above := 1.0 // P(X >= k)
+	for k := int64(0); ; k++ {
+		if above <= tail || k > int64(10*mu)+100 {
+			return k
+		}
+		above -= pk
+		pk *= mu / float64(k+1)
+	}
+}
+
 // wakeName is the name Wakes.Late travels under on the wire.
 const wakeName = "wake"
 

@@ -83,3 +83,28 @@ func TestPoissonMax(t *testing.T) {
 		}
 	}
 }
+
+func TestPoissonBound(t *testing.T) {
+	for _, c := range []struct {
+		mu     float64
+		n      int
+		p      float64
+		lo, hi int64
+	}{
+		{0, 100, 1e-6, 0, 0},
+		{1, 1, 0.5, 2, 2},            // P(X >= 1) = 0.63, P(X >= 2) = 0.26
+		{2.8, 100, 1e-6, 17, 17},     // 280 starts a second in 10 ms windows: P(X >= 17) < 1e-8 < P(X >= 16)
+		{28, 100, 1e-6, 62, 64},      // in 100 ms: about 6.5 standard deviations
+		{1000, 10, 1e-6, 1160, 1170}, // normal: 1000 + 5.2·31.6
+	} {
+		if got := PoissonBound(c.mu, c.n, c.p); got < c.lo || got > c.hi {
+			t.Errorf("PoissonBound(%v, %d, %v) = %d, want [%d, %d]", c.mu, c.n, c.p, got, c.lo, c.hi)
+		}
+	}
+	// Above the median of the busiest window, always.
+	for _, mu := range []float64{0.1, 1, 2.5, 6.4, 40} {
+		if b, m := PoissonBound(mu, 100, 1e-6), PoissonMax(mu, 100); b <= m {
+			t.Errorf("mu %v: bound %d, median max %d", mu, b, m)
+		}
+	}
+}

@@ -104,3 +104,56 @@ func TestUntrue(t *testing.T) {
 		}
 	}
 }
+
+// collapsed makes a sealed second of 300 starts sent when they were
+// meant, n of them meant for one instant: a schedule that collapsed, the
+// generator on time (issue 50).
+func collapsed(t0 time.Time, n int) *metrics.Snapshot {
+	s := metrics.NewSnapshot()
+	rec := metrics.NewRecorder(1, nil, func() time.Time { return t0 })
+	for i := range 300 {
+		want := t0.Add(time.Duration(i) * time.Second / 300)
+		if i < n {
+			want = t0.Add(500 * time.Millisecond)
+		}
+		rec.Shard(0).Wake(want, want)
+	}
+	rec.Drain(s)
+	s.Start, s.End = t0, t0.Add(time.Second)
+	s.Seal()
+	return s
+}
+
+// A schedule bunched beyond the fair one, sent as meant, is untrue load:
+// a firing evaluation that sees it is kept out, the level re-held until
+// the checks' window holds only fair seconds, and an answer that rests on
+// the level is not trustworthy, naming it and the schedule.
+func TestTruthKeepsOutACollapsedSchedule(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	tr := newTruth(time.Second, 5*time.Second)
+	tr.second(t0, collapsed(t0, 0).Wakes)
+	if !tr.counts(t0, 250, true) {
+		t.Fatal("a firing on a fair schedule kept out")
+	}
+	t1 := t0.Add(time.Second)
+	tr.second(t1, collapsed(t1, 30).Wakes) // 30 meant for one 10 ms at 300 a second: random phases put ~8
+	if tr.counts(t1, 250, true) || tr.counts(t1.Add(4*time.Second), 250, true) {
+		t.Error("a firing on a collapsed schedule, within the checks' window, counted")
+	}
+	for s := 2; s <= 6; s++ { // spread again: fair seconds
+		ts := t0.Add(time.Duration(s) * time.Second)
+		tr.second(ts, collapsed(ts, 0).Wakes)
+	}
+	if !tr.counts(t1.Add(5*time.Second), 250, true) {
+		t.Error("a firing once the window holds only fair seconds kept out: the level is never judged")
+	}
+	l := tr.level(control.Level{Users: 250, Evaluations: 2, Verdict: "unhealthy"}, &held{snap: collapsed(t1, 30)})
+	if l.KeptOut != 2 || !strings.Contains(l.Untrue, "the generator's schedule bunched: 33 starts meant for one 10 ms") { // 30, and the slot's own 3
+		t.Errorf("level: kept out %d, untrue %q", l.KeptOut, l.Untrue)
+	}
+	ci := &result.Ceiling{Unit: result.UnitUsers, SupportedUsers: result.Supported{Value: 242, Low: 242, High: 250, Found: true},
+		Levels: []result.Level{l, tr.level(control.Level{Users: 242, Evaluations: 5, Verdict: "healthy"}, &held{snap: collapsed(t0, 0)})}}
+	if why := tr.untrusted(ci); !strings.Contains(why, "at 250 users") || !strings.Contains(why, "schedule bunched") {
+		t.Errorf("untrusted: %q", why)
+	}
+}
