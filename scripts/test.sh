@@ -3,7 +3,8 @@
 # need (Go modules; Debian's prometheus, prometheus-node-exporter,
 # chromium, which opens the HTML report as a reader would, and nginx, a
 # real token-bucket rate limiter with limit_req; Synapse, a real
-# Matrix homeserver, from pinned PyPI packages into a venv; Centrifugo, a
+# Matrix homeserver, from pinned PyPI packages into a venv; py-spy 0.4.3,
+# which headroom profiler runs beside a Python server, into another; Centrifugo, a
 # real WebSocket pub/sub server, built from its pinned Go module), then
 # vets, checks formatting, cross-compiles for Windows and macOS the packages
 # with code per system (scripts/cross.sh), decodes deploy/kubernetes's
@@ -73,6 +74,9 @@ if ! python3 -m venv --help >/dev/null 2>&1; then # Debian splits venv out of py
   apt_get install -y --no-install-recommends python3 python3-venv
 fi
 ./scripts/synapse.sh install
+
+stage "py-spy 0.4.3 (pinned, in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; headroom profiler's end-to-end test samples a Python server with it)"
+./scripts/py-spy.sh install
 
 stage "Centrifugo 5.4.9 (built from its pinned Go module into \${HEADROOM_CACHE:-~/.cache/headroom}, begun in the background above)"
 if ! wait "$cfinstall"; then
