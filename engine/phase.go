@@ -42,25 +42,30 @@ const phaseJitter = 0.01
 // A user's cycle is its think time and its action (took: how long its
 // last action took, less what a stall added). A pause is never shorter
 // than half of d (a user never acts twice in quick succession): a user
-// that owes more than half a pause waits to its phase in the cycle after
-// (one action fewer, its phase kept), and whole cycles of lateness are
-// forgiven (debt is taken modulo the cycle): a user that slept through a
-// whole cycle keeps its phase, not its count of actions. Making up only
-// half a pause and the rest over the next ones would not do: after a
-// stall longer than a quarter of d, the users replayed last (they owe
-// twice their lateness) would start, at half a pause, on the phases of
-// those replayed first: twice the fair share for a cycle. d <= 0 (no
-// think time) has no phase to keep: the debt is dropped.
-func catchUp(d, took, debt time.Duration, jitter float64) time.Duration {
+// that owes more than half a pause, and more than replayAfter past it,
+// waits to its phase in the cycle after (one action fewer, its phase
+// kept); a smaller rest (left) is made up over the next pauses, as is any
+// rest when d itself is under twice replayAfter (phases finer than the
+// 10 ms the schedule is judged in, where an action lost would matter more
+// than a phase). Whole cycles of lateness are forgiven (debt is taken
+// modulo the cycle): a user that slept through a whole cycle keeps its
+// phase, not its count of actions. Making up half a pause and carrying a
+// larger rest would not do: after a stall longer than a quarter of d, the
+// users replayed last (they owe twice their lateness) would start, at
+// half a pause, on the phases of those replayed first: twice the fair
+// share for a cycle. d <= 0 (no think time) has no phase to keep: the
+// debt is dropped.
+func catchUp(d, took, debt time.Duration, jitter float64) (pause, left time.Duration) {
 	if d > 0 {
 		d += time.Duration(float64(d) * phaseJitter * jitter)
 	}
 	if d <= 0 || debt <= 0 {
-		return max(d, 0)
+		return max(d, 0), 0
 	}
-	debt %= d + max(took, 0)
-	if debt <= d/2 {
-		return d - debt
+	took = max(took, 0)
+	debt %= d + took
+	if c := min(debt, d/2); debt-c <= replayAfter || d <= 2*replayAfter {
+		return d - c, debt - c
 	}
-	return 2*d + max(took, 0) - debt
+	return 2*d + took - debt, 0
 }

@@ -15,35 +15,41 @@ import (
 
 func TestCatchUp(t *testing.T) {
 	const s = time.Second
+	const ms = time.Millisecond
 	for _, c := range []struct {
-		d, debt, pause time.Duration
+		d, took, debt, pause, left time.Duration
 	}{
-		{s, 0, s}, // on time: the think time
-		{s, 30 * time.Millisecond, 970 * time.Millisecond},   // made up at once
-		{s, 500 * time.Millisecond, 500 * time.Millisecond},  // half a cycle: the least a pause is
-		{s, 700 * time.Millisecond, 1300 * time.Millisecond}, // over half: its phase a cycle later, never two actions back to back
-		{s, 2300 * time.Millisecond, 700 * time.Millisecond}, // whole cycles forgiven: the phase kept, not the count
-		{0, 50 * time.Millisecond, 0},                        // no think time, no phase
-		{s, -time.Millisecond, s},
+		{s, 0, 0, s, 0},                              // on time: the think time
+		{s, 0, 30 * ms, 970 * ms, 0},                 // made up at once
+		{s, 0, 500 * ms, 500 * ms, 0},                // half a cycle: the least a pause is
+		{s, 0, 505 * ms, 500 * ms, 5 * ms},           // a rest finer than 10 ms: made up next
+		{s, 0, 700 * ms, 1300 * ms, 0},               // more: its phase a cycle later, never two actions back to back
+		{s, 100 * ms, 700 * ms, 1400 * ms, 0},        // a cycle is the think time and the action
+		{s, 0, 2300 * ms, 700 * ms, 0},               // whole cycles forgiven: the phase kept, not the count
+		{s, 100 * ms, 2300 * ms, 900 * ms, 0},        // 2300 + 100 + 900: three cycles of 1.1 s
+		{20 * ms, 30 * ms, 15 * ms, 10 * ms, 5 * ms}, // a think time under 20 ms: no action lost for a phase
+		{0, 0, 50 * ms, 0, 0},                        // no think time, no phase
+		{s, 0, -ms, s, 0},
 	} {
-		if p := catchUp(c.d, 0, c.debt, 0); p != c.pause {
-			t.Errorf("catchUp(%v, %v) = %v; want %v", c.d, c.debt, p, c.pause)
+		if p, l := catchUp(c.d, c.took, c.debt, 0); p != c.pause || l != c.left {
+			t.Errorf("catchUp(%v, took %v, owed %v) = %v, %v; want %v, %v", c.d, c.took, c.debt, p, l, c.pause, c.left)
 		}
 	}
 	// The jitter moves a pause by up to 1% either way, before the debt.
-	if p := catchUp(s, 0, 0, 1); p != 1010*time.Millisecond {
+	if p, _ := catchUp(s, 0, 0, 1); p != 1010*ms {
 		t.Errorf("jitter +1: %v", p)
 	}
-	if p := catchUp(s, 0, 30*time.Millisecond, -1); p != 960*time.Millisecond {
-		t.Errorf("jitter -1, 30 ms owed: %v", p)
+	if p, l := catchUp(s, 0, 30*ms, -1); p != 960*ms || l != 0 {
+		t.Errorf("jitter -1, 30 ms owed: %v, %v", p, l)
 	}
 	// Whatever is owed, a user lands on its own phase (a whole number of
-	// cycles after it was due) and never pauses under half a cycle: users
-	// owing different amounts never land on each other's phases.
-	for debt := time.Duration(0); debt < 3*s; debt += 7 * time.Millisecond {
-		p := catchUp(s, 0, debt, 0)
-		if p < s/2 || (debt+p)%s != 0 {
-			t.Errorf("catchUp(1s, %v) = %v: off its phase, or under half a cycle", debt, p)
+	// cycles after it was due), or within 10 ms of it and making that up,
+	// and never pauses under half a cycle: users owing different amounts
+	// never land on each other's phases.
+	for debt := time.Duration(0); debt < 3*s; debt += 7 * ms {
+		p, l := catchUp(s, 0, debt, 0)
+		if p < s/2 || l > replayAfter || (debt+p-l)%s != 0 {
+			t.Errorf("catchUp(1s, %v) = %v, %v: off its phase, or under half a cycle", debt, p, l)
 		}
 	}
 }

@@ -70,7 +70,7 @@ type vu struct {
 	spread   time.Duration          // Config.Spread, after its default
 	retries  int                    // Config.SetupRetries, after its default: at most this many retries of a failed setup
 	timer    *time.Timer            // pause's; the user's goroutine's alone
-	debt     time.Duration          // how late its last pause ended, made up by the next (catchUp); the user's goroutine's alone
+	debt     time.Duration          // how late its pauses ended, not yet made up (catchUp); the user's goroutine's alone
 	pauses   uint64                 // think times taken: each one's jitter is its own (catchUp)
 	arrive   chan arrival           // a pool user's (open model): the arrival it is handed; nil otherwise
 	connect  bool                   // a pool user set up in advance: opens its connection at setup (preconnect)
@@ -277,7 +277,7 @@ func (v *vu) think(d time.Duration) bool {
 	if owed < 0 {
 		return false // stopped during the pause's first part
 	}
-	p := catchUp(d, v.took, v.debt+owed, 2*v.user.Spread(1000+v.pauses)-1)
+	p, left := catchUp(d, v.took, v.debt+owed, 2*v.user.Spread(1000+v.pauses)-1)
 	var want, woke time.Time
 	var ok bool
 	if asked { // the pause's first part is behind it
@@ -302,7 +302,7 @@ func (v *vu) think(d time.Duration) bool {
 		}
 		woke = time.Now()
 	}
-	v.debt = max(woke.Sub(want), 0)
+	v.debt = left + max(woke.Sub(want), 0)
 	v.acted = woke
 	v.rec.Wake(want, woke)
 	return true
