@@ -189,7 +189,9 @@ type refusal struct {
 	body   string
 }
 
-func (r refusal) Error() string { return fmt.Sprintf("%s refused them: %d %s", r.where, r.status, r.body) }
+func (r refusal) Error() string {
+	return fmt.Sprintf("%s refused them: %d %s", r.where, r.status, r.body)
+}
 
 // send writes one WriteRequest.
 func (w *Writer) send(ctx context.Context, ts []prompb.TimeSeries) error {
