@@ -287,11 +287,15 @@ func gzipped(b []byte) []byte {
 }
 
 // plumbing are the packages of a Go server's every request (its HTTP
-// server, the runtime): high in any profile's cumulative list, and never
-// what a release changed.
-var plumbing = []string{"runtime.", "net/http.", "net.", "internal/", "bufio.", "syscall.", "crypto/tls.", "sync."}
+// server, the runtime), and, in a profile headroom profiler took, the
+// process's own frame and a Python server's (the script's top level, the
+// standard library's socketserver, http.server and threading classes):
+// high in any profile's cumulative list, and never what a release changed.
+var plumbing = []string{"runtime.", "net/http.", "net.", "internal/", "bufio.", "syscall.", "crypto/tls.", "sync.",
+	"process ", "<module> (", "BaseServer.", "TCPServer.", "ThreadingMixIn.", "BaseRequestHandler.", "StreamRequestHandler.",
+	"BaseHTTPRequestHandler.", "Thread.run (", "Thread._bootstrap"}
 
-// Plumbing tells whether the function is a Go server's request plumbing
+// Plumbing tells whether the function is a server's request plumbing
 // (see plumbing): reports leave it out of cumulative lists, compare out
 // of the functions that moved.
 func Plumbing(name string) bool {

@@ -215,3 +215,20 @@ func TestPhaseHeapIsItsLast(t *testing.T) {
 		})
 	}
 }
+
+// What every request of a Go server, or of a Python one sampled by
+// headroom profiler, runs through is plumbing; the application's own
+// functions, Go's or Python's, are not.
+func TestPlumbing(t *testing.T) {
+	for name, want := range map[string]bool{
+		"runtime.mallocgc": true, "net/http.(*conn).serve": true, "process python3": true, "<module> (app.py)": true,
+		"BaseServer.serve_forever (socketserver.py)": true, "BaseHTTPRequestHandler.handle_one_request (server.py)": true,
+		"Thread._bootstrap_inner (threading.py)": true,
+		"main.hashPassword":                      false, "hash_password (server.py)": false, "Handler.do_GET (server.py)": false,
+		"github.com/mattermost/mattermost/server/v8/channels/app.(*App).Login": false, "processOrder (shop.py)": false,
+	} {
+		if got := Plumbing(name); got != want {
+			t.Errorf("Plumbing(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
