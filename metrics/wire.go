@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/headroom-dev/headroom/internal/runecut"
 )
 
 // The wire format of a Snapshot: what an agent sends its coordinator once a
@@ -330,13 +331,4 @@ func (e *encoder) uvarint(v uint64) {
 }
 
 // cut cuts s to maxWireString bytes, at the start of a character.
-func cut(s string) string {
-	if len(s) <= maxWireString {
-		return s
-	}
-	i := maxWireString
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
+func cut(s string) string { return runecut.Prefix(s, maxWireString) }

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
 
+	"github.com/headroom-dev/headroom/internal/runecut"
 	"github.com/headroom-dev/headroom/serverprof"
 )
 
@@ -268,13 +268,4 @@ func qualified(name, file string) string {
 }
 
 // cut is s cut to n bytes, on a rune's boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
+func cut(s string, n int) string { return runecut.Mark(s, n) }

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/headroom-dev/headroom/internal/runecut"
 )
 
 // What headroom holds of one profile, whoever made it: a profile endpoint
@@ -205,16 +206,7 @@ func inflate(b []byte, w io.Writer) (int64, error) {
 func gzipMagic(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
 // cutName is s cut to MaxName bytes, on a rune's boundary.
-func cutName(s string) string {
-	if len(s) <= MaxName {
-		return s
-	}
-	i := MaxName
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
+func cutName(s string) string { return runecut.Mark(s, MaxName) }
 
 // What github.com/google/pprof/profile spends to hold each part of a
 // profile, in bytes: held weighs an encoded profile by them, footprint a
