@@ -2,8 +2,9 @@ package har
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -123,12 +124,7 @@ func (x *index) walk(i int, path string, v any, depth int) {
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if k != "" && !strings.ContainsAny(k, ".#") && !allDigits(k) {
 				x.walk(i, join(k), v[k], depth+1)
 			}
