@@ -1,8 +1,9 @@
 // Package browser drives a real headless Chromium over the DevTools
-// protocol, for the tests that watch a page as a person would (the live
-// view's): open a URL, read the page with a script, take a screenshot,
-// hear what the page logged. Debian's chromium is the one scripts/test.sh
-// installs.
+// protocol: for the tests that watch a page as a person would (the live
+// view's: open a URL, read the page with a script, take a screenshot,
+// hear what the page logged), and for `headroom record`, which hears the
+// page's network events (Options.Events) and asks for their bodies.
+// Debian's chromium is the one scripts/test.sh installs.
 package browser
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,23 +29,68 @@ import (
 // Bin is Debian's chromium.
 const Bin = "/usr/bin/chromium"
 
-// Browser is one headless Chromium with one page.
-type Browser struct {
-	cmd *exec.Cmd
-	ws  *websocket.Conn
-	id  int
+// MaxMessage bounds one DevTools message headroom reads (a response body
+// asked for with Network.getResponseBody is one): past it the connection
+// is closed and every call fails.
+const MaxMessage = 64 << 20
 
-	mu   sync.Mutex
-	logs []string // what the page logged: exceptions, console and log entries of level error
+// callTimeout bounds a call made with Call.
+const callTimeout = 60 * time.Second
+
+// Options say how to start Chromium.
+type Options struct {
+	// Dir holds Chromium's profile and home; it must exist.
+	Dir string
+	// Bin is the Chromium to start; "": Bin.
+	Bin string
+	// Args are flags added to the defaults (a proxy, say).
+	Args []string
+	// Events, if set, is called with every event of the page, in order,
+	// on the goroutine that reads the DevTools connection: it must return
+	// at once and call nothing on the Browser (a call would wait for that
+	// same goroutine). params is valid after it returns.
+	Events func(method string, params json.RawMessage)
+}
+
+// Browser is one headless Chromium with one page. Its methods may be
+// called from several goroutines.
+type Browser struct {
+	cmd    *exec.Cmd
+	ws     *websocket.Conn
+	events func(method string, params json.RawMessage)
+	done   chan struct{} // closed when the reader ends
+
+	wmu sync.Mutex // one write at a time
+
+	mu      sync.Mutex
+	id      int
+	pending map[int]chan reply
+	err     error    // why the connection ended; set once
+	logs    []string // what the page logged: exceptions, console and log entries of level error
+}
+
+type reply struct {
+	result json.RawMessage
+	err    error
 }
 
 // Start starts Chromium with its own profile in dir, and its page.
 func Start(ctx context.Context, dir string) (*Browser, error) {
-	cmd := exec.CommandContext(ctx, Bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+	return StartWith(ctx, Options{Dir: dir})
+}
+
+// StartWith starts Chromium as opt says, and its page.
+func StartWith(ctx context.Context, opt Options) (*Browser, error) {
+	bin := opt.Bin
+	if bin == "" {
+		bin = Bin
+	}
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
 		"--no-default-browser-check", "--hide-scrollbars", "--mute-audio", "--window-size=1200,1600",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--remote-debugging-port=0", "about:blank")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_CACHE_HOME="+dir)
+		"--user-data-dir=" + filepath.Join(opt.Dir, "profile"), "--remote-debugging-port=0"}, opt.Args...)
+	cmd := exec.CommandContext(ctx, bin, append(args, "about:blank")...)
+	cmd.Env = append(os.Environ(), "HOME="+opt.Dir, "XDG_CONFIG_HOME="+opt.Dir, "XDG_CACHE_HOME="+opt.Dir)
 	ownGroup(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -52,7 +99,7 @@ func Start(ctx context.Context, dir string) (*Browser, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	b := &Browser{cmd: cmd}
+	b := &Browser{cmd: cmd, events: opt.Events, pending: map[int]chan reply{}, done: make(chan struct{})}
 	found := make(chan string, 1)
 	go func() { // the DevTools address, then the rest of the log drained
 		re := regexp.MustCompile(`DevTools listening on (ws://\S+)`)
@@ -69,6 +116,9 @@ func Start(ctx context.Context, dir string) (*Browser, error) {
 	case <-time.After(time.Minute):
 		b.Close()
 		return nil, errors.New("chromium did not say where its DevTools listen within a minute")
+	case <-ctx.Done():
+		b.Close()
+		return nil, ctx.Err()
 	}
 	if err := b.attach(ctx, addr); err != nil {
 		b.Close()
@@ -88,7 +138,7 @@ func (b *Browser) attach(ctx context.Context, browserWS string) error {
 	}
 	defer resp.Body.Close()
 	var targets []struct{ Type, WebSocketDebuggerURL string }
-	if err := json.NewDecoder(resp.Body).Decode(&targets); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&targets); err != nil {
 		return err
 	}
 	for _, t := range targets {
@@ -96,8 +146,10 @@ func (b *Browser) attach(ctx context.Context, browserWS string) error {
 			if b.ws, _, err = websocket.DefaultDialer.DialContext(ctx, t.WebSocketDebuggerURL, nil); err != nil {
 				return err
 			}
+			b.ws.SetReadLimit(MaxMessage)
+			go b.read()
 			for _, m := range []string{"Runtime.enable", "Log.enable", "Page.enable"} {
-				if _, err := b.Call(m, nil); err != nil {
+				if _, err := b.CallContext(ctx, m, nil); err != nil {
 					return err
 				}
 			}
@@ -107,15 +159,10 @@ func (b *Browser) attach(ctx context.Context, browserWS string) error {
 	return errors.New("chromium has no page")
 }
 
-// Call calls a DevTools method and returns its result.
-func (b *Browser) Call(method string, params any) (json.RawMessage, error) {
-	b.id++
-	id := b.id
-	b.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	if err := b.ws.WriteJSON(map[string]any{"id": id, "method": method, "params": params}); err != nil {
-		return nil, err
-	}
-	b.ws.SetReadDeadline(time.Now().Add(60 * time.Second))
+// read reads the connection until it ends: each reply to its call, each
+// event to the logs and to Options.Events.
+func (b *Browser) read() {
+	defer close(b.done)
 	for {
 		var m struct {
 			ID     int
@@ -125,15 +172,79 @@ func (b *Browser) Call(method string, params any) (json.RawMessage, error) {
 			Error  *struct{ Message string }
 		}
 		if err := b.ws.ReadJSON(&m); err != nil {
-			return nil, fmt.Errorf("%s: %w", method, err)
-		}
-		if m.ID == id {
-			if m.Error != nil {
-				return nil, fmt.Errorf("%s: %s", method, m.Error.Message)
+			b.mu.Lock()
+			b.err = fmt.Errorf("chromium's DevTools connection: %w", err)
+			for id, ch := range b.pending {
+				ch <- reply{err: b.err}
+				delete(b.pending, id)
 			}
-			return m.Result, nil
+			b.mu.Unlock()
+			return
 		}
-		b.event(m.Method, m.Params)
+		if m.Method != "" {
+			b.event(m.Method, m.Params)
+			if b.events != nil {
+				b.events(m.Method, m.Params)
+			}
+			continue
+		}
+		b.mu.Lock()
+		ch := b.pending[m.ID]
+		delete(b.pending, m.ID)
+		b.mu.Unlock()
+		if ch == nil {
+			continue // a call given up on
+		}
+		if m.Error != nil {
+			ch <- reply{err: errors.New(m.Error.Message)}
+		} else {
+			ch <- reply{result: m.Result}
+		}
+	}
+}
+
+// Call calls a DevTools method and returns its result, within a minute.
+func (b *Browser) Call(method string, params any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return b.CallContext(ctx, method, params)
+}
+
+// CallContext calls a DevTools method and returns its result, or ctx's
+// error once ctx is done.
+func (b *Browser) CallContext(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	ch := make(chan reply, 1)
+	b.mu.Lock()
+	if b.err != nil {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", method, b.err)
+	}
+	b.id++
+	id := b.id
+	b.pending[id] = ch
+	b.mu.Unlock()
+	forget := func() {
+		b.mu.Lock()
+		delete(b.pending, id)
+		b.mu.Unlock()
+	}
+	b.wmu.Lock()
+	b.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	err := b.ws.WriteJSON(map[string]any{"id": id, "method": method, "params": params})
+	b.wmu.Unlock()
+	if err != nil {
+		forget()
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("%s: %w", method, r.err)
+		}
+		return r.result, nil
+	case <-ctx.Done():
+		forget()
+		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
 }
 
@@ -148,8 +259,13 @@ func (b *Browser) event(method string, params json.RawMessage) {
 		Entry struct{ Level, Text string }
 		Args  []struct{ Value any }
 	}
-	json.Unmarshal(params, &p)
 	var line string
+	switch method {
+	case "Runtime.exceptionThrown", "Runtime.consoleAPICalled", "Log.entryAdded":
+		json.Unmarshal(params, &p)
+	default:
+		return
+	}
 	switch {
 	case method == "Runtime.exceptionThrown":
 		line = "exception: " + p.ExceptionDetails.Text + " " + p.ExceptionDetails.Exception.Description
@@ -161,11 +277,16 @@ func (b *Browser) event(method string, params json.RawMessage) {
 		return
 	}
 	b.mu.Lock()
-	b.logs = append(b.logs, line)
+	if len(b.logs) < maxLogs {
+		b.logs = append(b.logs, line)
+	}
 	b.mu.Unlock()
 }
 
-// Logs are the faults the page logged so far.
+// maxLogs bounds the faults kept.
+const maxLogs = 1000
+
+// Logs are the faults the page logged so far (the first 1,000).
 func (b *Browser) Logs() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -180,19 +301,39 @@ func (b *Browser) Open(url string) error {
 
 // Eval runs expression in the page and decodes its value into v.
 func (b *Browser) Eval(expression string, v any) error {
-	raw, err := b.Call("Runtime.evaluate", map[string]any{"expression": expression, "returnByValue": true})
+	return b.EvalContext(context.Background(), expression, v)
+}
+
+// EvalContext runs expression in the page, waiting for it if it is a
+// promise, and decodes its value into v (nil: the value is dropped).
+func (b *Browser) EvalContext(ctx context.Context, expression string, v any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+	}
+	raw, err := b.CallContext(ctx, "Runtime.evaluate", map[string]any{"expression": expression, "returnByValue": true, "awaitPromise": true})
 	if err != nil {
 		return err
 	}
 	var r struct {
 		Result           struct{ Value json.RawMessage }
-		ExceptionDetails *struct{ Text string }
+		ExceptionDetails *struct {
+			Text      string
+			Exception struct{ Description string }
+		}
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	if r.ExceptionDetails != nil {
-		return fmt.Errorf("%s: %s", expression, r.ExceptionDetails.Text)
+	if e := r.ExceptionDetails; e != nil {
+		if d := e.Exception.Description; d != "" {
+			return errors.New(strings.SplitN(d, "\n", 2)[0])
+		}
+		return errors.New(e.Text)
+	}
+	if v == nil || r.Result.Value == nil {
+		return nil
 	}
 	return json.Unmarshal(r.Result.Value, v)
 }
@@ -215,6 +356,7 @@ func (b *Browser) Screenshot(full bool) ([]byte, error) {
 func (b *Browser) Close() {
 	if b.ws != nil {
 		b.ws.Close()
+		<-b.done
 	}
 	if b.cmd.Process != nil {
 		killGroup(b.cmd)
