@@ -112,6 +112,7 @@ func commands() []command {
 		{"report", "write the Markdown + PNG and HTML report of a result, or a ceiling matrix", reportCmd},
 		{"testbed", "start the built-in target server, whose capacity is known", testbedCmd},
 		{"agent", "run users for a coordinator's run (--local-agents starts them for you)", agentCmd},
+		{"record", "record a browser session as a HAR file: a headless Chromium takes your steps through a page", recordCmd},
 		{"convert", "turn a recorded browser session (a HAR file) into a scenario, its tokens and ids correlated", convertCmd},
 		{"profiler", "serve a Python or native server's CPU profiles for --profile, sampled from beside it", profilerCmd},
 		{"version", "print the version", func(_ context.Context, env Env, _ []string) int {
