@@ -30,6 +30,11 @@
 #                         server checks (--scrape http://127.0.0.1:NODE_PORT/metrics); 0: none
 #   ADMIN_PASSWORD        the admin's (user "admin"; default the one examples/mattermost.star knows)
 #   RATE_LIMIT (false)    true turns Mattermost's rate limiter on (its defaults)
+#   LTNG (false)          true: what Mattermost's own load-test tool (mattermost-load-test-ng) needs to run
+#                         on this build: plugins on (its users ask for the webapp's plugins and log in
+#                         again on a 501), the feature flags CustomProfileAttributes and ChannelBookmarks off
+#                         and scheduled posts off (unlicensed, its logins and team loads fail otherwise);
+#                         bench/mattermost-ltng.sh starts the server so, for both tools
 #   START_TIMEOUT (120)   seconds `start` waits for the API to answer
 #   HEADROOM_CACHE        where the build lives ($HOME/.cache/headroom by default)
 #
@@ -65,6 +70,7 @@ PG_PORT=${PG_PORT:-15432}
 NODE_PORT=${NODE_PORT:-19100}
 ADMIN_PASSWORD=${ADMIN_PASSWORD:-headroom-Admin-1}
 RATE_LIMIT=${RATE_LIMIT:-false}
+LTNG=${LTNG:-false}
 START_TIMEOUT=${START_TIMEOUT:-120}
 CACHE=${HEADROOM_CACHE:-$HOME/.cache/headroom}
 HOME_DIR=$CACHE/mattermost-$VERSION # bin/mattermost, i18n/, templates/, fonts/, client/
@@ -339,6 +345,10 @@ start() {
 		MM_ANNOUNCEMENTSETTINGS_ADMINNOTICESENABLED=false
 		MM_LOGSETTINGS_ENABLEDIAGNOSTICS=false
 	)
+	if [[ $LTNG == true ]]; then
+		env+=(MM_PLUGINSETTINGS_ENABLE=true MM_FEATUREFLAGS_CUSTOMPROFILEATTRIBUTES=false
+			MM_FEATUREFLAGS_CHANNELBOOKMARKS=false MM_SERVICESETTINGS_SCHEDULEDPOSTS=false)
+	fi
 	# Own session and no terminal: the caller's Ctrl-C does not reach it, and
 	# `stop` ends it by PID. It runs in HOME_DIR, where its i18n/ and templates/ are.
 	(cd "$HOME_DIR" && exec setsid env "${env[@]}" "$BIN" server --config "$dir/config.json" \
