@@ -47,8 +47,8 @@ side() {
 	local t=http://127.0.0.1:$PORT m=http://127.0.0.1:$METRICS_PORT
 	log "$name ($2): the data set"
 	# every account the runs use signs up here: the runs' setups are logins alone, the same work each time
-	"$HEADROOM" run "$SC" --target "$t" --setup-only --users "$((USERS > 20 ? USERS : 20))" --ramp 10s --var data=yes --var channels=10 \
-		--var posts=1000 --out "$WORK/$name-data" >"$WORK/$name-data.log" 2>&1 || die "$name: the data phase failed: $(tail -5 "$WORK/$name-data.log")"
+	"$HEADROOM" run "$SC" --target "$t" --setup-only --users "$((USERS > 20 ? USERS : 20))" --ramp 10s --var data=yes \
+		--var posts=50 --out "$WORK/$name-data" >"$WORK/$name-data.log" 2>&1 || die "$name: the data phase failed: $(tail -5 "$WORK/$name-data.log")"
 	for i in $(seq 1 "$RUNS"); do
 		log "$name: run $i of $RUNS ($USERS users, ramp $RAMP, $DURATION)"
 		"$HEADROOM" run "$SC" --target "$t" --scrape "$m/metrics" --profile "$m/debug/pprof" --profile-slice 2s \

@@ -39,7 +39,7 @@ func TestMattermostExampleLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := map[string]string{"team": "t", "accounts": "100", "rate": "1", "min_idle": "2", "avg_idle": "30", "data": "yes",
-		"channels": "40", "joins": "3", "posts": "8000", "dms": "10", "site": "https://chat.example"}
+		"channels": "40", "joins": "3", "join_share": "0.5", "posts": "8000", "dms": "10", "site": "https://chat.example"}
 	for _, vars := range []map[string]string{nil, all} {
 		sc, err := Load(context.Background(), "mattermost.star", src, Limits{Vars: vars})
 		if err != nil {
@@ -81,9 +81,9 @@ func TestMattermostExampleRuns(t *testing.T) {
 			return transport.NewClient(transport.Options{Target: target, Timeout: 5 * time.Second, Dial: dial, Cookies: cookies})
 		}
 		// 4 accounts in 3 channels load-N, 2 of them each; accounts 3 and 4 open a direct channel with 1 and 2;
-		// 150 posts each, for 2% of them to carry an image often enough that one is uploaded and seen
-		const accounts, posts, joins, dms = 4, 150, 2, 2
-		vars := map[string]string{"data": "yes", "accounts": fmt.Sprint(accounts), "channels": "3", "joins": fmt.Sprint(joins),
+		// 300 posts each, for 1% of the roots to carry an image often enough that one is uploaded and seen
+		const accounts, posts, joins, dms = 4, 300, 2, 2
+		vars := map[string]string{"data": "yes", "accounts": fmt.Sprint(accounts), "channels": "3", "joins": fmt.Sprint(joins), "join_share": "1",
 			"posts": fmt.Sprint(posts), "dms": fmt.Sprint(dms)}
 		rec := &lockedSamples{}
 		start := func() []*User {

@@ -65,9 +65,9 @@ SC=$ROOT/examples/mattermost.star
 # field RESULT PYTHON-EXPR: a value of a result.json, r being the result.
 field() { python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print($2)" "$1/result.json"; }
 
-step "the data phase: 20 users, 10 channels, 1,000 posts"
+step "the data phase: 20 accounts, 50 posts each"
 "$HR" run "$SC" --target "$TARGET" --setup-only --users 20 --ramp 10s --setup-timeout 5m \
-	--var data=yes --var channels=10 --var posts=1000 --out "$WORK/data"
+	--var data=yes --var posts=50 --out "$WORK/data"
 [[ $(field "$WORK/data" 'r["setup"]["users"]') == 20 ]] || die "data: not every user set up: $(field "$WORK/data" 'r["setup"]["attempts"]')"
 posts=$(curl -fsS "$METRICS/metrics" | awk '/^mattermost_post_total /{print $2}')
 echo "data: 20 users set up, $(field "$WORK/data" 'r["setup"]["per_s"]') a second; posts counted by the server: ${posts:-?}"
