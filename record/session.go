@@ -123,50 +123,7 @@ type ask struct {
 func (s *session) handle(method string, params json.RawMessage) ask {
 	switch method {
 	case "Network.requestWillBeSent":
-		var p struct {
-			RequestID        string       `json:"requestId"`
-			Request          cdpRequest   `json:"request"`
-			Timestamp        float64      `json:"timestamp"`
-			WallTime         float64      `json:"wallTime"`
-			RedirectResponse *cdpResponse `json:"redirectResponse"`
-			Type             string       `json:"type"`
-			FrameID          string       `json:"frameId"`
-		}
-		if json.Unmarshal(params, &p) != nil {
-			return ask{}
-		}
-		s.last = max(s.last, p.Timestamp)
-		if prev := s.current[p.RequestID]; prev != nil && p.RedirectResponse != nil {
-			// the hop that was redirected ends where the next begins
-			prev.resp, prev.respTS = p.RedirectResponse, p.Timestamp
-			s.finish(prev, p.Timestamp)
-		} else if prev != nil {
-			s.finish(prev, p.Timestamp)
-		}
-		if len(s.entries) >= s.maxRequests {
-			delete(s.current, p.RequestID)
-			s.full = true
-			s.dropped++
-			return ask{}
-		}
-		e := &entry{id: p.RequestID, typ: p.Type, req: p.Request, ts: p.Timestamp, wall: wallTime(p.WallTime)}
-		if p.Type == "Document" && p.FrameID == s.mainFrame && p.RedirectResponse == nil {
-			s.pages = append(s.pages, &page{id: fmt.Sprintf("page_%d", len(s.pages)+1), url: p.Request.URL, wall: e.wall, ts: p.Timestamp,
-				content: -1, load: -1})
-			s.loaded = false
-		}
-		if n := len(s.pages); n > 0 {
-			e.page = s.pages[n-1]
-		}
-		e.postData = postData(p.Request)
-		s.entries = append(s.entries, e)
-		s.current[p.RequestID] = e
-		if !streaming(p.Type) {
-			s.inflight++
-		}
-		if e.postData == "" && p.Request.HasPostData {
-			return ask{e: e, post: true}
-		}
+		return s.requestWillBeSent(params)
 	case "Network.requestServedFromCache":
 		if e, _ := s.event(params, nil); e != nil {
 			e.cached = true
@@ -203,38 +160,100 @@ func (s *session) handle(method string, params json.RawMessage) ask {
 			return ask{e: s.wantBody(e)}
 		}
 	case "Network.loadingFailed":
-		var p struct {
-			ErrorText     string `json:"errorText"`
-			Canceled      bool   `json:"canceled"`
-			BlockedReason string `json:"blockedReason"`
-		}
-		if e, ts := s.event(params, &p); e != nil {
-			e.failed = p.ErrorText
-			if p.Canceled {
-				e.failed = "canceled by the page"
-			}
-			if p.BlockedReason != "" {
-				e.failed += " (blocked: " + p.BlockedReason + ")"
-			}
-			s.finish(e, ts)
-			delete(s.current, e.id)
-		}
+		s.loadingFailed(params)
 	case "Page.domContentEventFired", "Page.loadEventFired":
-		var p struct {
-			Timestamp float64 `json:"timestamp"`
-		}
-		if json.Unmarshal(params, &p) != nil || len(s.pages) == 0 {
-			return ask{}
-		}
-		pg := s.pages[len(s.pages)-1]
-		at := math.Max(0, (p.Timestamp-pg.ts)*1000)
-		if method == "Page.loadEventFired" {
-			pg.load, s.loaded = at, true
-		} else {
-			pg.content = at
-		}
+		s.pageEvent(method == "Page.loadEventFired", params)
 	}
 	return ask{}
+}
+
+// requestWillBeSent starts a request's entry (and a page's, for the main
+// frame's document), ending the hop a redirect replaced; it asks for the
+// request's body when the event left it out.
+func (s *session) requestWillBeSent(params json.RawMessage) ask {
+	var p struct {
+		RequestID        string       `json:"requestId"`
+		Request          cdpRequest   `json:"request"`
+		Timestamp        float64      `json:"timestamp"`
+		WallTime         float64      `json:"wallTime"`
+		RedirectResponse *cdpResponse `json:"redirectResponse"`
+		Type             string       `json:"type"`
+		FrameID          string       `json:"frameId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ask{}
+	}
+	s.last = max(s.last, p.Timestamp)
+	if prev := s.current[p.RequestID]; prev != nil && p.RedirectResponse != nil {
+		// the hop that was redirected ends where the next begins
+		prev.resp, prev.respTS = p.RedirectResponse, p.Timestamp
+		s.finish(prev, p.Timestamp)
+	} else if prev != nil {
+		s.finish(prev, p.Timestamp)
+	}
+	if len(s.entries) >= s.maxRequests {
+		delete(s.current, p.RequestID)
+		s.full = true
+		s.dropped++
+		return ask{}
+	}
+	e := &entry{id: p.RequestID, typ: p.Type, req: p.Request, ts: p.Timestamp, wall: wallTime(p.WallTime)}
+	if p.Type == "Document" && p.FrameID == s.mainFrame && p.RedirectResponse == nil {
+		s.pages = append(s.pages, &page{id: fmt.Sprintf("page_%d", len(s.pages)+1), url: p.Request.URL, wall: e.wall, ts: p.Timestamp,
+			content: -1, load: -1})
+		s.loaded = false
+	}
+	if n := len(s.pages); n > 0 {
+		e.page = s.pages[n-1]
+	}
+	e.postData = postData(p.Request)
+	s.entries = append(s.entries, e)
+	s.current[p.RequestID] = e
+	if !streaming(p.Type) {
+		s.inflight++
+	}
+	if e.postData == "" && p.Request.HasPostData {
+		return ask{e: e, post: true}
+	}
+	return ask{}
+}
+
+// loadingFailed ends a request that got no response: why, in its entry.
+func (s *session) loadingFailed(params json.RawMessage) {
+	var p struct {
+		ErrorText     string `json:"errorText"`
+		Canceled      bool   `json:"canceled"`
+		BlockedReason string `json:"blockedReason"`
+	}
+	if e, ts := s.event(params, &p); e != nil {
+		e.failed = p.ErrorText
+		if p.Canceled {
+			e.failed = "canceled by the page"
+		}
+		if p.BlockedReason != "" {
+			e.failed += " (blocked: " + p.BlockedReason + ")"
+		}
+		s.finish(e, ts)
+		delete(s.current, e.id)
+	}
+}
+
+// pageEvent notes when the current page's DOM was ready or it loaded
+// (load), in milliseconds from its document's request.
+func (s *session) pageEvent(load bool, params json.RawMessage) {
+	var p struct {
+		Timestamp float64 `json:"timestamp"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(s.pages) == 0 {
+		return
+	}
+	pg := s.pages[len(s.pages)-1]
+	at := math.Max(0, (p.Timestamp-pg.ts)*1000)
+	if load {
+		pg.load, s.loaded = at, true
+	} else {
+		pg.content = at
+	}
 }
 
 // event decodes a Network event of a request in flight into p (if not
