@@ -154,6 +154,17 @@ func recordCmd(ctx context.Context, env Env, args []string) int {
 	if err := errors.Join(enc.Encode(rec.File), w.Close()); err != nil {
 		return fail(env, ExitError, "%s: %v", out, err)
 	}
+	printRecording(env, out, rec)
+	if recErr != nil {
+		return fail(env, ExitError, "%v; %s holds what was recorded before", recErr, out)
+	}
+	fmt.Fprintf(env.Stderr, "convert it: headroom convert %s --out %s\n", out, strings.TrimSuffix(filepath.Base(out), filepath.Ext(out))+".star")
+	return ExitOK
+}
+
+// printRecording says what the HAR file at out holds and what was left out
+// of it: the requests with no response and the page's own faults.
+func printRecording(env Env, out string, rec *record.Recording) {
 	l := rec.File.Log
 	fmt.Fprintf(env.Stderr, "%s: %d requests on %d pages", out, len(l.Entries), len(l.Pages))
 	if rec.Cached+rec.Failed+rec.Open > 0 {
@@ -170,9 +181,4 @@ func recordCmd(ctx context.Context, env Env, args []string) int {
 		}
 		fmt.Fprintf(env.Stderr, "  the page logged: %s\n", f)
 	}
-	if recErr != nil {
-		return fail(env, ExitError, "%v; %s holds what was recorded before", recErr, out)
-	}
-	fmt.Fprintf(env.Stderr, "convert it: headroom convert %s --out %s\n", out, strings.TrimSuffix(filepath.Base(out), filepath.Ext(out))+".star")
-	return ExitOK
 }
