@@ -68,11 +68,7 @@ func convertCmd(_ context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitError, "%s: %v", pos[0], err)
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	w, err := os.OpenFile(out, flags, 0o644)
+	w, err := createOut(out, force)
 	if errors.Is(err, os.ErrExist) {
 		return fail(env, ExitUsage, "%s exists: give another --out, or --force to overwrite it", out)
 	}
@@ -87,4 +83,15 @@ func convertCmd(_ context.Context, env Env, args []string) int {
 		out, sc.Kept, sc.Origin, len(sc.Correlations), len(sc.Uncorrelated), sc.Assets, len(sc.Elsewhere))
 	fmt.Fprintf(env.Stderr, "run it: headroom run %s --target %s --users 10 --duration 1m\n", out, sc.Origin)
 	return ExitOK
+}
+
+// createOut opens the file a command writes (--out): a new one, or with
+// force one that exists, emptied. An existing one without force is
+// os.ErrExist, which the command turns into "give another --out".
+func createOut(out string, force bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	return os.OpenFile(out, flags, 0o644)
 }

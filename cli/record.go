@@ -129,11 +129,7 @@ func recordCmd(ctx context.Context, env Env, args []string) int {
 	if err := record.Check(steps, opt.AllowRemote); err != nil {
 		return usageError(env, fs, "%v", err)
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if force {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	}
-	w, err := os.OpenFile(out, flags, 0o644)
+	w, err := createOut(out, force)
 	if errors.Is(err, os.ErrExist) {
 		return fail(env, ExitUsage, "%s exists: give another --out, or --force to overwrite it", out)
 	}
