@@ -2,6 +2,7 @@ package prom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,6 +66,13 @@ func (e *Embedded) Query(ctx context.Context, query string, t time.Time) (float6
 	defer q.Close()
 	res := q.Exec(ctx)
 	if res.Err != nil {
+		// The engine says "timed out" when its own checks see the deadline,
+		// but a deadline met while the store expands series comes back as
+		// the context's bare error: both are the same timeout to a user.
+		var timeout promql.ErrQueryTimeout
+		if errors.As(res.Err, &timeout) || errors.Is(res.Err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("query timed out (%w)", res.Err)
+		}
 		return 0, fmt.Errorf("query error: %w", res.Err)
 	}
 	switch v := res.Value.(type) {
