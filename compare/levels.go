@@ -17,6 +17,9 @@ type LevelSpan struct {
 	// window: its CPU (cores, mean) over the requests a second it served
 	// (every request of the level), in milliseconds.
 	ServerCPU []Metric `json:"server_cpu_per_request_ms,omitempty"`
+	// Database is, for each database exporter every run scraped, its work
+	// a request over the level's held window (compareDatabase).
+	Database []Metric `json:"database_per_request,omitempty"`
 }
 
 // Onset is where one request's (or action's) latency first changed, level
@@ -68,7 +71,7 @@ func compareLevels(base, new *Side, o Options) ([]LevelSpan, []int) {
 	slices.Sort(apart)
 	var out []LevelSpan
 	for _, u := range users {
-		out = append(out, LevelSpan{Users: u, Span: compareSpan(b[u], n[u], o), ServerCPU: levelServerCPU(base, new, u, o)})
+		out = append(out, LevelSpan{Users: u, Span: compareSpan(b[u], n[u], o), ServerCPU: levelServerCPU(base, new, u, o), Database: levelDatabase(base, new, u, o)})
 	}
 	return out, apart
 }
@@ -102,6 +105,9 @@ func levelServerCPU(base, new *Side, users int, o Options) []Metric {
 	}
 	var out []Metric
 	for i := range endpoints {
+		if math.IsNaN(b[0][i]) && math.IsNaN(n[0][i]) {
+			continue // a database exporter: levelDatabase's
+		}
 		m := Metric{Name: fmt.Sprintf("server %d CPU a request (ms)", i+1), Unit: "ms"}
 		for _, runs := range b {
 			m.BaseRuns = append(m.BaseRuns, runs[i])
@@ -116,10 +122,37 @@ func levelServerCPU(base, new *Side, users int, o Options) []Metric {
 	return out
 }
 
+// levelDatabase is each database endpoint's work a request at the level
+// of users.
+func levelDatabase(base, new *Side, users int, o Options) []Metric {
+	spans := func(s *Side, i int) []dbSpan {
+		var out []dbSpan
+		for _, r := range s.Runs {
+			for _, l := range r.Result.Step.Levels {
+				if l.Users == users {
+					if i >= len(l.Server) {
+						return nil
+					}
+					out = append(out, dbSpan{l.Server[i].Database, float64(l.Totals.Count)})
+				}
+			}
+		}
+		return out
+	}
+	var out []Metric
+	for i := 0; ; i++ {
+		b, n := spans(base, i), spans(new, i)
+		if b == nil || n == nil {
+			return out
+		}
+		out = append(out, compareDatabase(i, b, n, o)...)
+	}
+}
+
 // cpuPerRequest is a window's CPU over the requests a second it served, in
 // milliseconds a request (NaN, no data, when it served none).
 func cpuPerRequest(w result.ServerWindow, rps float64) float64 {
-	if rps <= 0 {
+	if rps <= 0 || w.Database != nil { // an exporter's CPU is not the database's
 		return math.NaN()
 	}
 	return 1000 * w.CPUCoresMean / rps

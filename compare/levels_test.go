@@ -103,3 +103,47 @@ func TestOnsetsFindTheFirstLevelOfAChange(t *testing.T) {
 		t.Errorf("GET /c: %+v, want a regression (p99) at 48, over p50's improvement", c)
 	}
 }
+
+// withDatabase is withServerCPU with a second endpoint, a MySQL exporter,
+// whose database ran queries statements and read rows rows a request.
+func withDatabase(t *testing.T, shift time.Duration, queries, rows float64) string {
+	return copyRun(t, "step-1", func(r *result.Result) {
+		r.StartedAt = r.StartedAt.Add(shift)
+		for i := range r.Step.Levels {
+			l := &r.Step.Levels[i]
+			n := float64(l.Totals.Count)
+			l.Server = []result.ServerWindow{{Seconds: 10, CPUCoresMean: 10 * l.Totals.RPS / 1000},
+				{Seconds: 10, Database: &result.DatabaseWork{System: "mysql", Queries: queries * n, RowsRead: rows * n}}}
+		}
+	})
+}
+
+// A release that sends more queries a request is a regression of its
+// database's queries a request at every level, its rows read unchanged;
+// the exporter's endpoint gives no server CPU figure.
+func TestStepLevelsCompareDatabaseWorkPerRequest(t *testing.T) {
+	base, err := Load("a", []string{withDatabase(t, time.Hour, 5, 40), withDatabase(t, 2*time.Hour, 5.2, 40.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	new, err := Load("b", []string{withDatabase(t, 3*time.Hour, 12, 40.2), withDatabase(t, 4*time.Hour, 12.1, 40.4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compare(base, new, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range c.Levels {
+		if len(l.ServerCPU) != 1 || len(l.Database) != 2 {
+			t.Fatalf("level %d: %d server CPU and %d database figures, want 1 and 2 (queries, rows read)", l.Users, len(l.ServerCPU), len(l.Database))
+		}
+		q, rows := l.Database[0], l.Database[1]
+		if q.Name != "database 2 (mysql) queries a request" || !near(q.Base, 5.1) || !near(q.New, 12.05) || q.Verdict != Regression {
+			t.Errorf("level %d: %s %v → %v (%s), want database 2's queries 5.1 → 12.05, a regression", l.Users, q.Name, q.Base, q.New, q.Verdict)
+		}
+		if rows.Name != "database 2 (mysql) rows read a request" || rows.Verdict != NoChange {
+			t.Errorf("level %d: %s %v → %v (%s), want no change", l.Users, rows.Name, rows.Base, rows.New, rows.Verdict)
+		}
+	}
+}

@@ -18,6 +18,9 @@ type ServerComparison struct {
 	Memory     Metric             `json:"memory_mb"`
 	Goroutines Metric             `json:"goroutines"`
 	Timings    []TimingComparison `json:"timings,omitempty"`
+	// Database is, for a database exporter, its work a request of the
+	// window (compareDatabase).
+	Database []Metric `json:"database_per_request,omitempty"`
 }
 
 // TimingComparison compares one server-side latency family (API time by
@@ -83,7 +86,17 @@ func compareServers(base, new *Side, o Options, notes *[]string) []ServerCompari
 			f.m.judge(o)
 		}
 		sc.Timings = compareTimings(bt, nt, o)
+		sc.Database = compareDatabase(i, windowWork(base, i), windowWork(new, i), o)
 		out = append(out, sc)
+	}
+	return out
+}
+
+// windowWork is scrape endpoint i's database work over each run's window.
+func windowWork(s *Side, i int) []dbSpan {
+	var out []dbSpan
+	for _, r := range s.Runs {
+		out = append(out, dbSpan{r.Result.Server.Targets[i].Window.Database, float64(r.Result.Totals.Count)})
 	}
 	return out
 }

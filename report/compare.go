@@ -160,6 +160,9 @@ func serverSideBlocks(i int, s compare.ServerComparison, b, n string) []Block {
 			metricRow(t, m.Name, m)
 		}
 	}
+	for j := range s.Database {
+		metricRow(t, s.Database[j].Name+" (window)", &s.Database[j])
+	}
 	for j := range s.Timings {
 		metricRow(t, s.Timings[j].Title+": mean, common mix (ms)", &s.Timings[j].Mix)
 	}
@@ -213,18 +216,24 @@ func levelUnit(c *compare.Comparison) string { return result.UnitOf(c.Unit) }
 // level.
 func LevelsTable(c *compare.Comparison) *Table {
 	t := &Table{Header: []string{levelUnit(c), "requests/s", "mean (ms)", "p99 (ms)", "errors"}, Right: []int{0}}
-	servers := len(c.Levels[0].ServerCPU)
+	servers, dbs := len(c.Levels[0].ServerCPU), len(c.Levels[0].Database)
 	for _, l := range c.Levels {
-		servers = min(servers, len(l.ServerCPU))
+		servers, dbs = min(servers, len(l.ServerCPU)), min(dbs, len(l.Database))
 	}
-	for i := range servers {
-		t.Header = append(t.Header, fmt.Sprintf("server %d CPU a request (ms)", i+1))
+	for _, m := range c.Levels[0].ServerCPU[:servers] {
+		t.Header = append(t.Header, m.Name)
+	}
+	for _, m := range c.Levels[0].Database[:dbs] {
+		t.Header = append(t.Header, m.Name)
 	}
 	t.Header = append(t.Header, "verdict")
 	for _, l := range c.Levels {
 		ms := []*compare.Metric{&l.Throughput, &l.MixMean, &l.MixP99, &l.MixErrors}
 		for i := range servers {
 			ms = append(ms, &l.ServerCPU[i])
+		}
+		for i := range dbs {
+			ms = append(ms, &l.Database[i])
 		}
 		row := []string{fmt.Sprint(l.Users)}
 		for _, m := range ms {
@@ -294,6 +303,11 @@ func headlines(c *compare.Comparison) []*compare.Metric {
 		out = append(out, &c.Profiles[i].CPUPerUnit)
 	}
 	for _, s := range c.Server {
+		for i := range s.Database {
+			m := s.Database[i]
+			m.Name += " (window)"
+			out = append(out, &m)
+		}
 		for i := range s.Timings {
 			m := s.Timings[i].Mix
 			m.Name = s.Timings[i].Title + ", mean (common mix)"

@@ -115,6 +115,11 @@ func serverBlocks(r *result.Result) []Block {
 	out := []Block{&Heading{Level: 2, Text: "Server"}}
 	for _, tg := range r.Server.Targets {
 		w := tg.Window
+		if w.Database != nil {
+			out = append(out, &Para{Text: fmt.Sprintf("%s (a %s database's exporter), over the measured window: %s.", tg.URL, w.Database.System,
+				databaseText(w.Database, float64(r.Totals.Count)))})
+			continue
+		}
 		txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
 			tg.URL, tg.Kind, num(w.CPUCoresMean), num(w.CPUCoresMax), num(w.MemoryMBMean), num(w.MemoryMBMax))
 		if tg.Memory != "" {
@@ -130,6 +135,36 @@ func serverBlocks(r *result.Result) []Block {
 		out = append(out, timingTables(w)...)
 	}
 	return append(out, serverCharts("", []namedRun{{name: "run", res: r}})...)
+}
+
+// databaseText says what a database did over a span whose users made
+// requests: each figure, and a request.
+func databaseText(d *result.DatabaseWork, requests float64) string {
+	per := func(v float64, what string) string {
+		t := count(int64(math.Round(v))) + " " + what
+		if requests > 0 {
+			t += fmt.Sprintf(" (%s a request)", num(v/requests))
+		}
+		return t
+	}
+	return per(d.Queries+d.Transactions, dbWork(d)) + ", " + per(d.RowsRead, "rows read")
+}
+
+// dbWork names what a database's system counts of its work: statements
+// (MySQL, MariaDB) or transactions (PostgreSQL).
+func dbWork(d *result.DatabaseWork) string {
+	if d.System == "postgresql" {
+		return "transactions"
+	}
+	return "queries"
+}
+
+// perRequest is v over n requests, "–" when there were none.
+func perRequest(v float64, n int64) string {
+	if n <= 0 {
+		return "–"
+	}
+	return num(v / float64(n))
 }
 
 // errorBlocks list the most common error messages of the actions and
@@ -482,7 +517,12 @@ func stepBlocks(r *result.Result) []Block {
 	if r.Server != nil { // the server's CPU at each level, cores, mean over the held window
 		for _, tg := range r.Server.Targets {
 			t.Right = append(t.Right, len(t.Header))
-			t.Header = append(t.Header, "server CPU (cores) "+tg.Instance)
+			if d := tg.Window.Database; d != nil {
+				t.Right = append(t.Right, len(t.Header)+1)
+				t.Header = append(t.Header, dbWork(d)+" a request "+tg.Instance, "rows read a request "+tg.Instance)
+			} else {
+				t.Header = append(t.Header, "server CPU (cores) "+tg.Instance)
+			}
 		}
 	}
 	thr := &Chart{Name: "step-throughput", Title: "Throughput by level", XLabel: unit, YLabel: "requests/s"}
@@ -513,7 +553,11 @@ func stepBlocks(r *result.Result) []Block {
 			row = append(row, dropped, late, svc)
 		}
 		for _, sw := range l.Server {
-			row = append(row, num(sw.CPUCoresMean))
+			if d := sw.Database; d != nil {
+				row = append(row, perRequest(d.Queries+d.Transactions, s.Count), perRequest(d.RowsRead, s.Count))
+			} else {
+				row = append(row, num(sw.CPUCoresMean))
+			}
 		}
 		t.Rows = append(t.Rows, row)
 		u := float64(l.Users)

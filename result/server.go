@@ -49,6 +49,20 @@ type ServerWindow struct {
 	GoroutinesMean float64       `json:"goroutines_mean,omitempty"`
 	GoroutinesMax  float64       `json:"goroutines_max,omitempty"`
 	Timings        []TimingGroup `json:"timings,omitempty"`
+	// Database is what a database did over the span, from its exporter's
+	// counters; nil for an endpoint that is no database exporter.
+	Database *DatabaseWork `json:"database,omitempty"`
+}
+
+// DatabaseWork counts a database's work over a span (serverstats names
+// the exporters' counters): MySQL and MariaDB count their data statements
+// (Queries), PostgreSQL its transactions; both the rows their scans read.
+// The reports give each per request of the span.
+type DatabaseWork struct {
+	System       string  `json:"system"` // "mysql" (MySQL or MariaDB) or "postgresql"
+	Queries      float64 `json:"queries,omitempty"`
+	Transactions float64 `json:"transactions,omitempty"`
+	RowsRead     float64 `json:"rows_read"`
 }
 
 // TimingGroup is one server-side latency family split by one label, such

@@ -147,6 +147,9 @@ func checkServerWindow(at string, w ServerWindow) error {
 	if w.Seconds < 0 || w.CPUCoresMean < 0 || w.CPUCoresMax < 0 || w.MemoryMBMean < 0 || w.MemoryMBMax < 0 || w.GoroutinesMean < 0 || w.GoroutinesMax < 0 {
 		return fmt.Errorf("%s has a negative figure", at)
 	}
+	if d := w.Database; d != nil && (d.Queries < 0 || d.Transactions < 0 || d.RowsRead < 0) {
+		return fmt.Errorf("%s: the database has a negative figure", at)
+	}
 	for _, g := range w.Timings {
 		for _, it := range g.Items {
 			if it.Count < 0 || it.RPS < 0 || it.MeanMs < 0 || it.P99Ms < 0 {

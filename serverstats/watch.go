@@ -37,6 +37,7 @@ type target struct {
 	url      string
 	lastT    time.Time // when the latest successful scrape was taken
 	kind     string
+	db       string // the database system, when the endpoint is its exporter
 	memory   string // the metric memory figures come from
 	has      map[string]bool
 	timeline []result.ServerPoint
@@ -106,6 +107,14 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	tg.scrapes++
 	p := result.ServerPoint{T: t.Sub(w.start).Seconds()}
 	cpu, mem, gor, kind, memory := resources(byName)
+	if system, counts := databaseCounters(byName); system != "" {
+		// an exporter's process_* figures are its own, not the database's
+		cpu, mem, gor, kind, memory = math.NaN(), math.NaN(), math.NaN(), "database", ""
+		tg.db = system
+		for k, v := range counts {
+			tg.hists[k] = &cum{count: v}
+		}
+	}
 	tg.kind = kind
 	if !math.IsNaN(mem) {
 		tg.memory = memory
@@ -415,6 +424,7 @@ func (tg *target) window(families []Family, fromT, toT float64, from, to map[key
 		w.MemoryMBMean /= n
 		w.GoroutinesMean /= n
 	}
+	w.Database = database(tg.db, from, to)
 	for _, f := range families {
 		g := result.TimingGroup{Metric: f.Metric, Label: f.Label, Title: f.Title, Type: "histogram"}
 		for k, end := range to {
