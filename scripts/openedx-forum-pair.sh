@@ -15,8 +15,14 @@
 #                     verdict at any level)
 #   REPEATS (3)       step runs per release
 #   THREADS (200)     the data phase's threads (each with 4 responses and 2 comments)
-#   PORT (18000)      the base's API; the base's metrics and MariaDB are PORT+1 and PORT-4694,
-#                     the new release's each 10 higher
+#   PORT (18000)      the base's API; the base's metrics, profiler, MariaDB and MariaDB's exporter are
+#                     PORT+1, PORT+2, PORT-4694 and PORT+1104, the new release's each 10 higher
+#   PROFILE (1)       the workers' CPU profiles by `headroom profiler` (py-spy, installed by
+#                     scripts/py-spy.sh) beside each server, --profile-slice 5s: compare's profile diff
+#                     names the Python functions that moved; 0 for none
+#
+# MariaDB's exporter (scripts/openedx-forum.sh starts it) is scraped beside the forum's metrics, so each
+# level has the database's queries and rows read a request, and compare judges them.
 #
 # Leaves in OUT: base-N/ and new-N/ (each a step result), compare/ (report.md, report.html,
 # compare.json), and server-VERSION/ (each server's directory, stopped at the end).
@@ -32,6 +38,7 @@ HOLD=${HOLD:-90s}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-200}
 PORT=${PORT:-18000}
+PROFILE=${PROFILE:-1}
 FORUM=$ROOT/scripts/openedx-forum.sh
 SC=$ROOT/examples/openedx-forum.star
 
@@ -42,11 +49,18 @@ step() { echo "== $(date -u +%H:%M:%S) (+$((SECONDS - T0)) s) $*"; }
 HR=$OUT/headroom
 
 # ports SIDE: the API, metrics and MariaDB ports of side 0 (base) or 1 (new).
-ports() { local p=$((PORT + 10 * $1)); echo "PORT=$p METRICS_PORT=$((p + 1)) DB_PORT=$((p - 4694))"; }
+ports() { local p=$((PORT + 10 * $1)); echo "PORT=$p METRICS_PORT=$((p + 1)) DB_PORT=$((p - 4694)) DB_EXPORTER_PORT=$((p + 1104))"; }
 
+profiler=""
 stop_all() {
+	[[ -n $profiler ]] && kill "$profiler" 2>/dev/null
 	for v in "$BASE" "$NEW"; do "$FORUM" stop "$OUT/server-$v" >/dev/null 2>&1 || true; done
 }
+PYSPY=""
+if [[ $PROFILE == 1 ]]; then
+	"$ROOT/scripts/py-spy.sh" install
+	PYSPY=$("$ROOT/scripts/py-spy.sh" path)
+fi
 trap stop_all EXIT
 
 # One token for both servers, and one forum.json for the scenario: its hash covers its data files and
@@ -83,10 +97,22 @@ for i in $(seq 1 "$REPEATS"); do
 		p=$((PORT + 10 * side))
 		step "run $i of $REPEATS: $name ($v), levels $LEVELS, $HOLD each"
 		restore "$v" "$side"
+		prof=()
+		if [[ $PROFILE == 1 ]]; then # the workers: gunicorn's master and its children
+			"$HR" profiler --pid "$(cat "$OUT/server-$v/gunicorn.pid")" --py-spy "$PYSPY" --listen "127.0.0.1:$((p + 2))" \
+				>"$OUT/$name-$i.profiler.log" 2>&1 &
+			profiler=$!
+			prof=(--profile "http://127.0.0.1:$((p + 2))/debug/pprof" --profile-slice 5s)
+		fi
 		"$HR" step "$SC" --target "http://127.0.0.1:$p" --var forum="$OUT/forum.json" \
-			--scrape "http://127.0.0.1:$((p + 1))/metrics" --levels "$LEVELS" --hold "$HOLD" \
-			--no-report --force --out "$OUT/$name-$i" >"$OUT/$name-$i.txt" 2>&1 ||
+			--scrape "http://127.0.0.1:$((p + 1))/metrics" --scrape "http://127.0.0.1:$((p + 1104))/metrics" "${prof[@]}" \
+			--levels "$LEVELS" --hold "$HOLD" --no-report --force --out "$OUT/$name-$i" >"$OUT/$name-$i.txt" 2>&1 ||
 			{ tail -20 "$OUT/$name-$i.txt"; exit 1; }
+		if [[ -n $profiler ]]; then
+			kill "$profiler" 2>/dev/null
+			wait "$profiler" 2>/dev/null || true
+			profiler=""
+		fi
 		side=1
 	done
 done

@@ -20,6 +20,11 @@
 #   METRICS_PORT (18001)   Prometheus metrics at /metrics: django-prometheus's request timings by
 #                          view, and the CPU and memory of gunicorn (master and workers) and MariaDB
 #   DB_PORT (13306)        MariaDB, on 127.0.0.1
+#   DB_EXPORTER_PORT (19104)
+#                          MariaDB's own counters (prometheus-mysqld-exporter, installed with the Debian
+#                          packages): --scrape http://127.0.0.1:DB_EXPORTER_PORT/metrics gives the
+#                          database's queries and rows read a request (docs/HEALTH.md, "Databases");
+#                          started when the exporter is installed, 0 for none
 #   WORKERS (2)            gunicorn's worker processes (sync workers: one request each at a time)
 #   START_TIMEOUT (60)     seconds `start` waits for MariaDB, and then for the API, to answer
 #   PYTHON                 the Python that makes the venv (default: the one FORUM_VERSION needs)
@@ -51,6 +56,7 @@ VERSION=${FORUM_VERSION:-0.6.0}
 PORT=${PORT:-18000}
 METRICS_PORT=${METRICS_PORT:-18001}
 DB_PORT=${DB_PORT:-13306}
+DB_EXPORTER_PORT=${DB_EXPORTER_PORT:-19104}
 WORKERS=${WORKERS:-2}
 START_TIMEOUT=${START_TIMEOUT:-60}
 CACHE=${HEADROOM_CACHE:-$HOME/.cache/headroom}
@@ -59,7 +65,7 @@ STAMP=$VENV/.headroom-installed
 # The host's packages, pinned: Django on the 5.2 line the forum is tested with (pip
 # would take 6.x), and what serves and measures it.
 PINS=("Django==5.2.19" "gunicorn==27.0.1" "mysqlclient==2.3.2" "django-prometheus==2.5.0" "prometheus-client==0.26.0")
-DEBS=(mariadb-server default-libmysqlclient-dev pkg-config build-essential)
+DEBS=(mariadb-server default-libmysqlclient-dev pkg-config build-essential prometheus-mysqld-exporter)
 
 die() {
 	echo "openedx-forum.sh: $*" >&2
@@ -130,6 +136,28 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 running() { running_as gunicorn "$1" "headroom_forum.wsgi"; }
 running_db() { running_as mariadb "$1" "--datadir=$1/db"; }
+running_exporter() { running_as mysqld-exporter "$1" "127.0.0.1:$(cat "$1/mysqld-exporter.port" 2>/dev/null)"; }
+
+# start_exporter DIR: MariaDB's counters served by mysqld_exporter on DB_EXPORTER_PORT, when it is
+# installed: SHOW GLOBAL STATUS alone (its other default collectors send SELECTs a scrape, which would
+# count among the forum's queries), over the socket as this user (socket authentication).
+start_exporter() {
+	local dir=$1 bin
+	running_exporter "$dir" && return 0
+	[[ $DB_EXPORTER_PORT != 0 ]] || return 0
+	bin=$(command -v prometheus-mysqld-exporter || command -v mysqld_exporter) || {
+		echo "openedx-forum.sh: no prometheus-mysqld-exporter: the database's queries a request are not served (apt-get install prometheus-mysqld-exporter)" >&2
+		return 0
+	}
+	port_free "$DB_EXPORTER_PORT" || die "start: port $DB_EXPORTER_PORT (DB_EXPORTER_PORT) is taken; set a free one, or 0 for no exporter"
+	echo "$DB_EXPORTER_PORT" >"$dir/mysqld-exporter.port"
+	(DATA_SOURCE_NAME="$(id -un)@unix($dir/mariadb.sock)/" exec setsid "$bin" --web.listen-address="127.0.0.1:$DB_EXPORTER_PORT" \
+		--no-collect.global_variables --no-collect.slave_status --no-collect.info_schema.innodb_cmp \
+		--no-collect.info_schema.innodb_cmpmem --no-collect.info_schema.query_response_time \
+		</dev/null >"$dir/mysqld-exporter.log" 2>&1) &
+	echo $! >"$dir/mysqld-exporter.pid"
+	await_answer mysqld-exporter "$dir" "$!" "http://127.0.0.1:$DB_EXPORTER_PORT/metrics" "$START_TIMEOUT" "mysqld_exporter" "$dir/mysqld-exporter.log"
+}
 
 # secrets DIR: the directory's secret key, database password, API key and token, made once (mode 600);
 # the token and API key are FORUM_TOKEN's and FORUM_API_KEY's when they are set.
@@ -207,6 +235,7 @@ start() {
 	done
 	secrets "$DIR"
 	start_db "$DIR"
+	start_exporter "$DIR"
 	echo "$VERSION" >"$DIR/version"
 	export PYTHONPATH=$HOST DJANGO_SETTINGS_MODULE=headroom_forum.settings PYTHONPYCACHEPREFIX=$DIR/pycache
 	export FORUM_DB_PORT=$DB_PORT FORUM_PORT=$PORT FORUM_METRICS_PORT=$METRICS_PORT FORUM_WORKERS=$WORKERS
@@ -226,6 +255,9 @@ start() {
 	[[ $code == 404 || $code == 200 ]] ||
 		die "start: the API answered $code to its service account (want 404 for a user that does not exist): $(tail -5 "$DIR/gunicorn.log")"
 	echo "openedx-forum $VERSION: http://127.0.0.1:$PORT/forum/api/v2/ (pid $pid, $WORKERS workers), metrics on http://127.0.0.1:$METRICS_PORT/metrics, MariaDB on 127.0.0.1:$DB_PORT; the scenario's --var forum=$DIR/forum.json"
+	if running_exporter "$DIR"; then
+		echo "MariaDB's counters: http://127.0.0.1:$DB_EXPORTER_PORT/metrics (pid $(cat "$DIR/mysqld-exporter.pid")): scrape it too for the database's queries a request"
+	fi
 }
 
 # service_account DIR: the staff user the API requires (from 0.5) and its DRF token, and DIR/forum.json.
@@ -251,7 +283,9 @@ stop() {
 	local dir
 	dir=$(cd "$1" && pwd)
 	stop_pidfile gunicorn "$dir"
-	running() { running_db "$1"; } # stop_pidfile asks `running`
+	running() { running_exporter "$1"; } # stop_pidfile asks `running`
+	stop_pidfile mysqld-exporter "$dir"
+	running() { running_db "$1"; }
 	stop_pidfile mariadb "$dir"
 }
 
