@@ -23,7 +23,7 @@
 #   DB_EXPORTER_PORT (19104)
 #                          MariaDB's own counters (prometheus-mysqld-exporter, installed with the Debian
 #                          packages): --scrape http://127.0.0.1:DB_EXPORTER_PORT/metrics gives the
-#                          database's queries and rows read a request (docs/HEALTH.md, "Databases");
+#                          database's queries and rows read a request (docs/DATABASES.md);
 #                          started when the exporter is installed, 0 for none
 #   WORKERS (2)            gunicorn's worker processes (sync workers: one request each at a time)
 #   START_TIMEOUT (60)     seconds `start` waits for MariaDB, and then for the API, to answer

@@ -62,10 +62,11 @@ if [[ -n $unformatted ]]; then
 fi
 
 
-stage "programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22)"
-if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium || ! -x /usr/sbin/nginx ]]; then
+stage "programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22, mariadb-server 10.11, prometheus-mysqld-exporter 0.14)"
+if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium || ! -x /usr/sbin/nginx ||
+  ! -x /usr/sbin/mariadbd || ! -x /usr/bin/prometheus-mysqld-exporter ]]; then
   apt_get update
-  apt_get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx
+  apt_get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx mariadb-server prometheus-mysqld-exporter
 fi
 
 stage "Synapse 1.163.2 (pinned PyPI packages in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; ~25 s the first time)"
@@ -105,7 +106,7 @@ fi
 cat "$xlog"
 rm -f "$xlog"
 
-stage "tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo, nginx; headless Chromium)"
+stage "tests (real traffic on 127.0.0.1: the testbed, go-httpbin, hostile servers, Prometheus, node_exporter, Synapse, Centrifugo, nginx, MariaDB and its exporter; headless Chromium)"
 # The fuzz targets run beside the tests, on one worker: the ceiling searches
 # wait on the testbed's modelled time, not on CPU (hence -parallel 3 too).
 fuzzlog=$(mktemp)
