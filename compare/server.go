@@ -92,10 +92,15 @@ func compareServers(base, new *Side, o Options, notes *[]string) []ServerCompari
 	return out
 }
 
-// windowWork is scrape endpoint i's database work over each run's window.
+// windowWork is scrape endpoint i's database work over each run's
+// window; nil for step runs, whose server window spans the levels' setups
+// too while their requests are the held windows' (each level has its own).
 func windowWork(s *Side, i int) []dbSpan {
 	var out []dbSpan
 	for _, r := range s.Runs {
+		if r.Result.Step != nil {
+			return nil
+		}
 		out = append(out, dbSpan{r.Result.Server.Targets[i].Window.Database, float64(r.Result.Totals.Count)})
 	}
 	return out

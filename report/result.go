@@ -116,8 +116,12 @@ func serverBlocks(r *result.Result) []Block {
 	for _, tg := range r.Server.Targets {
 		w := tg.Window
 		if w.Database != nil {
+			requests := float64(r.Totals.Count)
+			if r.Step != nil { // its server window spans the levels' setups too: a request at each level, below
+				requests = 0
+			}
 			out = append(out, &Para{Text: fmt.Sprintf("%s (a %s database's exporter), over the measured window: %s.", tg.URL, w.Database.System,
-				databaseText(w.Database, float64(r.Totals.Count)))})
+				databaseText(w.Database, requests))})
 			continue
 		}
 		txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
