@@ -93,7 +93,7 @@ func (x *index) learn(i int, r Response) {
 	if d.Decode(&v) != nil {
 		return
 	}
-	x.walk(i, "", v, 0)
+	x.walk(i, "", v, 0, false)
 }
 
 // maxValues bounds the values a session's responses are searched for in
@@ -111,8 +111,9 @@ func (x *index) add(v string, src *source) {
 	x.all = append(x.all, src)
 }
 
-// walk adds the leaves of a JSON value under path.
-func (x *index) walk(i int, path string, v any, depth int) {
+// walk adds the leaves of a JSON value under path; listed once the path
+// has gone through a list.
+func (x *index) walk(i int, path string, v any, depth int, listed bool) {
 	if depth > 32 {
 		return
 	}
@@ -126,7 +127,7 @@ func (x *index) walk(i int, path string, v any, depth int) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if k != "" && !strings.ContainsAny(k, ".#") && !allDigits(k) {
-				x.walk(i, join(k), v[k], depth+1)
+				x.walk(i, join(k), v[k], depth+1, listed)
 			}
 		}
 	case []any:
@@ -134,10 +135,10 @@ func (x *index) walk(i int, path string, v any, depth int) {
 			if n >= 100 {
 				break
 			}
-			x.walk(i, join(strconv.Itoa(n)), e, depth+1)
+			x.walk(i, join(strconv.Itoa(n)), e, depth+1, true)
 		}
 	case string:
-		if candidate(v) && !x.known[v] {
+		if candidate(v) && !x.known[v] && (!listed || madeInList(v)) {
 			x.add(v, &source{entry: i, path: path})
 		}
 	case json.Number:
@@ -195,6 +196,14 @@ func (x *index) remember(s string) {
 		x.known[s] = true
 	}
 }
+
+// madeInList says whether a string a response listed is worth taking
+// from its place in the list: an id the server made (it has digits: a
+// number, a token, a UUID), which a fresh server makes anew. A name (a
+// metric's, a label's, a title: no digits) stays as recorded: a fresh
+// server's list may hold more or fewer names, and the one at the recorded
+// place would be another, where the name itself still answers.
+func madeInList(v string) bool { return strings.ContainsAny(v, "0123456789") }
 
 // dynamic matches values that look made for the session (a UUID, a long
 // token, a timestamp in ms): sent by a request but given by no response,

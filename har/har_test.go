@@ -277,3 +277,36 @@ func TestReadRefusesWhatIsNoSession(t *testing.T) {
 		}
 	}
 }
+
+// A value a response listed is taken from its place in the list only when
+// the server made it (an id: it has digits); a name the list gave (a
+// metric's, as Prometheus's UI lists them) is sent as recorded, since a
+// fresh server's list may hold other names at that place.
+func TestListedNamesStayAsRecorded(t *testing.T) {
+	entry := func(method, url, mime, body string) string {
+		return fmt.Sprintf(`{"startedDateTime": "2026-11-29T10:00:00Z", "time": 5, "request": {"method": %q, "url": %q, "headers": []},
+			"response": {"status": 200, "headers": [], "content": {"mimeType": %q, "text": %q}}}`, method, url, mime, body)
+	}
+	h := `{"log": {"version": "1.2", "entries": [` + strings.Join([]string{
+		entry("GET", "http://127.0.0.1:9090/api/v1/label/__name__/values", "application/json",
+			`{"status": "success", "data": ["go_goroutines", "prometheus_http_requests_total", "up"]}`),
+		entry("GET", "http://127.0.0.1:9090/api/v1/query?query=prometheus_http_requests_total", "application/json", `{"status": "success"}`),
+		entry("GET", "http://127.0.0.1:9090/api/items", "application/json", `{"items": [{"id": "c0ffee42beef", "title": "first item"}]}`),
+		entry("GET", "http://127.0.0.1:9090/api/items/c0ffee42beef", "application/json", `{"title": "first item"}`),
+	}, ",") + `]}}`
+	l, err := Read(strings.NewReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Convert(l, Options{Source: "list.har"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(sc.Correlations, "\n")
+	if len(sc.Correlations) != 1 || !strings.Contains(got, `GET /api/items json "items.0.id"`) {
+		t.Errorf("correlations:\n%s\nwant the listed id alone (items.0.id), not the listed metric name", got)
+	}
+	if !strings.Contains(string(sc.Source), `query=prometheus_http_requests_total`) {
+		t.Errorf("the metric's name is not sent as recorded:\n%s", sc.Source)
+	}
+}

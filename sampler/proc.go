@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrGone is a process that is not there (any more): the server exited,
@@ -60,6 +61,7 @@ type stat struct {
 	comm, state string
 	ppid        int
 	start       uint64 // clock ticks after boot
+	cpu         uint64 // clock ticks: its user and system time, and its waited-for children's
 }
 
 func (pr Proc) stat(pid int) (stat, error) {
@@ -80,7 +82,32 @@ func (pr Proc) stat(pid int) (stat, error) {
 	st := stat{comm: s[open+1 : end], state: f[0]}
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.start, _ = strconv.ParseUint(f[19], 10, 64)
+	for _, n := range f[11:15] { // utime, stime, cutime, cstime
+		t, _ := strconv.ParseUint(n, 10, 64)
+		st.cpu += t
+	}
 	return st, nil
+}
+
+// Tick is the clock tick /proc/PID/stat counts CPU time in: USER_HZ,
+// 100 a second on every Linux Go runs on.
+const Tick = 10 * time.Millisecond
+
+// CPU is the CPU time the kernel counted for pid and its descendants: each
+// one's user and system time, and that of the children each has waited
+// for (a worker that exited and was reaped still counts). Between two
+// calls it is the CPU the tree spent, whatever its threads did.
+func (pr Proc) CPU(pid int) (time.Duration, error) {
+	if _, err := pr.stat(pid); err != nil {
+		return 0, err
+	}
+	var ticks uint64
+	for _, p := range pr.Tree(pid) {
+		if st, err := pr.stat(p); err == nil {
+			ticks += st.cpu
+		}
+	}
+	return time.Duration(ticks) * Tick, nil
 }
 
 // pids lists the processes there are.

@@ -10,12 +10,16 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/headroom-dev/headroom/serverprof"
 )
@@ -131,6 +135,7 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	before, cpuErr := s.Proc.CPU(pid)
 	p, err := s.Sampler.Sample(r.Context(), pid, d)
 	if err != nil {
 		s.fail(w, err)
@@ -141,8 +146,13 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 		n += smp.Value[0]
 	}
 	note := ""
+	if after, err := s.Proc.CPU(pid); cpuErr == nil && err == nil {
+		if sampled, ok := ScaleToKernel(p, after-before); !ok {
+			note = fmt.Sprintf("; %.2f s sampled as running where the kernel counted %.2f s of CPU: scaled to it", sampled.Seconds(), (after - before).Seconds())
+		}
+	}
 	if p.Skipped > 0 || p.Cut > 0 {
-		note = fmt.Sprintf("; %d stack lines left out (%s), %d stacks cut to their leaf's %d frames", p.Skipped, p.Why, p.Cut, serverprof.MaxDepth)
+		note += fmt.Sprintf("; %d stack lines left out (%s), %d stacks cut to their leaf's %d frames", p.Skipped, p.Why, p.Cut, serverprof.MaxDepth)
 	}
 	s.log(fmt.Sprintf("profile of process %d over %d s: %d samples, %d stacks%s", pid, secs, n, len(p.Sample), note))
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -150,6 +160,33 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 	if err := p.Write(w); err != nil { // gzipped, as Go's
 		s.log("writing the profile: " + err.Error())
 	}
+}
+
+// ScaleToKernel makes a profile's CPU the kernel's count of it when its
+// samples claim more: py-spy counts a Python thread as running while it
+// waits for the GIL or for a core (a pool of threads hashing passwords on
+// two cores: each counted whole), so its samples can hold several times the
+// CPU the process spent. Each sample's CPU is scaled by the same factor:
+// the functions keep their shares, and the profile its true CPU, which
+// the phases divide by users and requests. A profile within a tick and
+// 10% of the kernel's count is kept as it is (ok); one under it too
+// (native threads py-spy does not see: never made up).
+func ScaleToKernel(p Parsed, kernel time.Duration) (sampled time.Duration, ok bool) {
+	i := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" && st.Unit == "nanoseconds" })
+	if i < 0 || kernel < 0 {
+		return 0, true
+	}
+	for _, smp := range p.Sample {
+		sampled += time.Duration(smp.Value[i])
+	}
+	if sampled <= kernel+Tick || float64(sampled) <= 1.1*float64(kernel) {
+		return sampled, true
+	}
+	f := float64(kernel) / float64(sampled)
+	for _, smp := range p.Sample {
+		smp.Value[i] = int64(math.Round(float64(smp.Value[i]) * f))
+	}
+	return sampled, false
 }
 
 // fail answers a profile that could not be taken: 503 with the reason

@@ -48,7 +48,7 @@ func fakeProc(t *testing.T, procs ...[4]string) Proc {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		stat := fmt.Sprintf("%s (%s) S %s 1 1 0 -1 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n", p[0], p[2], p[1])
+		stat := fmt.Sprintf("%s (%s) S %s 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n", p[0], p[2], p[1]) // as the kernel writes it: starttime the 22nd field
 		_ = os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644)
 		_ = os.WriteFile(filepath.Join(dir, "cmdline"), []byte(strings.ReplaceAll(p[3], " ", "\x00")+"\x00"), 0o644)
 	}
@@ -244,3 +244,57 @@ while [ $# -gt 0 ]; do [ "$1" = --output ] && printf 'main (a.py:1);work (a.py:2
 }
 
 func errIs(err, target error) bool { return err != nil && errors.Is(err, target) }
+
+// cpuSampler returns 100 samples of 10 ms (1 s of CPU, as py-spy claims
+// it), and while it samples the kernel counts ticks more CPU for process
+// 42 and its worker 43 (half each), written into the fake proc's stat.
+type cpuSampler struct {
+	root  string
+	ticks int
+}
+
+func (c cpuSampler) Sample(ctx context.Context, pid int, d time.Duration) (Parsed, error) {
+	for _, p := range [][3]string{{"42", "1", "python3"}, {"43", "42", "python3"}} {
+		stat := fmt.Sprintf("%s (%s) S %s 1 1 0 -1 0 0 0 0 0 %d 0 0 0 20 0 1 0 100 0 0\n", p[0], p[2], p[1], c.ticks/2)
+		if err := os.WriteFile(filepath.Join(c.root, p[0], "stat"), []byte(stat), 0o644); err != nil {
+			return Parsed{}, err
+		}
+	}
+	return pySpy.Parse([]byte("main (app.py:1);hash (app.py:2) 75\nmain (app.py:1);reply (app.py:3) 25\n"))
+}
+
+// A profile whose samples claim more CPU than the kernel counted for the
+// process and its children (py-spy counts threads waiting for the GIL or
+// a core as running) is scaled to the kernel's count, each function
+// keeping its share; one within it is served as sampled.
+func TestProfilesScaledToTheKernelsCPU(t *testing.T) {
+	for _, c := range []struct {
+		ticks int
+		want  time.Duration // the profile's CPU
+	}{{40, 400 * time.Millisecond}, {100, time.Second}, {200, time.Second}} {
+		proc := fakeProc(t, [4]string{"42", "1", "python3", "gunicorn app"}, [4]string{"43", "42", "python3", "gunicorn app"})
+		var logged []string
+		s := &Server{Target: Target{PID: 42}, Proc: proc, Sampler: cpuSampler{root: proc.Root, ticks: c.ticks}, Log: func(m string) { logged = append(logged, m) }}
+		code, _, body := get(t, s.Handler(), "/debug/pprof/profile?seconds=1")
+		if code != 200 {
+			t.Fatalf("%d ticks: %d %s", c.ticks, code, body)
+		}
+		p, err := profile.Parse(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total, hash time.Duration
+		for _, smp := range p.Sample {
+			total += time.Duration(smp.Value[1])
+			if smp.Location[0].Line[0].Function.Name == "hash (app.py)" {
+				hash += time.Duration(smp.Value[1])
+			}
+		}
+		if total != c.want || hash != c.want*3/4 {
+			t.Errorf("the kernel counted %d ticks: the profile holds %v, hash %v; want %v, three quarters hash (logged %q)", c.ticks, total, hash, c.want, logged)
+		}
+		if scaled := strings.Contains(strings.Join(logged, "\n"), "scaled to it"); scaled != (c.ticks == 40) {
+			t.Errorf("the kernel counted %d ticks: log %q; want it to say it scaled only when the samples claimed more", c.ticks, logged)
+		}
+	}
+}
