@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/compare"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -144,18 +143,7 @@ think_time = think.constant("100ms")
 		}
 		runs = append(runs, out)
 	}
-	base, err := compare.Load("base", runs[:1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw, err := compare.Load("new", runs[1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := compare.Compare(base, nw, compare.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := compareDirs(t, runs[:1], runs[1:])
 	if len(c.Server) != 1 || len(c.Server[0].Database) != 2 {
 		t.Fatalf("compare's servers %+v: want the database's queries and rows read a request", c.Server)
 	}

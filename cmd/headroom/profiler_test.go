@@ -99,18 +99,7 @@ think_time = think.constant("0s")
 		}
 		runs = append(runs, out)
 	}
-	base, err := compare.Load("base", runs[:1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw, err := compare.Load("new", runs[1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := compare.Compare(base, nw, compare.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := compareDirs(t, runs[:1], runs[1:])
 	var window *compare.ProfileComparison
 	for i := range c.Profiles {
 		if c.Profiles[i].Phase == "window" {
@@ -181,6 +170,25 @@ func startProcess(t *testing.T, name string, args ...string) *process {
 	go func() { _ = p.Wait(); close(p.done) }()
 	t.Cleanup(func() { stop(t, p) })
 	return p
+}
+
+// compareDirs is `headroom compare` of the result directories base and
+// new, with its default options.
+func compareDirs(t *testing.T, base, new []string) *compare.Comparison {
+	t.Helper()
+	b, err := compare.Load("base", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := compare.Load("new", new)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := compare.Compare(b, n, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // stop interrupts p (SIGINT, as Ctrl-C), and kills it after 5 s.
