@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -228,5 +229,35 @@ func TestPhaseBlocks(t *testing.T) {
 	want := [][]string{{"GET /a", "0.5 (3)", "1", "3", "", ""}, {"GET /b", "", "2", "9", "", ""}, {"all requests", "0.5 (3)", "2", "9", "", ""}}
 	if fmt.Sprint(tab.Rows) != fmt.Sprint(want) {
 		t.Errorf("rows\n%v\nwant\n%v", tab.Rows, want)
+	}
+}
+
+// A database exporter's endpoint reads as its work and its work a
+// request: over a bounded run's window, and at each step level in two
+// columns of their own (the step's window spans the levels' setups, so
+// its figure there is not divided).
+func TestDatabaseFigures(t *testing.T) {
+	r := fixture(t, "ceil-1")
+	db := result.ServerTarget{URL: "http://127.0.0.1:9104/metrics", Instance: "127.0.0.1:9104", Kind: "database",
+		Window: result.ServerWindow{Seconds: 10, Database: &result.DatabaseWork{System: "mysql", Queries: 3 * float64(r.Totals.Count), RowsRead: 25 * float64(r.Totals.Count)}}}
+	r.Server.Targets = append(r.Server.Targets, db)
+	mustContain(t, string(Markdown(ForResult(r))), "http://127.0.0.1:9104/metrics (a mysql database's exporter), over the measured window: ",
+		" queries (3 a request), ", " rows read (25 a request).")
+
+	s := fixture(t, "step-1")
+	s.Server = &result.Server{Targets: []result.ServerTarget{{URL: db.URL, Instance: db.Instance, Kind: "database",
+		Window: result.ServerWindow{Database: &result.DatabaseWork{System: "postgresql", Transactions: 1e6, RowsRead: 2e6}}}}}
+	for i := range s.Step.Levels {
+		l := &s.Step.Levels[i]
+		l.Server = []result.ServerWindow{{Database: &result.DatabaseWork{System: "postgresql", Transactions: 4 * float64(l.Totals.Count), RowsRead: 9 * float64(l.Totals.Count)}}}
+	}
+	md := string(Markdown(ForResult(s)))
+	mustContain(t, md, "transactions a request 127.0.0.1:9104", "rows read a request 127.0.0.1:9104", "1,000,000 transactions, 2,000,000 rows read.")
+	if strings.Contains(md, "transactions (") {
+		t.Error("a step's window-wide database figure divided by the held windows' requests")
+	}
+	if n := len(regexp.MustCompile(`(?m)\|\s+4 \|\s+9 \|$`).FindAllString(md, -1)); n != len(s.Step.Levels) {
+		levels := md[strings.Index(md, "transactions a request"):]
+		t.Errorf("the step table's levels do not give 4 transactions and 9 rows a request:\n%.1500s", levels)
 	}
 }
