@@ -38,6 +38,7 @@ die() {
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export PORT=${PORT:-$(free_port)} METRICS_PORT=${METRICS_PORT:-$(free_port)} DB_PORT=${DB_PORT:-$(free_port)}
+export DB_EXPORTER_PORT=${DB_EXPORTER_PORT:-$(free_port)}
 
 WORK=$(mktemp -d /tmp/openedx-forum-e2e.XXXXXX)
 ok=0
@@ -80,7 +81,8 @@ echo "data: 20 authors set up, $THREADS threads ($(field "$WORK/data" 'r["setup"
 
 step "a bounded run: $USERS users, $DURATION"
 R=$WORK/run
-"$HR" run "$SC" "${FORUM[@]}" --target "$TARGET" --scrape "$METRICS" --users "$USERS" --ramp 10s --duration "$DURATION" --out "$R"
+DB=http://127.0.0.1:$DB_EXPORTER_PORT/metrics # MariaDB's exporter, which openedx-forum.sh starts
+"$HR" run "$SC" "${FORUM[@]}" --target "$TARGET" --scrape "$METRICS" --scrape "$DB" --users "$USERS" --ramp 10s --duration "$DURATION" --out "$R"
 [[ $(field "$R" 'r["setup"]["users"]') == "$USERS" ]] || die "bounded: $(field "$R" 'r["setup"]["users"]') of $USERS users set up"
 err=$(errors_pct "$R" 'r["requests"]')
 under "$err" 1 || die "bounded: errors $err% (want under 1%)"
@@ -89,7 +91,10 @@ missing=$(field "$R" '" ".join(sorted({"GET_thread", "GET_comment_list", "GET_th
 field "$R" "[t['metric'] for s in r['server']['targets'] for t in s['window'].get('timings', [])]" |
 	grep -q django_http_requests_latency_seconds_by_view_method || die "bounded: no server timings by view in the result"
 cpu=$(field "$R" "round(r['server']['targets'][0]['window']['cpu_cores_mean'], 2)")
-echo "bounded: $USERS users set up, errors $err%, every task seen, the server's timings by view and its CPU (${cpu} cores mean) in $R/result.json"
+queries=$(field "$R" "round(r['server']['targets'][1]['window']['database']['queries'] / r['totals']['count'], 1)") ||
+	die "bounded: no database figures from MariaDB's exporter ($DB) in the result"
+under 1 "$queries" || die "bounded: $queries database queries a request (want more than 1: every view reads the database)"
+echo "bounded: $USERS users set up, errors $err%, every task seen, the server's timings by view, its CPU (${cpu} cores mean) and the database's queries ($queries a request) in $R/result.json"
 
 step "a step run: levels $LEVELS, $HOLD each"
 S=$WORK/step
