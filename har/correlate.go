@@ -2,11 +2,14 @@ package har
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/html"
 )
 
 // Correlation: a value that a response gave and a later request sent was
@@ -18,8 +21,10 @@ import (
 // source is where a value came from: a response's JSON field or header.
 type source struct {
 	entry  int    // the response's entry, in the kept order
-	path   string // r.json's path; "" for a header
+	path   string // r.json's path; "" for a header or a page's element
 	header string // lower-case header name; "" for a JSON field
+	tag    string // a page's element, "input" or "meta", whose name is field
+	field  string // the element's name
 	number bool   // a JSON number: kept one in a JSON body
 	used   []string
 	name   string // the scenario's variable, once used
@@ -29,6 +34,9 @@ type source struct {
 func (s *source) where() string {
 	if s.header != "" {
 		return "header " + s.header
+	}
+	if s.tag != "" {
+		return fmt.Sprintf("html <%s name=%q>", s.tag, s.field)
 	}
 	return "json " + strconv.Quote(s.path)
 }
@@ -84,6 +92,10 @@ func (x *index) learn(i int, r Response) {
 			x.add(h.Value, &source{entry: i, header: name})
 		}
 	}
+	if strings.Contains(strings.ToLower(r.Content.MimeType), "html") {
+		x.learnHTML(i, r.body())
+		return
+	}
 	if !strings.Contains(strings.ToLower(r.Content.MimeType), "json") {
 		return
 	}
@@ -94,6 +106,51 @@ func (x *index) learn(i int, r Response) {
 		return
 	}
 	x.walk(i, "", v, 0, false)
+}
+
+// learnHTML adds what a page gave in its inputs' values and its meta
+// tags' content, each known by the element's name: where a server puts a
+// session's CSRF token for a form to send back (Django's hidden
+// csrfmiddlewaretoken, Rails' <meta name="csrf-token">). At most
+// maxElements elements are read.
+func (x *index) learnHTML(i int, page string) {
+	z := html.NewTokenizer(strings.NewReader(page))
+	for n := 0; n < maxElements; {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return
+		}
+		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+			continue
+		}
+		n++
+		name, more := z.TagName()
+		tag := string(name)
+		if tag != "input" && tag != "meta" {
+			continue
+		}
+		attrs := map[string]string{}
+		for more {
+			var k, v []byte
+			k, v, more = z.TagAttr()
+			attrs[string(k)] = string(v)
+		}
+		v := attrs[htmlAttr(tag)]
+		if f := attrs["name"]; f != "" && !strings.ContainsAny(f, `"'<>`) && candidate(v) && !x.known[v] {
+			x.add(v, &source{entry: i, tag: tag, field: f})
+		}
+	}
+}
+
+// maxElements bounds the elements of a page learnHTML reads.
+const maxElements = 50_000
+
+// htmlAttr is the attribute an element's value is in.
+func htmlAttr(tag string) string {
+	if tag == "meta" {
+		return "content"
+	}
+	return "value"
 }
 
 // maxValues bounds the values a session's responses are searched for in

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -308,5 +309,119 @@ func TestListedNamesStayAsRecorded(t *testing.T) {
 	}
 	if !strings.Contains(string(sc.Source), `query=prometheus_http_requests_total`) {
 		t.Errorf("the metric's name is not sent as recorded:\n%s", sc.Source)
+	}
+}
+
+// formApp is a server-rendered login, as Django's and Rails' are: each
+// time it serves the login page it makes two tokens, one in a hidden
+// input and one in a meta tag; the form's POST must send the input's back
+// in its body and the meta's in a header, each once.
+type formApp struct {
+	mu         sync.Mutex
+	form, meta map[string]bool
+}
+
+func (a *formApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case r.Method == "GET" && r.URL.Path == "/login":
+		f, m := random(16), random(16)
+		a.form[f], a.meta[m] = true, true
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><html><head><meta name="csrf-token" content="%s">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>Log in</title></head>
+<body><form method="post" action="/login"><input type='hidden' value='%s' name='csrfmiddlewaretoken'>
+<input name="username"><input type="password" name="password"><button>Log in</button></form></body></html>`, m, f)
+	case r.Method == "POST" && r.URL.Path == "/login":
+		f, m := r.PostFormValue("csrfmiddlewaretoken"), r.Header.Get("X-CSRF-Token")
+		if !a.form[f] || !a.meta[m] || r.PostFormValue("password") != "correct-horse" {
+			http.Error(w, "CSRF verification failed", http.StatusForbidden)
+			return
+		}
+		delete(a.form, f)
+		delete(a.meta, m)
+		io.WriteString(w, "welcome")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// A form's CSRF tokens, which a page gave in a hidden input and a meta
+// tag, are taken from the page as the scenario runs: the converted session
+// logs in on a fresh server, whose tokens are new each time.
+func TestCSRFTokensInAPageAreCorrelated(t *testing.T) {
+	recorded := httptest.NewServer(&formApp{form: map[string]bool{}, meta: map[string]bool{}})
+	resp, err := http.Get(recorded.URL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	find := func(re string) string {
+		m := regexp.MustCompile(re).FindSubmatch(page)
+		if m == nil {
+			t.Fatalf("no %s in the page:\n%s", re, page)
+		}
+		return string(m[1])
+	}
+	meta, form := find(`content="([0-9a-f]+)"`), find(`value='([0-9a-f]+)'`)
+	body := "csrfmiddlewaretoken=" + form + "&username=ann&password=correct-horse"
+	req, _ := http.NewRequest("POST", recorded.URL+"/login", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-CSRF-Token", meta)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the recorded login: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	recorded.Close()
+	har := map[string]any{"log": map[string]any{"version": "1.2", "entries": []any{
+		map[string]any{"startedDateTime": "2026-11-29T10:00:00Z", "time": 5,
+			"request":  map[string]any{"method": "GET", "url": recorded.URL + "/login", "headers": []any{}},
+			"response": map[string]any{"status": 200, "headers": []any{}, "content": map[string]any{"mimeType": "text/html; charset=utf-8", "text": string(page)}}},
+		map[string]any{"startedDateTime": "2026-11-29T10:00:02Z", "time": 5,
+			"request": map[string]any{"method": "POST", "url": recorded.URL + "/login",
+				"headers":  []any{map[string]string{"name": "X-CSRF-Token", "value": meta}, map[string]string{"name": "Content-Type", "value": "application/x-www-form-urlencoded"}},
+				"postData": map[string]any{"mimeType": "application/x-www-form-urlencoded", "text": body}},
+			"response": map[string]any{"status": 200, "headers": []any{}, "content": map[string]any{"mimeType": "text/plain", "text": "welcome"}}},
+	}}}
+	b, _ := json.Marshal(har)
+	l, err := Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Convert(l, Options{Source: "form.har"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the scenario:\n%s", sc.Source)
+	got := strings.Join(sc.Correlations, "\n")
+	for _, want := range []string{`GET /login html <input name="csrfmiddlewaretoken"> -> POST /login body`, `GET /login html <meta name="csrf-token"> -> POST /login header x-csrf-token`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("correlations:\n%s\nwant %s", got, want)
+		}
+	}
+
+	fresh := httptest.NewServer(&formApp{form: map[string]bool{}, meta: map[string]bool{}})
+	defer fresh.Close()
+	s, err := scenario.Load(context.Background(), "form.star", sc.Source, scenario.Limits{})
+	if err != nil {
+		t.Fatalf("the scenario does not load: %v", err)
+	}
+	target, _ := url.Parse(fresh.URL)
+	res, err := (&runner.Bounded{Common: runner.Common{Scenario: s, Target: target, Seed: 1, Timeout: 10 * time.Second, Grace: time.Second,
+		Out: t.TempDir()}, Users: 5, Duration: 3 * time.Second}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logins := int64(0)
+	for _, r := range res.Requests {
+		if r.Name == "POST /login" {
+			logins = r.Count
+		}
+	}
+	if res.Totals.Errors != 0 || logins == 0 {
+		t.Errorf("totals %+v, %d logins: want every login let in by the fresh server's tokens", res.Totals, logins)
 	}
 }

@@ -60,6 +60,11 @@ func write(l *Log, kept []Entry, reqs []*request, opt Options, sc *Scenario) []b
 		i = j
 	}
 	fmt.Fprintf(&b, "PAGES = [%s]\n\n", strings.Join(pages, ", "))
+	if slices.ContainsFunc(reqs, func(r *request) bool {
+		return slices.ContainsFunc(r.sources, func(s *source) bool { return s.tag != "" })
+	}) {
+		b.WriteString(htmlValue)
+	}
 	b.WriteString(`def session(user):
     # The pages in the order recorded, one each action: the pauses between them are think_time.
     i = user.state.get("page", 0)
@@ -109,6 +114,8 @@ func writeRequest(b *bytes.Buffer, r *request) {
 	for _, s := range r.sources {
 		if s.header != "" {
 			fmt.Fprintf(b, "    user.state[%q] = r.headers[%q]\n", s.name, s.header)
+		} else if s.tag != "" {
+			fmt.Fprintf(b, "    user.state[%q] = html_value(r.text, %q, %q)\n", s.name, s.tag, s.field)
 		} else {
 			fmt.Fprintf(b, "    user.state[%q] = r.json(%q)\n", s.name, s.path)
 		}
@@ -141,3 +148,23 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// htmlValue is the scenario's function that takes a value from a page as
+// it runs: an input's value or a meta tag's content, found by the
+// element's name, its attributes in double or single quotes.
+const htmlValue = `def html_value(page, tag, name):
+    # The value of the page's <input name=NAME> (the content of <meta name=NAME>): this session's.
+    attr = "content" if tag == "meta" else "value"
+    for q in ['"', "'"]:
+        at = page.find("name=" + q + name + q)
+        if at < 0:
+            continue
+        element = page[page.rfind("<", 0, at):page.find(">", at)]
+        for vq in ['"', "'"]:
+            i = element.find(attr + "=" + vq)
+            if i >= 0:
+                i += len(attr) + 2
+                return element[i:element.find(vq, i)]
+    fail("the page has no <%s name=%s> with its %s" % (tag, name, attr))
+
+`
