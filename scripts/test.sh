@@ -62,11 +62,11 @@ if [[ -n $unformatted ]]; then
 fi
 
 
-stage "programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22, mariadb-server 10.11, prometheus-mysqld-exporter 0.14)"
+stage "programs the tests run (Debian packages: prometheus 2.42, prometheus-node-exporter 1.5, chromium, nginx 1.22, mariadb-server 10.11, prometheus-mysqld-exporter 0.14, linux-perf)"
 if [[ ! -x /usr/bin/prometheus || ! -x /usr/bin/prometheus-node-exporter || ! -x /usr/bin/chromium || ! -x /usr/sbin/nginx ||
-  ! -x /usr/sbin/mariadbd || ! -x /usr/bin/prometheus-mysqld-exporter ]]; then
+  ! -x /usr/sbin/mariadbd || ! -x /usr/bin/prometheus-mysqld-exporter || ! -x /usr/bin/perf ]]; then
   apt_get update
-  apt_get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx mariadb-server prometheus-mysqld-exporter
+  apt_get install -y --no-install-recommends prometheus prometheus-node-exporter chromium nginx mariadb-server prometheus-mysqld-exporter linux-perf
 fi
 
 stage "Synapse 1.163.2 (pinned PyPI packages in a venv under \${HEADROOM_CACHE:-~/.cache/headroom}; ~25 s the first time)"

@@ -58,57 +58,12 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 	}
 	dir := t.TempDir()
 	server := filepath.Join(dir, "server.py")
-	star := filepath.Join(dir, "login.star")
 	if err := os.WriteFile(server, []byte(pythonServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(star, []byte(`
-def login(user):
-    user.http.get("/login", name="GET /login")
-actions = [action("login", login)]
-think_time = think.constant("0s")
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Each side must sample well over compare's 1 s of CPU in the
-	// window's whole slices for a cause to be named. The server is busy
-	// (4 users, no think time) on one core at most: the window's 8 s hold
-	// 6 or 7 whole slices, 6 s of CPU when it has its core, and beside
-	// the other tests on 2 cores still 2 s or more (CPU time is what is
-	// sampled: a busy machine stretches nothing the figures count).
-	var runs []string
-	for _, rounds := range []int{30_000, 120_000} {
-		out := filepath.Join(dir, fmt.Sprintf("rounds-%d", rounds))
-		ports := freePorts(t, 2)
-		srv := startProcess(t, python, server, strconv.Itoa(ports[0]), strconv.Itoa(rounds))
-		target := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-		waitAnswer(t, target+"/")
-		prof := startProcess(t, binary(t), "profiler", "--pid", strconv.Itoa(srv.Process.Pid), "--sampler", "auto",
-			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--py-spy", pyspy)
-		base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[1])
-		waitAnswer(t, base+"/")
-		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", "8s",
-			"--profile", base, "--profile-slice", "1s", "--quiet", "--no-report", "--out", out))
-		stop(t, prof)
-		stop(t, srv)
-		if code != 0 {
-			t.Fatalf("rounds %d: exit %d\nstdout:\n%s\nstderr:\n%s\nprofiler:\n%s", rounds, code, stdout, stderr, prof.Stderr)
-		}
-		if strings.Count(stderr, "--profile") != strings.Count(stderr, "its heap profile: status 404") { // no heap: said once, and expected
-			t.Errorf("rounds %d: a --profile warning: %s\nprofiler:\n%s", rounds, stderr, prof.Stderr)
-		}
-		runs = append(runs, out)
-	}
-	c := compareDirs(t, runs[:1], runs[1:])
-	var window *compare.ProfileComparison
-	for i := range c.Profiles {
-		if c.Profiles[i].Phase == "window" {
-			window = &c.Profiles[i]
-		}
-	}
-	if window == nil {
-		t.Fatalf("no window phase compared: %+v, notes %q", c.Profiles, c.Notes)
-	}
+	window := profiledPair(t, [2]int{30_000, 120_000}, func(port, rounds int) *process {
+		return startProcess(t, python, server, strconv.Itoa(port), strconv.Itoa(rounds))
+	}, "--sampler", "auto", "--py-spy", pyspy)
 	m := window.CPUPerUnit
 	var moved []string
 	hash := compare.Metric{}
@@ -138,6 +93,61 @@ think_time = think.constant("0s")
 	if hash.Base <= 0 || hash.New/hash.Base < 2 || hash.New/hash.Base > 8 {
 		t.Errorf("hash_password (server.py) %.2f → %.2f ms a request: want about ×4", hash.Base, hash.New)
 	}
+}
+
+// profiledPair runs the server that start starts at each of two rounds,
+// each with `headroom profiler` beside it (its flags profiler) and
+// `--profile` reading it in 1 s slices, 4 users without think time for 8
+// s, and returns compare's window phase of the two runs.
+func profiledPair(t *testing.T, rounds [2]int, start func(port, rounds int) *process, profiler ...string) *compare.ProfileComparison {
+	t.Helper()
+	dir := t.TempDir()
+	star := filepath.Join(dir, "login.star")
+	if err := os.WriteFile(star, []byte(`
+def login(user):
+    user.http.get("/login", name="GET /login")
+actions = [action("login", login)]
+think_time = think.constant("0s")
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Each side must sample well over compare's 1 s of CPU in the
+	// window's whole slices for a cause to be named. The server is busy
+	// (4 users, no think time) on one core at most: the window's 8 s hold
+	// 6 or 7 whole slices, 6 s of CPU when it has its core, and beside
+	// the other tests on 2 cores still 2 s or more (CPU time is what is
+	// sampled: a busy machine stretches nothing the figures count).
+	var runs []string
+	for _, r := range rounds {
+		out := filepath.Join(dir, fmt.Sprintf("rounds-%d", r))
+		ports := freePorts(t, 2)
+		srv := start(ports[0], r)
+		target := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		waitAnswer(t, target+"/")
+		prof := startProcess(t, binary(t), append([]string{"profiler", "--pid", strconv.Itoa(srv.Process.Pid),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}, profiler...)...)
+		base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[1])
+		waitAnswer(t, base+"/")
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", "8s",
+			"--profile", base, "--profile-slice", "1s", "--quiet", "--no-report", "--out", out))
+		stop(t, prof)
+		stop(t, srv)
+		if code != 0 {
+			t.Fatalf("rounds %d: exit %d\nstdout:\n%s\nstderr:\n%s\nprofiler:\n%s", r, code, stdout, stderr, prof.Stderr)
+		}
+		if strings.Count(stderr, "--profile") != strings.Count(stderr, "its heap profile: status 404") { // no heap: said once, and expected
+			t.Errorf("rounds %d: a --profile warning: %s\nprofiler:\n%s", r, stderr, prof.Stderr)
+		}
+		runs = append(runs, out)
+	}
+	c := compareDirs(t, runs[:1], runs[1:])
+	for i := range c.Profiles {
+		if c.Profiles[i].Phase == "window" {
+			return &c.Profiles[i]
+		}
+	}
+	t.Fatalf("no window phase compared: %+v, notes %q", c.Profiles, c.Notes)
+	return nil
 }
 
 // pySpyPath is the py-spy scripts/py-spy.sh installed; the test fails,
