@@ -42,7 +42,7 @@ func main() {
 `
 
 // TestProfilerNamesANativeFunction: a compiled server (its symbols kept)
-// whose requests hash at 1,000,000 rounds (base) and 4,000,000 (new), each
+// whose requests hash at 5,000,000 rounds (base) and 20,000,000 (new), each
 // run with `headroom profiler --sampler perf` beside it (Debian's perf,
 // 99 samples a second, a software clock in a VM) and --profile reading it;
 // compare names hashPassword, in the server's binary, as the cause. perf
@@ -71,8 +71,22 @@ func TestProfilerNamesANativeFunction(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the server: %v\n%s", err, out)
 	}
-	window := profiledPair(t, [2]int{1_000_000, 4_000_000}, func(port, rounds int) *process {
-		return startProcess(t, server, strconv.Itoa(port), strconv.Itoa(rounds))
+	// Compare names a cause from 1 s of CPU sampled a side: beside the
+	// whole test suite a server of lighter requests got 0.7 s of it, in
+	// 8 s of 1 s slices (each of perf's slices loses a few tenths of a
+	// second to starting perf and reading its samples: 2 s slices over
+	// 12 s lose less: 4.0 s sampled alone, 2.0 beside three busy loops). The
+	// server takes one core (GOMAXPROCS=1, as the Python server's one
+	// thread does) and, as root (the test command runs as root), ahead of
+	// the other tests, as scripts/synapse.sh starts Synapse; the other core
+	// is left to headroom and perf, whose profiles starved when the server
+	// ran ahead on both. env and nice exec it: its PID is theirs.
+	run := []string{"env", "GOMAXPROCS=1", server}
+	if os.Geteuid() == 0 {
+		run = []string{"env", "GOMAXPROCS=1", "nice", "-n", "-10", server}
+	}
+	window := profiledPair(t, [2]int{5_000_000, 20_000_000}, "12s", "2s", func(port, rounds int) *process {
+		return startProcess(t, run[0], append(run[1:len(run):len(run)], strconv.Itoa(port), strconv.Itoa(rounds))...)
 	}, "--sampler", "perf", "--perf", perf)
 	m := window.CPUPerUnit
 	var moved []string

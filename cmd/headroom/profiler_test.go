@@ -61,7 +61,7 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 	if err := os.WriteFile(server, []byte(pythonServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	window := profiledPair(t, [2]int{30_000, 120_000}, func(port, rounds int) *process {
+	window := profiledPair(t, [2]int{30_000, 120_000}, "8s", "1s", func(port, rounds int) *process {
 		return startProcess(t, python, server, strconv.Itoa(port), strconv.Itoa(rounds))
 	}, "--sampler", "auto", "--py-spy", pyspy)
 	m := window.CPUPerUnit
@@ -97,9 +97,9 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 
 // profiledPair runs the server that start starts at each of two rounds,
 // each with `headroom profiler` beside it (its flags profiler) and
-// `--profile` reading it in 1 s slices, 4 users without think time for 8
-// s, and returns compare's window phase of the two runs.
-func profiledPair(t *testing.T, rounds [2]int, start func(port, rounds int) *process, profiler ...string) *compare.ProfileComparison {
+// `--profile` reading it in slices, 4 users without think time for
+// duration, and returns compare's window phase of the two runs.
+func profiledPair(t *testing.T, rounds [2]int, duration, slice string, start func(port, rounds int) *process, profiler ...string) *compare.ProfileComparison {
 	t.Helper()
 	dir := t.TempDir()
 	star := filepath.Join(dir, "login.star")
@@ -128,8 +128,8 @@ think_time = think.constant("0s")
 			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}, profiler...)...)
 		base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[1])
 		waitAnswer(t, base+"/")
-		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", "8s",
-			"--profile", base, "--profile-slice", "1s", "--quiet", "--no-report", "--out", out))
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", duration,
+			"--profile", base, "--profile-slice", slice, "--quiet", "--no-report", "--out", out))
 		stop(t, prof)
 		stop(t, srv)
 		if code != 0 {
