@@ -61,8 +61,15 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 	if err := os.WriteFile(server, []byte(pythonServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// As root the server runs ahead of the other tests (one thread: one
+	// core at most), so the CPU it is given, which is what is sampled, does
+	// not hang on what else runs (beside four busy loops: 1.2 s a side).
+	run := []string{python, server}
+	if os.Geteuid() == 0 {
+		run = append([]string{"nice", "-n", "-10"}, run...)
+	}
 	window := profiledPair(t, [2]int{30_000, 120_000}, "8s", "1s", func(port, rounds int) *process {
-		return startProcess(t, python, server, strconv.Itoa(port), strconv.Itoa(rounds))
+		return startProcess(t, run[0], append(run[1:len(run):len(run)], strconv.Itoa(port), strconv.Itoa(rounds))...)
 	}, "--sampler", "auto", "--py-spy", pyspy)
 	m := window.CPUPerUnit
 	var moved []string
@@ -124,8 +131,15 @@ think_time = think.constant("0s")
 		srv := start(ports[0], r)
 		target := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		waitAnswer(t, target+"/")
-		prof := startProcess(t, binary(t), append([]string{"profiler", "--pid", strconv.Itoa(srv.Process.Pid),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}, profiler...)...)
+		// As root (the test command runs as root) the profiler and its
+		// sampler run ahead of the other tests: beside the whole suite and
+		// two busy loops perf's `perf script` was starved, its slices came
+		// back too late to lie in the window, and no phase was compared.
+		cmd := append([]string{binary(t), "profiler", "--pid", strconv.Itoa(srv.Process.Pid), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}, profiler...)
+		if os.Geteuid() == 0 {
+			cmd = append([]string{"nice", "-n", "-10"}, cmd...)
+		}
+		prof := startProcess(t, cmd[0], cmd[1:]...)
 		base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[1])
 		waitAnswer(t, base+"/")
 		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", duration,
