@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -237,18 +238,7 @@ func TestAConvertedSessionRunsAgainstAFreshServer(t *testing.T) {
 		t.Errorf("kept %d, assets %d, elsewhere %q: want 5, 1 and the analytics origin", sc.Kept, sc.Assets, sc.Elsewhere)
 	}
 
-	fresh := httptest.NewServer(newApp())
-	defer fresh.Close()
-	s, err := scenario.Load(context.Background(), "session.star", sc.Source, scenario.Limits{})
-	if err != nil {
-		t.Fatalf("the scenario does not load: %v", err)
-	}
-	target, _ := url.Parse(fresh.URL)
-	res, err := (&runner.Bounded{Common: runner.Common{Scenario: s, Target: target, Seed: 1, Timeout: 10 * time.Second, Grace: time.Second,
-		Out: t.TempDir()}, Users: 10, Duration: 4 * time.Second}).Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runFresh(t, sc, newApp(), 10, 4*time.Second)
 	names := map[string]int64{}
 	for _, r := range res.Requests {
 		names[r.Name] = r.Count
@@ -403,18 +393,7 @@ func TestCSRFTokensInAPageAreCorrelated(t *testing.T) {
 		}
 	}
 
-	fresh := httptest.NewServer(&formApp{form: map[string]bool{}, meta: map[string]bool{}})
-	defer fresh.Close()
-	s, err := scenario.Load(context.Background(), "form.star", sc.Source, scenario.Limits{})
-	if err != nil {
-		t.Fatalf("the scenario does not load: %v", err)
-	}
-	target, _ := url.Parse(fresh.URL)
-	res, err := (&runner.Bounded{Common: runner.Common{Scenario: s, Target: target, Seed: 1, Timeout: 10 * time.Second, Grace: time.Second,
-		Out: t.TempDir()}, Users: 5, Duration: 3 * time.Second}).Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runFresh(t, sc, &formApp{form: map[string]bool{}, meta: map[string]bool{}}, 5, 3*time.Second)
 	logins := int64(0)
 	for _, r := range res.Requests {
 		if r.Name == "POST /login" {
@@ -424,4 +403,23 @@ func TestCSRFTokensInAPageAreCorrelated(t *testing.T) {
 	if res.Totals.Errors != 0 || logins == 0 {
 		t.Errorf("totals %+v, %d logins: want every login let in by the fresh server's tokens", res.Totals, logins)
 	}
+}
+
+// runFresh runs the converted scenario for users over d against a fresh
+// server of app, as a user of convert would, and returns the result.
+func runFresh(t *testing.T, sc *Scenario, app http.Handler, users int, d time.Duration) *result.Result {
+	t.Helper()
+	fresh := httptest.NewServer(app)
+	defer fresh.Close()
+	s, err := scenario.Load(context.Background(), "session.star", sc.Source, scenario.Limits{})
+	if err != nil {
+		t.Fatalf("the scenario does not load: %v", err)
+	}
+	target, _ := url.Parse(fresh.URL)
+	res, err := (&runner.Bounded{Common: runner.Common{Scenario: s, Target: target, Seed: 1, Timeout: 10 * time.Second, Grace: time.Second,
+		Out: t.TempDir()}, Users: users, Duration: d}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
