@@ -493,20 +493,22 @@ func (s *Search) Estimate() Estimate {
 	return e
 }
 
-// drift widens e when decided verdicts contradict each other: a level
-// healthy while a lower one was unhealthy (at another time) means the
-// target's capacity moved during the search (state that grows, a cache, a
-// slower phase) or the load the generator applied did (a stall that
-// bunched its users), and the interval must cover both. It returns why,
-// or "", and names the two levels in e.Drift.
+// drift widens e when verdicts contradict each other: a level healthy
+// while a lower one was unhealthy (at another time) means the target's
+// capacity moved during the search (state that grows, a cache, a slower
+// phase) or the load the generator applied did (a stall that bunched its
+// users), and the interval must cover both. A healthy level counts even
+// undecided (its majority was healthy): an interval that left it out
+// would claim the ceiling below a level this search saw hold. It returns
+// why, or "", and names the two levels in e.Drift.
 func (s *Search) drift(e *Estimate) string {
-	var hi, lo *Level // the highest decided healthy level, the lowest decided unhealthy one
+	var hi, lo *Level // the highest healthy level, the lowest decided unhealthy one
 	for i := range s.levels {
 		l := &s.levels[i]
 		switch {
-		case l.Undecided:
 		case l.Verdict == "healthy" && (hi == nil || l.Users > hi.Users):
 			hi = l
+		case l.Undecided:
 		case l.Verdict == "unhealthy" && (lo == nil || l.Users < lo.Users):
 			lo = l
 		}
@@ -529,8 +531,12 @@ func (s *Search) drift(e *Estimate) string {
 		e.High = float64(above) // 0: no decided level above bounds it
 	}
 	e.Drift = []int{hi.Users, lo.Users}
-	return fmt.Sprintf("verdicts contradicted each other, %s healthy at %s and %d unhealthy at %s, so the interval covers both",
-		s.n(hi.Users), clock(hi.End), lo.Users, clock(lo.End))
+	healthy := "healthy"
+	if hi.Undecided {
+		healthy = "healthy by a majority not decided"
+	}
+	return fmt.Sprintf("verdicts contradicted each other, %s %s at %s and %d unhealthy at %s, so the interval covers both",
+		s.n(hi.Users), healthy, clock(hi.End), lo.Users, clock(lo.End))
 }
 
 func clock(s float64) string {

@@ -516,3 +516,48 @@ func TestSearchWidensWhenTheCapacityMoves(t *testing.T) {
 		t.Errorf("estimate %+v: the interval must cover the healthy verdicts above 80 from before the target slowed", e)
 	}
 }
+
+// TestIntervalKeepsEveryHealthyLevel: whatever the target does during a
+// search (its capacity moving, checks that toss coins near it), the
+// interval never leaves out a level the search judged healthy above it,
+// decided or not: a second search finding the ceiling there would land
+// outside an interval that knew better.
+func TestIntervalKeepsEveryHealthyLevel(t *testing.T) {
+	for seed := uint64(1); seed <= 60; seed++ {
+		r := rand.New(rand.NewPCG(seed, 3))
+		s := NewSearch(SearchConfig{Start: 10, Max: 1000, Settle: time.Second, Judge: 5 * time.Second, Window: time.Second, Precision: 0.05})
+		ceiling, users := 30+r.IntN(20), 0
+		noisy := func(u int) bool { return u >= ceiling-3 && u < ceiling+3 } // a coin toss there
+		for el := time.Duration(0); el < 2*time.Hour; el += time.Second {
+			if el%(90*time.Second) == 0 && r.IntN(2) == 0 {
+				ceiling = max(5, ceiling+r.IntN(11)-6) // the capacity moves, mostly down
+			}
+			o := Observation{Elapsed: el, Users: users}
+			if users >= ceiling+3 || (noisy(users) && r.IntN(2) == 0) {
+				o.Fired = []string{"p99"}
+			}
+			d := s.Decide(o)
+			users = d.Users
+			if !d.Done {
+				continue
+			}
+			h := Level{Users: users, JudgeStart: (el + time.Second).Seconds(), End: (el + 10*time.Second).Seconds(), Evaluations: 10, Verdict: "healthy"}
+			if users >= ceiling+3 || (noisy(users) && r.IntN(2) == 0) {
+				h.Unhealthy, h.Verdict = 10, "unhealthy"
+			}
+			el += 10 * time.Second
+			if d = s.Held(h, Observation{Elapsed: el, Users: users}); d.Done {
+				break
+			}
+			users = d.Users
+		}
+		e := s.Estimate()
+		for _, l := range s.Levels() {
+			if l.Verdict == "healthy" && e.High != 0 && float64(l.Users) >= e.High {
+				t.Errorf("seed %d: [%v, %v) leaves out %d users, judged healthy (undecided %v) at %.0f s; why %q; levels %+v",
+					seed, e.Low, e.High, l.Users, l.Undecided, l.End, e.Why, s.Levels())
+				break
+			}
+		}
+	}
+}
