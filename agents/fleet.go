@@ -263,6 +263,11 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 	}
 }
 
+// Hold is not carried to agents yet (the wire has no message for it):
+// their users act once set up. The command line refuses ceiling
+// --warm-up with agents rather than warm up with load.
+func (f *Fleet) Hold(bool) {}
+
 // Abort asks every agent to stop adding users and remove them; in the
 // open model, to start no more arrivals (its pool stays until Stop).
 func (f *Fleet) Abort(string) {

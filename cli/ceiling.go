@@ -59,6 +59,17 @@ by the --scrape endpoints every second, or on a real server with
 targets itself; docs/HEALTH.md has the scrape config; --scrape endpoints then
 only feed the result's server figures: CPU, memory, time by handler).
 
+A fresh server is not the server of a second search: its users' first
+setups create what it keeps (accounts signed up, caches filled), and a
+search that is the first to set users up measures the server while that
+state grows. --warm-up N sets N users up before the search (more than it
+will reach: twice the ceiling you expect), judges nothing there, and then
+searches from --start-users: the search's levels re-add users set up once,
+as a second search would (docs/CEILING.md, "A fresh server"). --repeat N
+runs N searches one after another (each into --out's repeat-K) and says the
+range their answers span together and how far the answer moved from the
+first to the last.
+
 The open model (--open, docs/OPEN.md): the search's levels are arrival
 rates instead of user counts (whole arrivals per second, from --start-rate up
 to --max-rate), each a constant rate on one pool of users (--max-users bounds
@@ -71,6 +82,7 @@ Examples:
   headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
+  headroom ceiling examples/mattermost.star --target http://127.0.0.1:8065 --warm-up 600 --max-duration 15m
   headroom ceiling examples/matrix.star --target http://127.0.0.1:8008 --scrape http://127.0.0.1:9008/_synapse/metrics --checks checks.star
 
 ` + exitCodes("ceiling", `, or no ceiling
@@ -86,7 +98,8 @@ type ceilingFlags struct {
 	checks, onlyChecks, prometheus     string
 	controller                         string
 	precision                          percent
-	maxUsers, startUsers               int
+	maxUsers, startUsers, warmUp       int
+	repeat                             int
 	maxDuration, window, settle, judge time.Duration
 	measure, setupTimeout, maxJudge    time.Duration
 	confidence                         float64
@@ -109,6 +122,8 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.Var(&f.precision, "precision", "search: stop when the interval is this narrow, relative to its low end")
 	fs.IntVar(&f.startUsers, "start-users", 10, "search: the first level")
 	fs.IntVar(&f.maxUsers, "max-users", 10000, "never run more users than this")
+	fs.IntVar(&f.repeat, "repeat", 1, "run the search this many times, one after another, each into --out's repeat-K, and say the range they span together and how far the answer moved (repeats.json)")
+	fs.IntVar(&f.warmUp, "warm-up", 0, "search: set this many users up before the search (sign-ups, logins, setup actions), judge nothing, then search from --start-users; for a fresh server whose first setups create state (0: none)")
 	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
 	fs.DurationVar(&f.judge, "judge", control.DefaultJudge, "search: time over which a level is judged (longer when its evaluations are mixed: see --max-judge)")
@@ -161,6 +176,9 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 			open.MaxUsers = f.maxUsers
 			open.PreUsers = min(open.PreUsers, f.maxUsers)
 		}
+	}
+	if f.repeat > 1 {
+		return f.repeatSearch(ctx, env, args, sc, target, out, open)
 	}
 	return f.run(ctx, env, args, sc, target, out, open)
 }
@@ -218,7 +236,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		return ExitUsage
 	}
 	c.Checks = set.checks
-	cfg := control.SearchConfig{Start: f.startUsers, Max: f.maxUsers, Precision: float64(f.precision),
+	cfg := control.SearchConfig{Start: f.startUsers, Warm: f.warmUp, Max: f.maxUsers, Precision: float64(f.precision),
 		Settle: f.settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout,
 		Confidence: f.confidence, MaxJudge: f.maxJudge}
 	if open != nil {
@@ -310,6 +328,14 @@ func (f *ceilingFlags) validate(fs *flag.FlagSet) error {
 		return fmt.Errorf("--controller %q: want search or linear", f.controller)
 	case f.maxUsers < 1 || f.startUsers < 1:
 		return errors.New("--max-users and --start-users must be at least 1")
+	case f.repeat < 1 || f.repeat > 20:
+		return fmt.Errorf("--repeat %d: want 1 to 20 searches", f.repeat)
+	case f.warmUp < 0 || f.warmUp > f.maxUsers:
+		return fmt.Errorf("--warm-up %d: want 0 (none) up to --max-users %d", f.warmUp, f.maxUsers)
+	case f.warmUp > 0 && (f.fleet.local > 0 || f.fleet.remote > 0):
+		return errors.New("--warm-up holds users idle past their setup, which agents cannot do yet: run it without --local-agents and --agents")
+	case f.warmUp > 0 && (f.open || f.controller != "search"):
+		return errors.New("--warm-up sets users up before a search of users: not with --open (its pool is set up first anyway: --pre-users) or --controller linear")
 	case f.lin.Inc < 1 || f.lin.Dec < 1:
 		return errors.New("--linear-inc and --linear-dec must be at least 1")
 	case f.checks != "" && f.onlyChecks != "":

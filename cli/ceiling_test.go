@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -80,5 +82,66 @@ func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
 	c := res.Ceiling
 	if c.SupportedUsers.Found || c.Bottleneck[0].Failed == 0 || c.ScrapeErrors["http://127.0.0.1:1/metrics"] == "" {
 		t.Errorf("result: found=%v bottleneck=%+v scrape errors=%v", c.SupportedUsers.Found, c.Bottleneck, c.ScrapeErrors)
+	}
+}
+
+// ceiling --repeat 2 --warm-up: each search warms up first (its decisions
+// say so, nothing judged there), each writes its own result, and the
+// repeats' account names both answers and their span.
+func TestCeilingRepeatsWarmedSearches(t *testing.T) {
+	dir := t.TempDir()
+	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
+	defer tb.Close()
+	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
+	checks := write(t, dir, "checks.star", `checks = [check("users", "loadtest_users_ready", threshold=3)]`+"\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--only-checks", checks, "--window", "1s", "--settle", "1s", "--judge", "1s",
+		"--start-users", "2", "--warm-up", "6", "--max-users", "8", "--measure", "0", "--max-duration", "1m", "--repeat", "2", "--out", out, "--quiet", "--no-report")
+	if code != ExitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for k := 1; k <= 2; k++ {
+		res, err := result.Read(filepath.Join(out, fmt.Sprintf("repeat-%d", k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := res.Ceiling
+		if s := c.SupportedUsers; !s.Found || s.Value != 3 || s.High != 4 {
+			t.Errorf("search %d: %+v, want 3 [3, 4)", k, s)
+		}
+		if !strings.Contains(c.Decisions[0].Reason, "warm up: set 6 users up before the search") || !strings.Contains(c.Decisions[1].Reason, "warmed up: 6 users set up") {
+			t.Errorf("search %d: first decisions %+v", k, c.Decisions[:2])
+		}
+		for _, l := range c.Levels {
+			if l.Users == 6 {
+				t.Errorf("search %d judged the warm-up's level: %+v", k, l)
+			}
+		}
+	}
+	if !strings.Contains(stdout, "Repeats: 3 [3, 4), 3 [3, 4): 3 users, in [3, 4) together; the answer moved +0.0% from the first search to the last") {
+		t.Errorf("stdout lacks the repeats' line:\n%s", stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(out, RepeatsFile))
+	if err != nil || !strings.Contains(string(b), `"searches"`) {
+		t.Errorf("%s: %v\n%s", RepeatsFile, err, b)
+	}
+}
+
+// Two searches that do not land inside each other's intervals say so, and
+// the span covers both.
+func TestRepeatsThatMoveSaySo(t *testing.T) {
+	rp := repeats{Unit: result.UnitUsers, Searches: []result.Supported{
+		{Value: 220, Low: 209, High: 262, Found: true}, {Value: 286, Low: 271, High: 295, Found: true}}}
+	rp.combine()
+	if rp.Value != 253 || rp.Low != 209 || rp.High != 295 || math.Abs(rp.Drift-0.3) > 1e-9 {
+		t.Errorf("%+v", rp)
+	}
+	if !strings.Contains(rp.text(), "search 2's answer 286 lies outside search 1's [209, 262)") || !strings.Contains(rp.text(), "--warm-up") {
+		t.Errorf("%s", rp.text())
+	}
+	rp = repeats{Unit: result.UnitUsers, Searches: []result.Supported{{Value: 40, Low: 40, High: 0, Found: false}, {Value: 38, Low: 38, High: 40, Found: true}}}
+	rp.combine()
+	if rp.Value != 38 || rp.High != 0 || rp.Low != 38 {
+		t.Errorf("one search without an upper bound: %+v", rp)
 	}
 }

@@ -37,6 +37,9 @@ type Decision struct {
 	// level's judging period for search; every step for linear). Only
 	// judged observations make the bottleneck.
 	Judged bool
+	// Hold: users past setup wait instead of acting (a warm-up: set up,
+	// and no load from them yet); false lets them act.
+	Hold bool
 }
 
 // Estimate is the supported users as known so far. Value, Low and High

@@ -23,6 +23,9 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 	// here and judge this level the usual way (settled, by majority),
 	// rather than pile on users. The firing may be the new users' own
 	// logins, so it is not yet a verdict.
+	if s.warming {
+		return s.warm(o, dt)
+	}
 	if cur := int(s.target); float64(s.level) > s.target && s.badSince >= 0 && cur > s.lo && cur > 0 &&
 		o.Elapsed-s.badSince >= time.Duration(s.cfg.FailFast)*time.Second {
 		why := fmt.Sprintf("checks firing for %v on the way to %s: hold at %d and judge it",
@@ -77,6 +80,29 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 		return d
 	}
 	return Decision{Users: int(s.target)}
+}
+
+// warm is a decision while warming up: ramp as to a level, its users held
+// idle once set up (Decision.Hold), then, once every user is set up (or
+// the setup timeout has passed), start the search from Start, its users
+// let act, without judging anything.
+func (s *Search) warm(o Observation, dt time.Duration) Decision {
+	if float64(s.level) > s.target {
+		step := math.Min(s.cfg.RampRate*dt.Seconds(), math.Max(0, float64(o.Users)+s.cfg.RampRate-s.target))
+		s.target = math.Min(float64(s.level), s.target+step)
+	}
+	took := (o.Elapsed - s.movedAt).Round(time.Second)
+	var why string
+	switch {
+	case int(s.target) >= s.level && o.Users >= s.level:
+		why = fmt.Sprintf("warmed up: %s set up in %v", s.n(s.level), took)
+	case o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.SetupTimeout:
+		why = fmt.Sprintf("warm-up cut short: %d of %s set up in %v (setup timeout)", o.Users, s.n(s.level), took)
+	default:
+		return Decision{Users: int(s.target), Hold: true}
+	}
+	s.warming = false
+	return s.moveTo(s.cfg.Start, o, fmt.Sprintf("%s; start the search at %s", why, s.n(s.cfg.Start)))
 }
 
 // setupRate is how fast users were set up since the move to the level

@@ -13,7 +13,13 @@ const DefaultJudge = 6 * time.Second
 
 // SearchConfig configures Search. Zero values get the defaults noted.
 type SearchConfig struct {
-	Start     int           // first level; default 10
+	Start int // first level; default 10
+	// Warm, when above Start, is a level set up before the search and
+	// left at once, unjudged: on a fresh server the users' first setups
+	// (accounts signed up, caches filled, sessions made) then happen
+	// before any level is judged, not during the first levels the search
+	// reaches. The search's levels re-add users already set up once.
+	Warm      int
 	Max       int           // never more users than this; required
 	Min       int           // never fewer; default 1
 	Growth    float64       // factor between levels while no level has failed; default 2
@@ -91,6 +97,7 @@ func (c SearchConfig) withDefaults() SearchConfig {
 		c.MaxFlag = "--max-users"
 	}
 	c.Start = min(max(c.Start, c.Min), c.Max)
+	c.Warm = min(c.Warm, c.Max)
 	return c
 }
 
@@ -139,6 +146,7 @@ type Search struct {
 	pressN   int
 	lastGap  int // hi-lo before the last interpolated step; 0 after a bisection
 	probes   int // levels tried next to an undecided bound, for a decided one (at most maxProbes)
+	warming  bool
 }
 
 var _ Controller = (*Search)(nil)
@@ -161,6 +169,12 @@ func (s *Search) Decide(o Observation) Decision {
 	if !s.started {
 		s.started = true
 		s.target = float64(o.Users)
+		if s.cfg.Warm > s.cfg.Start {
+			s.warming = true
+			d := s.moveTo(s.cfg.Warm, o, fmt.Sprintf("warm up: set %s up before the search (--warm-up), idle and unjudged", s.n(s.cfg.Warm)))
+			d.Hold = true
+			return d
+		}
 		return s.moveTo(s.cfg.Start, o, fmt.Sprintf("start at %s", s.n(s.cfg.Start)))
 	}
 

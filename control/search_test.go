@@ -561,3 +561,53 @@ func TestIntervalKeepsEveryHealthyLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchWarmsUpFirst: with Warm, the users are set up to that level
+// before the search, nothing judged there, then the search starts from
+// Start as it would have; a warm-up whose users cannot all be set up is
+// cut short at the setup timeout, not judged either.
+func TestSearchWarmsUpFirst(t *testing.T) {
+	for _, capAt := range []int{1000, 60} { // the target sets up every user; at most 60
+		s := NewSearch(SearchConfig{Start: 10, Warm: 200, Max: 1000, Settle: time.Second, Judge: 3 * time.Second, Window: time.Second, SetupTimeout: 20 * time.Second})
+		users, peak := 0, 0
+		var reasons []string
+		for el := time.Duration(0); el < time.Hour; el += time.Second {
+			o := Observation{Elapsed: el, Users: min(users, capAt), Started: users}
+			if o.Users >= 150 {
+				o.Fired = []string{"p99"}
+			}
+			d := s.Decide(o)
+			if d.Reason != "" {
+				reasons = append(reasons, d.Reason)
+			}
+			if d.Users > users+50 {
+				t.Fatalf("cap %d: %d users asked for at %v with %d set up: past the ramp", capAt, d.Users, el, users)
+			}
+			users, peak = d.Users, max(peak, d.Users)
+			if d.Done {
+				break
+			}
+		}
+		all := strings.Join(reasons, " | ")
+		want := "warmed up: 200 users set up in"
+		if capAt < 200 {
+			want = "warm-up cut short: 60 of 200 users set up in"
+		}
+		if !strings.HasPrefix(reasons[0], "warm up: set 200 users up before the search") || !strings.Contains(reasons[1], want) ||
+			!strings.Contains(reasons[1], "start the search at 10 users") {
+			t.Errorf("cap %d: reasons %q", capAt, all)
+		}
+		lv := s.Levels()
+		if peak < min(200, capAt+50) || lv[0].Users != 10 {
+			t.Errorf("cap %d: peak %d users, first level judged %+v", capAt, peak, lv[0])
+		}
+		for _, l := range lv {
+			if l.Users == 200 {
+				t.Errorf("cap %d: the warm-up's level was judged: %+v", capAt, l)
+			}
+		}
+		if e := s.Estimate(); capAt > 150 && (!e.Found || e.Value < 140 || e.Value >= 150) {
+			t.Errorf("cap %d: estimate %+v, want the ceiling under 150 found as without the warm-up", capAt, e)
+		}
+	}
+}

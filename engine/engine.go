@@ -120,6 +120,7 @@ type Engine struct {
 	late   atomic.Int64
 	setUp  atomic.Int64 // users that finished setup, ever
 	began  atomic.Int64 // users that began setup, ever
+	hold   atomic.Bool  // users past setup wait, acting on nothing (Hold)
 	panic  atomic.Pointer[PanicError]
 	abort  chan struct{} // closed by Abort
 	reason string        // Abort's, under mu
@@ -214,13 +215,20 @@ func (e *Engine) SetUsersBy(n, maxAdd int) int {
 	return len(e.users)
 }
 
+// Hold, on, has users past their setup wait instead of acting, their
+// WebSocket messages handled (as --setup-only's do), until Hold(false):
+// a warm-up that sets users up before a search without loading the
+// target with their actions. Users held begin their actions on release
+// as users just set up do, after a random part of a think time.
+func (e *Engine) Hold(on bool) { e.hold.Store(on) }
+
 // newUser makes the next user added: its id the added-th's, its account
 // its slot's. Under e.mu.
 func (e *Engine) newUser() *vu {
 	e.added++
 	id, slot := e.id(e.added), e.slot()
 	account := e.id(slot)
-	v := &vu{id: id, slot: slot, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, warm: e.warm,
+	v := &vu{id: id, slot: slot, stop: make(chan struct{}), done: make(chan struct{}), late: &e.late, setUp: &e.setUp, began: &e.began, hold: &e.hold, warm: e.warm,
 		rec: e.cfg.Recorder.Shard(id), spread: e.cfg.Spread, stalled: e.stalled, stalls: &e.stalls, retries: max(e.cfg.SetupRetries, 0),
 		fresh: func() (*scenario.User, scenario.HTTPClient) { return e.userOf(id, account) }}
 	v.user, v.client = v.fresh()

@@ -65,6 +65,7 @@ type vu struct {
 	slot     int                    // its place among the users running at once (Engine.slot): its account's
 	setUp    *atomic.Int64          // engine-wide count of users past setup
 	began    *atomic.Int64          // engine-wide count of users that began setup
+	hold     *atomic.Bool           // the engine's Hold: wait past setup, acting on nothing
 	doing    atomic.Pointer[string] // the action running (or setup); nil otherwise
 	rec      *metrics.Shard         // where the time to set up is recorded
 	spread   time.Duration          // Config.Spread, after its default
@@ -101,6 +102,13 @@ func (v *vu) run(onAction func(user int, action string), setupOnly bool) {
 		}
 		v.finish()
 		return
+	}
+	for v.hold != nil && v.hold.Load() {
+		v.set(Thinking)
+		if !v.pause(100 * time.Millisecond) {
+			v.finish()
+			return
+		}
 	}
 	// The first action comes after a random part of one think time, so
 	// users set up together are spread over the think cycle and stay so:

@@ -126,6 +126,7 @@ type ceilingRun struct {
 	nextSave     time.Time
 
 	measuring bool           // the search is done; holding the supported users for Measure
+	holding   bool           // the users past setup wait (a warm-up: control.Decision.Hold)
 	hold      *control.Level // the measuring hold's judgment so far
 	// from is where the server's figures begin: the measuring hold's
 	// start once it has one (marked), else the search's.
@@ -173,6 +174,10 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 		r.ci.Decisions = append(r.ci.Decisions, result.Decision{T: el.Seconds(), Users: users, Target: d.Users, Reason: d.Reason})
 	}
 	r.target = d.Users
+	if d.Hold != r.holding {
+		r.holding = d.Hold
+		r.s.eng.Hold(d.Hold)
+	}
 	r.ld.set(d.Users)
 	if r.c.Live != nil {
 		r.c.levels(r.ci, r.levels, r.tr)

@@ -27,6 +27,10 @@ type Fleet interface {
 	Doing() map[string]int       // what running users do now, by action (or setup)
 	UsersByType() map[string]int // users started, by type
 	Abort(reason string)         // no more users: headroom is stopping the run
+	// Hold, on, has users past setup wait instead of acting, until
+	// Hold(false) (engine.Engine.Hold: a search's warm-up). Agents do
+	// not yet: the command line refuses --warm-up with them.
+	Hold(on bool)
 	// StartOpen turns the fleet into the open model's pool of users
 	// (engine.Engine.StartOpen): it adds m.PreAllocated users, which
 	// begin their setup; no arrival comes before SetPacer. A fleet that
