@@ -202,30 +202,49 @@ func (f *ceilingFlags) openLevels(set map[string]bool) (*runner.OpenLevels, erro
 // run is the part of ceilingCmd that runs once --out is reserved: it
 // releases --out whenever it returns before the run starts.
 func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scenario.Scenario, target *url.URL, out *outDir, open *runner.OpenLevels) int {
-	started := false
-	defer func() {
-		if !started {
-			out.release()
-		}
-	}()
-	var err error
-
 	c := &runner.Ceiling{Common: f.common(env, "ceiling", args, sc, target, out.path), MaxDuration: f.maxDuration, Open: open}
 	c.Prom = metrics.NewProm()
-	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &c.Common, target)
-	if !ok {
-		return code // out released by the deferred call above
-	}
-	defer closeFleet()
-	stop, err := f.serveMetrics(env, &c.Common)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
-	}
-	defer stop()
-
-	exposed, defaultsHas, code, ok := f.evaluation(ctx, env, c)
+	l, code, ok := f.launch(ctx, env, "ceiling", sc, &c.Common, target, out)
 	if !ok {
 		return code
+	}
+	defer l.stop()
+	code, ok = f.prepareChecks(ctx, env, c, sc)
+	if !ok {
+		l.abandon(env, out)
+		return code
+	}
+	f.control(c, open)
+	if open != nil {
+		fmt.Fprintf(env.Stderr, "finding the supported arrival rate of %s with %s (open model, %s), %d checks on the %s engine:\n",
+			target.Redacted(), sc.Path, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait, open.Connections), len(c.Checks), c.EvaluatorName)
+	} else {
+		fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
+	}
+	printChecks(env.Stderr, c.Checks)
+	if !f.quiet || l.ui != nil {
+		pr := newCeilingProgress(f.progressEnv(env))
+		if open != nil {
+			pr.unit = result.UnitRate
+		}
+		l.ui.watch(&pr.statusLine)
+		c.Progress = pr.update
+	}
+	res, err := c.Run(ctx)
+	code = l.finish(env, out, res, err, f.noReport)
+	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
+		return ExitError
+	}
+	return code
+}
+
+// prepareChecks sets where c's checks are evaluated and which they are
+// (the defaults, the scenario's, --checks), refusing a check whose metric
+// no scraped endpoint exposes before any traffic.
+func (f *ceilingFlags) prepareChecks(ctx context.Context, env Env, c *runner.Ceiling, sc *scenario.Scenario) (code int, ok bool) {
+	exposed, defaultsHas, code, ok := f.evaluation(ctx, env, c)
+	if !ok {
+		return code, false
 	}
 	set, err := checksFor(*f, sc, defaultsHas)
 	if err == nil && exposed != nil {
@@ -233,9 +252,15 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
-		return ExitUsage
+		return ExitUsage, false
 	}
 	c.Checks = set.checks
+	return 0, true
+}
+
+// control gives c its controller, from the flags and the checks' window:
+// the search (users, or arrival rates with --open) or the linear one.
+func (f *ceilingFlags) control(c *runner.Ceiling, open *runner.OpenLevels) {
 	cfg := control.SearchConfig{Start: f.startUsers, Warm: f.warmUp, Max: f.maxUsers, Precision: float64(f.precision),
 		Settle: f.settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout,
 		Confidence: f.confidence, MaxJudge: f.maxJudge}
@@ -250,34 +275,6 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	} else {
 		c.Controller = control.NewSearch(cfg)
 	}
-
-	if open != nil {
-		fmt.Fprintf(env.Stderr, "finding the supported arrival rate of %s with %s (open model, %s), %d checks on the %s engine:\n",
-			target.Redacted(), sc.Path, describePool(open.Arrivals, open.MaxUsers, open.PreUsers, open.MaxWait, open.Connections), len(c.Checks), c.EvaluatorName)
-	} else {
-		fmt.Fprintf(env.Stderr, "finding the ceiling of %s with %s (%s), %d checks on the %s engine:\n", target.Redacted(), sc.Path, f.controller, len(c.Checks), c.EvaluatorName)
-	}
-	printChecks(env.Stderr, c.Checks)
-	ui, err := f.startUI(env, "ceiling", &c.Common)
-	if err != nil {
-		return fail(env, ExitUsage, "%v", err)
-	}
-	if !f.quiet || ui != nil {
-		pr := newCeilingProgress(f.progressEnv(env))
-		if open != nil {
-			pr.unit = result.UnitRate
-		}
-		ui.watch(&pr.statusLine)
-		c.Progress = pr.update
-	}
-	started = true
-	res, err := c.Run(ctx)
-	code = finish(env, out, res, err, f.noReport)
-	ui.end(env, res)
-	if code == ExitOK && !res.Ceiling.SupportedUsers.Found {
-		return ExitError
-	}
-	return code
 }
 
 // evaluation sets where c's checks run (a real Prometheus, or the

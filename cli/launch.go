@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/report"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
+	"github.com/headroom-dev/headroom/scenario"
 )
 
 // outDir is the result directory of a run about to start: --out, or a
@@ -55,6 +58,55 @@ func (o *outDir) release() {
 	if o.created {
 		_ = os.Remove(o.path) // only if empty
 	}
+}
+
+// launched is what a run's command starts beside its runner: the fleet
+// (--local-agents, --agents), headroom's /metrics (--metrics-listen,
+// --out-remote-write) and the live page (--ui).
+type launched struct {
+	ui   *liveUI
+	stop func() // the metrics, then the fleet
+}
+
+// launch starts, in the order every run kind needs them, the fleet, the
+// metrics and the live page, all fed by c. On failure it has stopped what
+// it started and released out, and code is the exit code.
+func (f *loadFlags) launch(ctx context.Context, env Env, kind string, sc *scenario.Scenario, c *runner.Common, target *url.URL, out *outDir) (l *launched, code int, ok bool) {
+	closeFleet, code, ok := f.attachFleet(ctx, env, sc, c, target)
+	if !ok {
+		out.release()
+		return nil, code, false
+	}
+	stop, err := f.serveMetrics(env, c)
+	if err != nil {
+		closeFleet()
+		out.release()
+		return nil, fail(env, ExitUsage, "%v", err), false
+	}
+	ui, err := f.startUI(env, kind, c)
+	if err != nil {
+		stop()
+		closeFleet()
+		out.release()
+		return nil, fail(env, ExitUsage, "%v", err), false
+	}
+	return &launched{ui: ui, stop: func() { stop(); closeFleet() }}, 0, true
+}
+
+// abandon ends a launch whose run will not start (its checks refused):
+// the live page stopped, out released. The caller's l.stop ends the rest.
+func (l *launched) abandon(env Env, out *outDir) {
+	l.ui.end(env, nil)
+	out.release()
+}
+
+// finish ends a run that returned: its summary, result and report
+// (finish), then the live page turned into the report; the exit code.
+// The fleet and metrics stop when the caller's deferred l.stop runs.
+func (l *launched) finish(env Env, out *outDir, res *result.Result, err error, noReport bool) int {
+	code := finish(env, out, res, err, noReport)
+	l.ui.end(env, res)
+	return code
 }
 
 // finish reports a run that went its course: its summary (the report's

@@ -121,28 +121,16 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	b := &runner.Bounded{Common: f.common(env, "run", args, sc, target, out.path), Users: f.users, Ramp: f.ramp, Duration: f.duration,
 		SetupTimeout: f.setupTimeout, Open: open}
 	b.SetupOnly = f.setupOnly
-	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &b.Common, target)
+	l, code, ok := f.launch(ctx, env, "run", sc, &b.Common, target, out)
 	if !ok {
-		out.release()
 		return code
 	}
-	defer closeFleet()
-	stop, err := f.serveMetrics(env, &b.Common)
-	if err != nil {
-		out.release()
-		return fail(env, ExitUsage, "%v", err)
-	}
-	defer stop()
-	ui, err := f.startUI(env, "run", &b.Common)
-	if err != nil {
-		out.release()
-		return fail(env, ExitUsage, "%v", err)
-	}
+	defer l.stop()
 	var pr *progress
-	if !f.quiet || ui != nil {
+	if !f.quiet || l.ui != nil {
 		pr = newProgress(f.progressEnv(env))
 		pr.open = open != nil
-		ui.watch(&pr.statusLine)
+		l.ui.watch(&pr.statusLine)
 		b.Progress = pr.update
 	}
 	if open != nil {
@@ -156,9 +144,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	if pr != nil {
 		pr.done()
 	}
-	code = finish(env, out, res, err, f.noReport)
-	ui.end(env, res)
-	return code
+	return l.finish(env, out, res, err, f.noReport)
 }
 
 func parseTarget(s string) (*url.URL, error) {

@@ -138,25 +138,13 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	st := &runner.Step{Common: f.common(env, "step", args, sc, target, out.path), Levels: levels, Hold: f.hold, Settle: f.settle,
 		RampRate: f.rampRate, SetupTimeout: f.setupTimeout, Open: open}
-	closeFleet, code, ok := f.attachFleet(ctx, env, sc, &st.Common, target)
+	l, code, ok := f.launch(ctx, env, "step", sc, &st.Common, target, out)
 	if !ok {
-		out.release()
 		return code
 	}
-	defer closeFleet()
-	stop, err := f.serveMetrics(env, &st.Common)
-	if err != nil {
-		out.release()
-		return fail(env, ExitUsage, "%v", err)
-	}
-	defer stop()
-	ui, err := f.startUI(env, "step", &st.Common)
-	if err != nil {
-		out.release()
-		return fail(env, ExitUsage, "%v", err)
-	}
+	defer l.stop()
 	pr := newStepProgress(env, levels, f.quiet)
-	ui.watch(&pr.statusLine)
+	l.ui.watch(&pr.statusLine)
 	st.Progress = pr.update
 	if open != nil {
 		pr.unit = result.UnitRate
@@ -168,9 +156,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	res, err := st.Run(ctx)
 	pr.done()
-	code = finish(env, out, res, err, f.noReport)
-	ui.end(env, res)
-	return code
+	return l.finish(env, out, res, err, f.noReport)
 }
 
 // parseLevels reads "48,96,162" and checks the levels increase.

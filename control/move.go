@@ -84,20 +84,30 @@ func (s *Search) move(o Observation, dt time.Duration) Decision {
 
 // warm is a decision while warming up: ramp as to a level, its users held
 // idle once set up (Decision.Hold), then, once every user is set up (or
-// the setup timeout has passed), start the search from Start, its users
-// let act, without judging anything.
+// none has finished setup for the setup timeout: a slow server's warm-up
+// goes on as long as its setups do; the first may take three times as
+// long, since a fresh server works on the ramp's setups at once and
+// finishes them together), start the search from Start, its users let
+// act, without judging anything.
 func (s *Search) warm(o Observation, dt time.Duration) Decision {
 	if float64(s.level) > s.target {
 		step := math.Min(s.cfg.RampRate*dt.Seconds(), math.Max(0, float64(o.Users)+s.cfg.RampRate-s.target))
 		s.target = math.Min(float64(s.level), s.target+step)
+	}
+	wait := 3 * s.cfg.SetupTimeout
+	if o.Users > s.movedSet { // a setup finished: the warm-up goes on
+		s.movedSet, s.warmAt, s.warmMoved = o.Users, o.Elapsed, true
+	}
+	if s.warmMoved {
+		wait = s.cfg.SetupTimeout
 	}
 	took := (o.Elapsed - s.movedAt).Round(time.Second)
 	var why string
 	switch {
 	case int(s.target) >= s.level && o.Users >= s.level:
 		why = fmt.Sprintf("warmed up: %s set up in %v", s.n(s.level), took)
-	case o.Elapsed-s.movedAt > time.Duration(float64(time.Second)*float64(s.level)/s.cfg.RampRate)+s.cfg.SetupTimeout:
-		why = fmt.Sprintf("warm-up cut short: %d of %s set up in %v (setup timeout)", o.Users, s.n(s.level), took)
+	case o.Elapsed-s.warmAt > wait:
+		why = fmt.Sprintf("warm-up cut short: %d of %s set up in %v, none for the last %v (setup timeout)", o.Users, s.n(s.level), took, wait)
 	default:
 		return Decision{Users: int(s.target), Hold: true}
 	}

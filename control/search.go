@@ -141,12 +141,14 @@ type Search struct {
 	why      string
 	started  bool
 
-	pressure map[int]float64 // mean pressure of each judged level
-	pressSum float64         // over the current level's judged evaluations
-	pressN   int
-	lastGap  int // hi-lo before the last interpolated step; 0 after a bisection
-	probes   int // levels tried next to an undecided bound, for a decided one (at most maxProbes)
-	warming  bool
+	pressure  map[int]float64 // mean pressure of each judged level
+	pressSum  float64         // over the current level's judged evaluations
+	pressN    int
+	lastGap   int // hi-lo before the last interpolated step; 0 after a bisection
+	probes    int // levels tried next to an undecided bound, for a decided one (at most maxProbes)
+	warming   bool
+	warmAt    time.Duration // while warming up: when a user last finished setup
+	warmMoved bool          // one has
 }
 
 var _ Controller = (*Search)(nil)
@@ -170,7 +172,7 @@ func (s *Search) Decide(o Observation) Decision {
 		s.started = true
 		s.target = float64(o.Users)
 		if s.cfg.Warm > s.cfg.Start {
-			s.warming = true
+			s.warming, s.warmAt = true, o.Elapsed
 			d := s.moveTo(s.cfg.Warm, o, fmt.Sprintf("warm up: set %s up before the search (--warm-up), idle and unjudged", s.n(s.cfg.Warm)))
 			d.Hold = true
 			return d

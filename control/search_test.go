@@ -567,12 +567,17 @@ func TestIntervalKeepsEveryHealthyLevel(t *testing.T) {
 // Start as it would have; a warm-up whose users cannot all be set up is
 // cut short at the setup timeout, not judged either.
 func TestSearchWarmsUpFirst(t *testing.T) {
-	for _, capAt := range []int{1000, 60} { // the target sets up every user; at most 60
+	// The target sets up every user at once; one a second (slower than
+	// the setup timeout lets a level's ramp take: a warm-up goes on while
+	// setups do); the first only after 50 s (a fresh server working on
+	// the whole ramp at once), then all; at most 60.
+	for _, c := range []struct{ capAt, perS, from int }{{1000, 1000, 0}, {1000, 1, 0}, {1000, 1000, 50}, {60, 1000, 0}} {
+		capAt := c.capAt
 		s := NewSearch(SearchConfig{Start: 10, Warm: 200, Max: 1000, Settle: time.Second, Judge: 3 * time.Second, Window: time.Second, SetupTimeout: 20 * time.Second})
 		users, peak := 0, 0
 		var reasons []string
 		for el := time.Duration(0); el < time.Hour; el += time.Second {
-			o := Observation{Elapsed: el, Users: min(users, capAt), Started: users}
+			o := Observation{Elapsed: el, Users: min(users, capAt, c.perS*max(int(el/time.Second)-c.from, 0)), Started: users}
 			if o.Users >= 150 {
 				o.Fired = []string{"p99"}
 			}
@@ -598,7 +603,7 @@ func TestSearchWarmsUpFirst(t *testing.T) {
 			t.Errorf("cap %d: reasons %q", capAt, all)
 		}
 		lv := s.Levels()
-		if peak < min(200, capAt+50) || lv[0].Users != 10 {
+		if peak < min(200, capAt+1) || lv[0].Users != 10 {
 			t.Errorf("cap %d: peak %d users, first level judged %+v", capAt, peak, lv[0])
 		}
 		for _, l := range lv {

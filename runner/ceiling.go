@@ -79,16 +79,11 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ld knob = users{s}
-	if c.Open != nil {
-		r, err := openRates(s, c.Open)
-		if err != nil {
-			s.stop()
-			return nil, err
-		}
-		ld = r
-		defer r.stop()
+	ld, stopKnob, err := knobOf(s, c.Open)
+	if err != nil {
+		return nil, err
 	}
+	defer stopKnob()
 	r := newCeilingRun(c, s, ld)
 	prof := s.startProfiles()
 	ticks(s.ctx, c.Tick, func(now time.Time) bool { return r.tick(s.ctx, now) })

@@ -84,6 +84,21 @@ type rates struct {
 const drainMax = 30 * time.Second
 
 // openRates starts the session's pool for o.
+// knobOf is the knob a step or ceiling run turns: its users, or with o
+// the open model's rates on one pool of users (stop ends the schedule).
+// On an error s is stopped.
+func knobOf(s *session, o *OpenLevels) (ld knob, stop func(), err error) {
+	if o == nil {
+		return users{s}, func() {}, nil
+	}
+	r, err := openRates(s, o)
+	if err != nil {
+		s.stop()
+		return nil, nil, err
+	}
+	return r, r.stop, nil
+}
+
 func openRates(s *session, o *OpenLevels) (*rates, error) {
 	if err := o.check(); err != nil {
 		return nil, err

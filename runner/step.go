@@ -119,16 +119,14 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	}
 	res := s.res
 	res.Config.Users, res.Config.DurationS = st.Levels[len(st.Levels)-1], st.Hold.Seconds()
-	var ld knob = users{s}
+	ld, stopKnob, err := knobOf(s, st.Open)
+	if err != nil {
+		return nil, err
+	}
+	defer stopKnob()
 	if st.Open != nil {
-		rt, err := openRates(s, st.Open)
-		if err != nil {
-			s.stop()
-			return nil, err
-		}
-		ld, st.RampRate = rt, 0
+		st.RampRate = 0 // a rate is started at once
 		res.Config.Rate = st.Open.config(float64(st.Levels[0]), float64(st.Levels[len(st.Levels)-1]))
-		defer rt.stop()
 	}
 	res.Step = &result.Step{Unit: ld.unit(), Planned: slices.Clone(st.Levels), HoldS: st.Hold.Seconds(), SettleS: st.Settle.Seconds(), RampRate: st.RampRate}
 	r := &stepRun{Step: st, s: s, ld: ld, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
