@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 	"github.com/headroom-dev/headroom/prom"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

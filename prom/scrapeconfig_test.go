@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/relabel"
 	"go.yaml.in/yaml/v2"
 
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 )
 
 // scrapeFile is the part of prometheus.yml the scrape configs write.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/headroom-dev/headroom/har"
 	"github.com/headroom-dev/headroom/internal/browser"
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 )
 
 // shop is a small web application: a page whose form logs in with fetch

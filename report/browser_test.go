@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 )
 
 // chromiumBin is Debian's chromium, which scripts/test.sh installs.

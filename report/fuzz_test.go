@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/compare"
-	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/internal/testing/hostile"
 	"github.com/headroom-dev/headroom/result"
 )
 

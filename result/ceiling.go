@@ -1,5 +1,7 @@
 package result
 
+import "github.com/headroom-dev/headroom/control"
+
 // Ceiling is the part of result.json that only ceiling runs have.
 type Ceiling struct {
 	// Unit is what the search counts: UnitUsers, or UnitRate for
@@ -37,18 +39,13 @@ type Ceiling struct {
 	StatsWindow string `json:"stats_window"`
 }
 
-// Supported is the supported-users estimate.
-type Supported struct {
-	Value  float64 `json:"value"`
-	Low    float64 `json:"low"`
-	High   float64 `json:"high"`
-	Method string  `json:"method"`
-	Found  bool    `json:"found"`
-	Why    string  `json:"why,omitempty"`
-	// Drift names the two levels whose verdicts contradicted each other
-	// (a healthy one above an unhealthy one), when two did.
-	Drift []int `json:"drift,omitempty"`
-}
+// Supported is the supported-users estimate: the controller's, as it
+// stands when the run ends (control.Estimate): Value users, in [Low, High)
+// for a search (High 0: no unhealthy level found), or the mean with its
+// 5-95% band for the linear controller; Found false when the run could not
+// state it within its precision (Why says why); Drift the two levels whose
+// verdicts contradicted each other, when two did.
+type Supported = control.Estimate
 
 // CheckDef is one health check as evaluated.
 type CheckDef struct {

@@ -469,7 +469,7 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status str
 	res, ci := s.res, s.res.Ceiling
 	res.Status, res.EndedAt = status, time.Now()
 	est := c.Controller.Estimate()
-	ci.SupportedUsers = result.Supported{Value: est.Value, Low: est.Low, High: est.High, Method: est.Method, Found: est.Found, Why: est.Why, Drift: est.Drift}
+	ci.SupportedUsers = est
 	ci.Controller = est.Method
 	ci.SearchSeconds = res.EndedAt.Sub(res.StartedAt).Seconds()
 	c.levels(ci, levels, tr)

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/testbed"
 )
 

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/testbed"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 )
 
 // cpuProfile is a profile of CPU time whose stacks are given leaf first,

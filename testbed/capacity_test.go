@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 )
 
 // GetMe takes 1 ms before Scale, so Scale 10 makes it 10 ms.

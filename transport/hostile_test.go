@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/internal/testing/hostile"
 )
 
 // A hostile case is one broken server and what one request to it must

@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/hostile"
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/hostile"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 )

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/memhttp"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 )
 

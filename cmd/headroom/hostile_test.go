@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/hostile"
+	"github.com/headroom-dev/headroom/internal/testing/hostile"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/result"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/internal/browser"
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 	"github.com/headroom-dev/headroom/result"
 )
 

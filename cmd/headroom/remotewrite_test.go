@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/servertest"
+	"github.com/headroom-dev/headroom/internal/testing/servertest"
 	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 )
