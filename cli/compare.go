@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,35 +51,6 @@ func splitVs(args []string) (baseArgs, newArgs []string) {
 		}
 	}
 	return args, nil
-}
-
-// printComparison prints c on the terminal: the verdicts, level by level,
-// what moved per request and action, the notes and what was left out.
-func printComparison(w io.Writer, c *compare.Comparison, bl, nl string, nBase, nNew int) {
-	fmt.Fprintf(w, "%s (%d runs) vs %s (%d runs), %s results\n\n", nl, nNew, bl, nBase, c.Kind)
-	report.TextTable(w, report.VerdictTable(c))
-	if len(c.Levels) > 0 {
-		fmt.Fprintln(w, "\nlevel by level:")
-		report.TextTable(w, report.LevelsTable(c))
-		if t := report.OnsetsTable(c); t != nil {
-			fmt.Fprintln(w, "\nwhere changes start (the lowest level where a latency changed, and every level where it did):")
-			report.TextTable(w, t)
-			fmt.Fprintf(w, "(%d latency figures judged level by level at %g%% confidence: about %.1f would be judged a change by chance alone)\n",
-				c.LevelFigures, 100*c.Options.Confidence, float64(c.LevelFigures)*(1-c.Options.Confidence))
-		}
-	}
-	if moved := movers(c); len(moved) > 0 {
-		fmt.Fprintln(w, "\nper request and action:")
-		for _, m := range moved {
-			fmt.Fprintf(w, "  %s\n", m)
-		}
-	}
-	for _, n := range c.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-	if win := c.Window; len(win.OnlyBase)+len(win.OnlyNew) > 0 {
-		fmt.Fprintf(w, "left out (one side only): %s only: %v; %s only: %v\n", bl, win.OnlyBase, nl, win.OnlyNew)
-	}
 }
 
 func compareCmd(_ context.Context, env Env, args []string) int {
@@ -139,7 +109,7 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 		return fail(env, ExitUsage, "%v", err)
 	}
 
-	printComparison(env.Stdout, c, bl, nl, len(basePos), len(newPos))
+	_ = report.Text(env.Stdout, report.ComparisonSummary(c, bl, nl, len(basePos), len(newPos)))
 	if out != "" {
 		md, html, err := writeDoc(out, report.ForComparison(c))
 		if err == nil {
@@ -173,32 +143,4 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// movers lists every request and action figure with a verdict of
-// regression or improvement, regressions first.
-func movers(c *compare.Comparison) []string {
-	var reg, imp []string
-	type rows struct {
-		prefix string // "setup " for the users' setups
-		rows   []compare.Row
-	}
-	sets := []rows{{"", c.Window.Requests}, {"", c.Window.Actions}}
-	if c.Setup != nil {
-		sets = append(sets, rows{"setup ", c.Setup.Requests}, rows{"setup ", c.Setup.Actions})
-	}
-	for _, set := range sets {
-		for _, r := range set.rows {
-			for _, m := range []*compare.Metric{&r.Mean, &r.P50, &r.P95, &r.P99, &r.Errors} {
-				line := fmt.Sprintf("%s %s%s: %s %s", m.Verdict, set.prefix, r.Name, m.Name, m.DeltaText())
-				switch m.Verdict {
-				case compare.Regression:
-					reg = append(reg, line)
-				case compare.Improvement:
-					imp = append(imp, line)
-				}
-			}
-		}
-	}
-	return append(reg, imp...)
 }
