@@ -95,7 +95,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		b.SetupTimeout = time.Minute
 	}
 	r := &boundedRun{Bounded: b, s: s, users: users, total: b.Ramp + b.Duration, prev: s.start,
-		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), stopping: metrics.NewSnapshot()}
+		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), draining: metrics.NewSnapshot()}
 	if b.Open != nil {
 		res.Config.Users, res.Config.Model, res.Config.Rate = 0, result.ModelOpen, b.Open.config()
 		if b.Open.Connections > 0 {
@@ -107,52 +107,61 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		}
 	}
 	r.nextTick, r.nextSave = s.start.Add(b.Tick), s.start.Add(b.Save)
-	prof := s.startProfiles()
+	return s.drive(r, min(b.Tick, 100*time.Millisecond))
+}
 
-	ticks(s.ctx, min(b.Tick, 100*time.Millisecond), func(now time.Time) bool { return r.step(s.ctx, now) })
-	status, cause := s.outcome()
-	// The window ends here, with the duration or the interrupt: what
-	// finished since the last tick is its last part.
-	end := time.Now()
+func (r *boundedRun) onTick(now time.Time) bool { return r.step(r.s.ctx, now) }
+
+// stopping: the window ends here, with the duration or the interrupt, and
+// what finished since the last tick is its last part; no arrival comes
+// while the pool stops (an interrupt comes before the schedule's end).
+func (r *boundedRun) stopping(end time.Time, status string) string {
+	r.end = end
 	want, phase := r.want(end)
 	r.tick(context.Background(), end, want, phase)
-	if b.Progress != nil {
-		b.Progress(Progress{Elapsed: time.Since(s.start), Total: r.total, Phase: "stopping", Users: s.eng.Users()})
+	if b := r.Bounded; b.Progress != nil {
+		b.Progress(Progress{Elapsed: time.Since(r.s.start), Total: r.total, Phase: "stopping", Users: r.s.eng.Users()})
 	}
-	if b.Open != nil { // no arrival while the pool stops (an interrupt comes before the schedule's end)
-		_ = s.eng.SetPacer(nil)
+	if r.Open != nil {
+		_ = r.s.eng.SetPacer(nil)
 	}
-	s.stop()
-	r.stopping.Merge(s.interval)
-	r.finish(status)
-	s.noteStop(cause)
-	switch {
-	case status == result.Completed && b.SetupOnly: // what it measures is setup
-		if why := s.noneSetUp(); why != "" {
-			s.markFailed(why)
-		}
-	case status == result.Completed:
-		if why := s.nothingMeasured(r.steady, "in the measured window"); why != "" {
-			s.markFailed(why)
-		}
+	return status
+}
+
+// finish closes the window's figures; what finished while stopping is
+// stopping_totals'.
+func (r *boundedRun) finish(status string) ending {
+	s := r.s
+	r.draining.Merge(s.interval)
+	r.finishWindow(status)
+	end := r.end
+	return ending{
+		phases: r.profilePhases(end),
+		failed: func() string {
+			switch {
+			case status == result.Interrupted && r.steady.Start.IsZero():
+				s.res.Notes = append(s.res.Notes, "interrupted during the ramp or setup: the measured window is empty; ramp_totals has what ran")
+			case status == result.Completed && r.SetupOnly: // what it measures is setup
+				return s.noneSetUp()
+			case status == result.Completed:
+				return s.nothingMeasured(r.steady, "in the measured window")
+			}
+			return ""
+		},
+		server: func() { s.server(r.from, s.mark(end)) },
+		write:  r.write,
 	}
-	s.server(r.from, s.mark(end))
-	s.profiles(prof, r.profilePhases(end)...)
-	if status == result.Interrupted && r.steady.Start.IsZero() {
-		res.Notes = append(res.Notes, "interrupted during the ramp or setup: the measured window is empty; ramp_totals has what ran")
-	}
-	return res, s.done(cause, s.save(r.write))
 }
 
 // boundedRun is a bounded run in progress.
 type boundedRun struct {
 	*Bounded
 	s                      *session
-	users                  int           // the users the window waits for: Users, or the open model's PreUsers
-	total                  time.Duration // ramp + duration
-	ramp, steady, stopping *metrics.Snapshot
-	measured               time.Duration // the seconds merged into steady
-	holes                  bool          // degraded seconds were left out of the window
+	users                  int               // the users the window waits for: Users, or the open model's PreUsers
+	total                  time.Duration     // ramp + duration
+	ramp, steady, draining *metrics.Snapshot // draining: what finished while the users stopped (stopping_totals)
+	measured               time.Duration     // the seconds merged into steady
+	holes                  bool              // degraded seconds were left out of the window
 	nextTick, nextSave     time.Time
 	from                   *serverstats.Mark // the server's state when the measured window began
 	marked                 bool
@@ -167,6 +176,8 @@ type boundedRun struct {
 	schedule      *engine.Schedule
 	paced         time.Time
 	dropped, late int64 // arrivals so far, for Progress
+
+	end time.Time // when the ticks ended: the window's end
 }
 
 // want is the users wanted at now, and the phase.
@@ -272,7 +283,7 @@ func (r *boundedRun) write(w result.Writer, dir string) error {
 }
 
 // finish fills the figures of the result from the snapshots.
-func (r *boundedRun) finish(status string) {
+func (r *boundedRun) finishWindow(status string) {
 	s, res, steady := r.s, r.s.res, r.steady
 	res.Status, res.EndedAt = status, time.Now()
 	win := steady.End.Sub(steady.Start)
@@ -290,8 +301,8 @@ func (r *boundedRun) finish(status string) {
 	scratch := metrics.NewStat()
 	res.Totals = steady.Total(metrics.Request, scratch).Summarize("all requests", win)
 	res.RampTotals = r.ramp.Total(metrics.Request, scratch).Summarize("ramp", r.ramp.End.Sub(r.ramp.Start))
-	if !r.stopping.Start.IsZero() {
-		res.StoppingTotals = r.stopping.Total(metrics.Request, scratch).Summarize("stopping", r.stopping.End.Sub(r.stopping.Start))
+	if !r.draining.Start.IsZero() {
+		res.StoppingTotals = r.draining.Total(metrics.Request, scratch).Summarize("stopping", r.draining.End.Sub(r.draining.Start))
 	}
 	res.Requests = steady.Summaries(metrics.Request, win)
 	res.Phases = result.PhasesOf(steady, win)

@@ -84,23 +84,28 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 		return nil, err
 	}
 	defer stopKnob()
-	r := newCeilingRun(c, s, ld)
-	prof := s.startProfiles()
-	ticks(s.ctx, c.Tick, func(now time.Time) bool { return r.tick(s.ctx, now) })
+	return s.drive(newCeilingRun(c, s, ld), c.Tick)
+}
 
-	res := s.res
-	status, cause := s.outcome()
-	s.stop()
-	snap := c.finish(s, r.levels, r.tr, status)
-	s.profiles(prof, s.levelPhases(res)...)
-	s.noteStop(cause)
-	if status == result.Completed {
-		if why := s.nothingMeasured(s.all, "in the whole search"); why != "" {
-			s.markFailed(why)
-		}
+func (r *ceilingRun) onTick(now time.Time) bool { return r.tick(r.s.ctx, now) }
+
+func (r *ceilingRun) stopping(_ time.Time, status string) string { return status }
+
+// finish closes the search: its answer, levels, hold and truth.
+func (r *ceilingRun) finish(status string) ending {
+	s, res := r.s, r.s.res
+	snap := r.c.finish(s, r.levels, r.tr, status)
+	return ending{
+		phases: s.levelPhases(res),
+		failed: func() string {
+			if status != result.Completed {
+				return ""
+			}
+			return s.nothingMeasured(s.all, "in the whole search")
+		},
+		server: func() { s.server(r.from, s.mark(time.Now())) },
+		write:  func(w result.Writer, dir string) error { return w.Write(dir, res, withSetup(snap, s.all)) },
 	}
-	s.server(r.from, s.mark(time.Now()))
-	return res, s.done(cause, s.save(func(w result.Writer, dir string) error { return w.Write(dir, res, withSetup(snap, s.all)) }))
 }
 
 // ceilingRun is one ceiling search in progress: what its ticks share.

@@ -129,53 +129,65 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 		res.Config.Rate = st.Open.config(float64(st.Levels[0]), float64(st.Levels[len(st.Levels)-1]))
 	}
 	res.Step = &result.Step{Unit: ld.unit(), Planned: slices.Clone(st.Levels), HoldS: st.Hold.Seconds(), SettleS: st.Settle.Seconds(), RampRate: st.RampRate}
-	r := &stepRun{Step: st, s: s, ld: ld, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot()}
+	r := &stepRun{Step: st, s: s, ld: ld, rule: rule, excluded: metrics.NewSnapshot(), held: metrics.NewSnapshot(),
+		nextTick: s.start.Add(st.Tick), nextSave: s.start.Add(st.Save)}
 	r.begin(0, s.start)
-	nextTick, nextSave := s.start.Add(st.Tick), s.start.Add(st.Save)
-	prof := s.startProfiles()
+	return s.drive(r, min(st.Tick, 100*time.Millisecond))
+}
 
-	ticks(s.ctx, min(st.Tick, 100*time.Millisecond), func(now time.Time) bool {
-		r.ramp(now)
-		if now.Before(nextTick) {
-			return true
-		}
-		for !nextTick.After(now) {
-			nextTick = nextTick.Add(st.Tick)
-		}
-		p := s.collect()
-		s.scrape(s.ctx, now)
-		r.degraded = p.Degraded
-		done, more := r.advance(now)
-		if st.Progress != nil {
-			st.Progress(r.progress(now, p, done))
-		}
-		if !now.Before(nextSave) {
-			r.finish(result.Running)
-			s.checkpoint(r.write)
-			nextSave = nextSave.Add(st.Save)
-		}
-		return more
-	})
-	status, cause := s.outcome()
+// onTick ramps the level's users at every tick and, each Tick, collects
+// the second, moves through the levels, reports and checkpoints.
+func (r *stepRun) onTick(now time.Time) bool {
+	st, s := r.Step, r.s
+	r.ramp(now)
+	if now.Before(r.nextTick) {
+		return true
+	}
+	for !r.nextTick.After(now) {
+		r.nextTick = r.nextTick.Add(st.Tick)
+	}
+	p := s.collect()
+	s.scrape(s.ctx, now)
+	r.degraded = p.Degraded
+	done, more := r.advance(now)
+	if st.Progress != nil {
+		st.Progress(r.progress(now, p, done))
+	}
+	if !now.Before(r.nextSave) {
+		r.finishLevels(result.Running)
+		s.checkpoint(r.write)
+		r.nextSave = r.nextSave.Add(st.Save)
+	}
+	return more
+}
+
+// stopping: a run its rule stopped is Stopped, and says so last.
+func (r *stepRun) stopping(_ time.Time, status string) string {
 	if status == result.Completed && r.stopped != "" {
 		status = result.Stopped
 	}
-	if st.Progress != nil {
-		st.Progress(StepProgress{Elapsed: time.Since(s.start), Level: r.i, Phase: PhaseStopping, Want: st.Levels[r.i], Users: s.eng.Users()})
+	if st := r.Step; st.Progress != nil {
+		st.Progress(StepProgress{Elapsed: time.Since(r.s.start), Level: r.i, Phase: PhaseStopping, Want: st.Levels[r.i], Users: r.s.eng.Users()})
 	}
-	s.stop()
-	// What finished while stopping was started in the last window; like a
-	// level's in-flight requests at its end, it counts in no level.
+	return status
+}
+
+// finish closes the levels. What finished while stopping was started in
+// the last window; like a level's in-flight requests at its end, it
+// counts in no level.
+func (r *stepRun) finish(status string) ending {
 	r.exclude()
-	r.finish(status)
-	s.profiles(prof, s.levelPhases(res)...)
-	s.noteStop(cause)
-	if status == result.Completed || (status == result.Stopped && r.stopped != "") {
-		if why := s.nothingMeasured(r.held, "in the held levels"); why != "" {
-			s.markFailed(why)
-		}
+	r.finishLevels(status)
+	return ending{
+		phases: r.s.levelPhases(r.s.res),
+		failed: func() string {
+			if status != result.Completed && (status != result.Stopped || r.stopped == "") {
+				return ""
+			}
+			return r.s.nothingMeasured(r.held, "in the held levels")
+		},
+		write: r.write,
 	}
-	return res, s.done(cause, s.save(r.write))
 }
 
 // stepRun is a step run in progress.
@@ -192,6 +204,9 @@ type stepRun struct {
 	i        int               // index of the current level
 	phase    string
 	stopped  string
+	// nextTick, nextSave: when the next second is collected, the next
+	// checkpoint written.
+	nextTick, nextSave time.Time
 }
 
 // stepLevel is one level as it runs.
@@ -354,7 +369,7 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 }
 
 // finish fills the result from the levels held so far.
-func (r *stepRun) finish(status string) {
+func (r *stepRun) finishLevels(status string) {
 	res, sr := r.s.res, r.s.res.Step
 	res.Status, res.EndedAt = status, time.Now()
 	sr.Levels, sr.Stopped = sr.Levels[:0], r.stopped
