@@ -94,7 +94,7 @@ func (r *ceilingRun) stopping(_ time.Time, status string) string { return status
 // finish closes the search: its answer, levels, hold and truth.
 func (r *ceilingRun) finish(status string) ending {
 	s, res := r.s, r.s.res
-	snap := r.c.finish(s, r.levels, r.tr, status)
+	snap := r.finishSearch(status)
 	return ending{
 		phases: s.levelPhases(res),
 		failed: func() string {
@@ -116,12 +116,12 @@ type ceilingRun struct {
 	ci *result.Ceiling
 	tr *truth
 
-	levels       map[int]*held // requests per steady user count, after Settle
-	heldSince    time.Time     // since when lastUsers have held, steady
-	lastUsers    int           // -1: not steady
-	target       int           // what the controller last asked for
-	traffic      bool          // a request has ended
-	scrapeFailed bool          // a scrape of the target timed out this second: its checks are unknown, not fired
+	levels       map[int]*levelFigures // requests per steady user count, after Settle
+	heldSince    time.Time             // since when lastUsers have held, steady
+	lastUsers    int                   // -1: not steady
+	target       int                   // what the controller last asked for
+	traffic      bool                  // a request has ended
+	scrapeFailed bool                  // a scrape of the target timed out this second: its checks are unknown, not fired
 	warned       map[string]bool
 	nextSave     time.Time
 
@@ -149,7 +149,7 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 		s.scraper = nil // c.Scraper scrapes for both
 	}
 	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)),
-		levels: map[int]*held{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
+		levels: map[int]*levelFigures{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
 		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
 }
 
@@ -180,7 +180,7 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	}
 	r.ld.set(d.Users)
 	if r.c.Live != nil {
-		r.c.levels(r.ci, r.levels, r.tr)
+		r.fillLevels()
 	}
 	r.selfCheck(now, users)
 	if r.c.Progress != nil {
@@ -217,7 +217,7 @@ func (r *ceilingRun) account(now time.Time, users int, p metrics.Point) bool {
 	case now.Sub(r.heldSince) >= r.c.Settle+r.c.Tick:
 		h := r.levels[users]
 		if h == nil {
-			h = &held{snap: metrics.NewSnapshot()}
+			h = &levelFigures{snap: metrics.NewSnapshot()}
 			r.levels[users] = h
 		}
 		h.snap.Merge(r.s.interval)
@@ -336,7 +336,7 @@ func (r *ceilingRun) decide(now time.Time, obs control.Observation, steady, degr
 		r.hold.End = obs.Elapsed.Seconds()
 		d.Judged = true
 		if h.time >= r.c.Measure {
-			d = r.c.held(r.ci, r.hold, obs, r.tr.level(*r.hold, h))
+			d = r.judgeHold(obs, r.tr.level(*r.hold, h))
 			r.measuring = false // done, or the search goes on
 		}
 		return d
@@ -382,7 +382,7 @@ func (r *ceilingRun) checkpoint(now time.Time) {
 	if now.Before(r.nextSave) {
 		return
 	}
-	r.c.finish(r.s, r.levels, r.tr, result.Running)
+	r.finishSearch(result.Running)
 	r.s.server(r.from, r.s.mark(now))
 	r.s.checkpoint(func(w result.Writer, dir string) error { return w.Write(dir, r.s.res, nil) })
 	r.nextSave = r.nextSave.Add(r.c.Save)
@@ -458,26 +458,28 @@ func setErr(m map[string]string, msg string) map[string]string {
 	return m
 }
 
-// levels fills ci.Levels from the controller's levels so far, with their
+// fillLevels fills the result's levels from the controller's so far, with their
 // verdicts: at the end, at each checkpoint, and every tick while a live
 // view (Common.Live) shows them.
-func (c *Ceiling) levels(ci *result.Ceiling, levels map[int]*held, tr *truth) {
-	ci.Levels = ci.Levels[:0]
-	for _, l := range c.Controller.Levels() {
-		ci.Levels = append(ci.Levels, tr.level(l, levels[l.Users]))
+func (r *ceilingRun) fillLevels() {
+	r.ci.Levels = r.ci.Levels[:0]
+	for _, l := range r.c.Controller.Levels() {
+		r.ci.Levels = append(r.ci.Levels, r.tr.level(l, r.levels[l.Users]))
 	}
 }
 
-// finish fills the result: the estimate, the figures at the supported
-// user count, the levels. It returns the snapshot the figures came from.
-func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status string) *metrics.Snapshot {
+// finishSearch fills the result: the estimate, the figures at the
+// supported user count, the levels. It returns the snapshot the figures
+// came from.
+func (r *ceilingRun) finishSearch(status string) *metrics.Snapshot {
+	c, s, levels, tr := r.c, r.s, r.levels, r.tr
 	res, ci := s.res, s.res.Ceiling
 	res.Status, res.EndedAt = status, time.Now()
 	est := c.Controller.Estimate()
 	ci.SupportedUsers = est
 	ci.Controller = est.Method
 	ci.SearchSeconds = res.EndedAt.Sub(res.StartedAt).Seconds()
-	c.levels(ci, levels, tr)
+	r.fillLevels()
 	tr.drift(ci)
 	ci.Untrusted = strings.Join(slices.DeleteFunc([]string{tr.cpu, tr.untrusted(ci)}, func(s string) bool { return s == "" }), "; ")
 	ci.Trustworthy = ci.Untrusted == ""
@@ -539,25 +541,26 @@ func (c *Ceiling) finish(s *session, levels map[int]*held, tr *truth, status str
 	return snap
 }
 
-// held closes the measuring hold with its verdict (a majority, as a
-// level's): the controller takes it if it can (control.Holder); else an
-// unhealthy hold is only said in the result.
-func (c *Ceiling) held(ci *result.Ceiling, h *control.Level, o control.Observation, r result.Level) control.Decision {
+// judgeHold closes the measuring hold with its verdict (a majority, as a
+// level's), lv its figures: the controller takes it if it can
+// (control.Holder); else an unhealthy hold is only said in the result.
+func (r *ceilingRun) judgeHold(o control.Observation, lv result.Level) control.Decision {
+	h, ci := r.hold, r.ci
 	h.Verdict = "healthy"
 	if 2*h.Unhealthy > h.Evaluations {
 		h.Verdict = "unhealthy"
 	}
-	r.Verdict = h.Verdict
-	ci.Hold = &r
-	if hc, ok := c.Controller.(control.Holder); ok {
+	lv.Verdict = h.Verdict
+	ci.Hold = &lv
+	if hc, ok := r.c.Controller.(control.Holder); ok {
 		return hc.Held(*h, o)
 	}
 	reason := fmt.Sprintf("the hold at %s was %s (%d of %d evaluations unhealthy)", result.Amount(float64(h.Users), ci.Unit), h.Verdict, h.Unhealthy, h.Evaluations)
 	return control.Decision{Users: h.Users, Done: true, Reason: reason}
 }
 
-// held is what was recorded while one user count was held.
-type held struct {
+// levelFigures is what was recorded while one user count was held.
+type levelFigures struct {
 	snap *metrics.Snapshot
 	time time.Duration
 }

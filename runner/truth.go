@@ -74,7 +74,7 @@ func (t *truth) counts(now time.Time, users int, fired bool) bool {
 // level is l for the result, with the generator's figures over the
 // seconds held at its user count (h, nil if none) and what its untrue
 // load kept out.
-func (t *truth) level(l control.Level, h *held) result.Level {
+func (t *truth) level(l control.Level, h *levelFigures) result.Level {
 	r := result.Level{Users: l.Users, Start: l.Start, JudgeStart: l.JudgeStart, End: l.End, Evaluations: l.Evaluations,
 		Unhealthy: l.Unhealthy, Fired: l.Fired, Pressure: l.Pressure, Verdict: l.Verdict, SetUp: l.SetUp,
 		Undecided: l.Undecided, Hold: l.Hold, Why: l.Why, SetupBound: l.SetupBound, SetupPerS: l.SetupPerS, Unknown: l.Unknown}

@@ -51,13 +51,13 @@ func TestTruthKeepsOutWhatUntrueLoadFired(t *testing.T) {
 	if !tr.counts(t1.Add(5*time.Second), 100, true) {
 		t.Error("a firing past the window kept out")
 	}
-	l := tr.level(control.Level{Users: 100, Evaluations: 1, Verdict: "unhealthy"}, &held{snap: second(t0, 60)})
+	l := tr.level(control.Level{Users: 100, Evaluations: 1, Verdict: "unhealthy"}, &levelFigures{snap: second(t0, 60)})
 	if l.KeptOut != 1 || !strings.Contains(l.Untrue, "bunched: 63 in one 10 ms") || l.Burstiness == nil || l.Burstiness.Max10ms < 60 || l.Lateness.Starts != 300 {
 		t.Errorf("level: %+v", l)
 	}
 
 	ci := &result.Ceiling{Unit: result.UnitUsers, SupportedUsers: result.Supported{Value: 90, Low: 90, High: 100, Found: true, Drift: []int{100, 90}},
-		Levels: []result.Level{l, tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "healthy"}, &held{snap: second(t0, 0)})}}
+		Levels: []result.Level{l, tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "healthy"}, &levelFigures{snap: second(t0, 0)})}}
 	if why := tr.untrusted(ci); !strings.Contains(why, "at 100 users the generator's load was untrue for 1 evaluations that fired, 1 judged") {
 		t.Errorf("untrusted: %q", why)
 	}
@@ -68,8 +68,8 @@ func TestTruthKeepsOutWhatUntrueLoadFired(t *testing.T) {
 
 	// The same contradiction on true load is the target's.
 	tr = newTruth(time.Second, 5*time.Second)
-	ci.Levels = []result.Level{tr.level(control.Level{Users: 100, Evaluations: 5, Verdict: "healthy"}, &held{snap: second(t0, 0)}),
-		tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "unhealthy"}, &held{snap: second(t0, 0)})}
+	ci.Levels = []result.Level{tr.level(control.Level{Users: 100, Evaluations: 5, Verdict: "healthy"}, &levelFigures{snap: second(t0, 0)}),
+		tr.level(control.Level{Users: 90, Evaluations: 5, Verdict: "unhealthy"}, &levelFigures{snap: second(t0, 0)})}
 	ci.SupportedUsers.Why = ""
 	tr.drift(ci)
 	if why := ci.SupportedUsers.Why; !strings.Contains(why, "the generator's figures did not move") || !strings.Contains(why, "the target's capacity moved") {
@@ -147,12 +147,12 @@ func TestTruthKeepsOutACollapsedSchedule(t *testing.T) {
 	if !tr.counts(t1.Add(5*time.Second), 250, true) {
 		t.Error("a firing once the window holds only fair seconds kept out: the level is never judged")
 	}
-	l := tr.level(control.Level{Users: 250, Evaluations: 2, Verdict: "unhealthy"}, &held{snap: collapsed(t1, 30)})
+	l := tr.level(control.Level{Users: 250, Evaluations: 2, Verdict: "unhealthy"}, &levelFigures{snap: collapsed(t1, 30)})
 	if l.KeptOut != 2 || !strings.Contains(l.Untrue, "the generator's schedule bunched: 33 starts meant for one 10 ms") { // 30, and the slot's own 3
 		t.Errorf("level: kept out %d, untrue %q", l.KeptOut, l.Untrue)
 	}
 	ci := &result.Ceiling{Unit: result.UnitUsers, SupportedUsers: result.Supported{Value: 242, Low: 242, High: 250, Found: true},
-		Levels: []result.Level{l, tr.level(control.Level{Users: 242, Evaluations: 5, Verdict: "healthy"}, &held{snap: collapsed(t0, 0)})}}
+		Levels: []result.Level{l, tr.level(control.Level{Users: 242, Evaluations: 5, Verdict: "healthy"}, &levelFigures{snap: collapsed(t0, 0)})}}
 	if why := tr.untrusted(ci); !strings.Contains(why, "at 250 users") || !strings.Contains(why, "schedule bunched") {
 		t.Errorf("untrusted: %q", why)
 	}
