@@ -57,7 +57,7 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	var coordinator, tokenFile, name, tlsCA, metricsAddr string
 	var wait time.Duration
 	var plaintext bool
-	mem := memory{text: "50%"}
+	mem := memory{flagText{"50%"}}
 	fs := newFlags(env, "agent", "--coordinator HOST:PORT --token-file FILE [flags]", agentHelp)
 	fs.Var(&mem, "max-memory", "memory this agent may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it the agent cancels its users and its coordinator stops the run (status stopped), as a run of one process does; 0: no limit")
 	fs.StringVar(&coordinator, "coordinator", "", "the coordinator's address, host:port (required)")
@@ -68,13 +68,10 @@ func agentCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&metricsAddr, "metrics-listen", "", "serve this agent's Prometheus metrics (its users' samples, labelled agent=NAME) at this address, e.g. 0.0.0.0:9465 for a Prometheus that scrapes agents; off by default")
 	fs.BoolVar(&plaintext, "plaintext", false, "dial a coordinator off loopback without TLS: only on a network you trust (frames are sealed, but the scenario, the target's credentials and the figures cross it in clear)")
 	fs.DurationVar(&wait, "wait", 5*time.Minute, "how long to keep dialing a coordinator that does not answer, or that has no place yet")
-	pos, code, ok := parse(env, fs, args)
-	if !ok {
+	if code, ok := parseNone(env, fs, args, "agent"); !ok {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return fail(env, ExitUsage, "agent takes no arguments, got %q", strings.Join(pos, " "))
 	case coordinator == "" || tokenFile == "":
 		return fail(env, ExitUsage, "--coordinator and --token-file are required")
 	case wait <= 0:

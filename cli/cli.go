@@ -202,6 +202,19 @@ func (h *helpFlag) Set(s string) (err error) {
 // prints --help, or a mistake (a value out of range, a duration below 0
 // or above 30 days) with a pointer to --help, and then returns false and
 // the exit code.
+// parseNone parses the flags of a command that takes no arguments, and
+// refuses any: "NAME takes no arguments".
+func parseNone(env Env, fs *flag.FlagSet, args []string, name string) (int, bool) {
+	pos, code, ok := parse(env, fs, args)
+	switch {
+	case !ok:
+		return code, false
+	case len(pos) > 0:
+		return fail(env, ExitUsage, "%s takes no arguments, got %q", name, strings.Join(pos, " ")), false
+	}
+	return 0, true
+}
+
 func parse(env Env, fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	h := fs.Lookup("help").Value.(*helpFlag)
 	var pos []string

@@ -73,9 +73,9 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ui, "ui", "", uiFlagHelp)
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write report.md (+ PNG charts) and report.html into the result directory")
 	fs.StringVar(&f.label, "label", "", `what this run is, for reports and matrices, e.g. "v1.5, 2 app nodes, ES on"`)
-	f.memory = memory{text: "50%"}
+	f.memory = memory{flagText{"50%"}}
 	fs.Var(&f.memory, "max-memory", "memory headroom may use, e.g. 4GiB, or a share of the machine's (its cgroup's limit, if lower), e.g. 50%; past it every user is cancelled and the run stops (status stopped), its result written; 0: no limit")
-	f.maxBody = size{text: "64MiB", bytes: 64 << 20}
+	f.maxBody = size{flagText{"64MiB"}, 64 << 20}
 	fs.Var(&f.maxBody, "max-body", "largest response body a request may read, e.g. 1MiB or 256MiB; a larger one is an error. Each user holds at most this much of a response at a time")
 	fs.Var(&f.sources, "source-addrs", "local addresses to connect from, users spread over them, e.g. 127.0.0.1-127.0.0.4 (any 127.x.y.z for a loopback target): one address holds only about half the ephemeral port range of connections to one target")
 	fs.Uint64Var(&f.maxSteps, "max-steps", scenario.DefaultMaxSteps, "Starlark steps one call of setup, an action or teardown may take (about 1-3 s of CPU at the default) before it fails, so a runaway loop cannot take a user over")

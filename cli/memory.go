@@ -11,14 +11,7 @@ import (
 // memory is --max-memory: a size (512MiB, 2GiB, 1.5GB), a share of the
 // memory this process may use (50%), or 0 for no limit.
 type memory struct {
-	text string
-}
-
-func (m *memory) String() string {
-	if m == nil {
-		return ""
-	}
-	return m.text
+	flagText
 }
 
 func (m *memory) Set(s string) error {
@@ -78,15 +71,8 @@ func parseBytes(s string) (float64, bool) {
 
 // size is a flag of a number of bytes, such as 64MiB.
 type size struct {
-	text  string
+	flagText
 	bytes uint64
-}
-
-func (s *size) String() string {
-	if s == nil {
-		return ""
-	}
-	return s.text
 }
 
 func (s *size) Set(v string) error {

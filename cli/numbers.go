@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// flagText is the text a flag was given, for flag.Value's String: a
+// flag value whose parsed form lives beside it embeds it.
+type flagText struct{ text string }
+
+func (t *flagText) String() string { return t.text }
+
 // number is a float flag that refuses NaN, infinities and values out of
 // its range when parsed, with a message saying what it wants.
 type number struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/sampler"
@@ -68,13 +67,10 @@ func profilerCmd(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&pyspy, "py-spy", "py-spy", "the py-spy program ("+sampler.PySpyVersion+")")
 	fs.BoolVar(&gil, "gil", false, "py-spy: sample only the thread that holds the GIL (py-spy --gil): for a server of several busy Python threads, whose threads waiting for the GIL py-spy counts as running; it misses native code that lets the GIL go (bcrypt, zlib)")
 	fs.StringVar(&perf, "perf", "perf", "the perf program")
-	pos, code, ok := parse(env, fs, args)
-	if !ok {
+	if code, ok := parseNone(env, fs, args, "profiler"); !ok {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return fail(env, ExitUsage, "profiler takes no arguments, got %q", strings.Join(pos, " "))
 	case (target.PID > 0) == (target.Name != ""):
 		return fail(env, ExitUsage, "give --pid or --name, one of them")
 	case target.PID < 0:

@@ -238,15 +238,8 @@ func parseRate(s string) (float64, error) {
 
 // stagesValue is --rate-stages: RATE:DURATION,...
 type stagesValue struct {
-	text   string
+	flagText
 	stages []engine.Stage
-}
-
-func (v *stagesValue) String() string {
-	if v == nil {
-		return ""
-	}
-	return v.text
 }
 
 func (v *stagesValue) Set(s string) error {

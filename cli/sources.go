@@ -11,19 +11,12 @@ import (
 // sourceAddrs is --source-addrs: local addresses to connect from, as a
 // comma-separated list of addresses and ranges ("127.0.0.1-127.0.0.4").
 type sourceAddrs struct {
-	text  string
+	flagText
 	addrs []netip.Addr
 }
 
 // maxSourceAddrs bounds a range, so a typo cannot ask for millions.
 const maxSourceAddrs = 1024
-
-func (s *sourceAddrs) String() string {
-	if s == nil {
-		return ""
-	}
-	return s.text
-}
 
 func (s *sourceAddrs) Set(v string) error {
 	var out []netip.Addr

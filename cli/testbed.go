@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/testbed"
@@ -52,12 +51,8 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&cfg.LoginCost, "login-cost", 0, "worker time added to every sign-up and login, not scaled (a password hashed slowly, e.g. 500ms as Mattermost 11's); 0: none")
 	fs.IntVar(&cfg.HashRounds, "hash-rounds", 0, "hash every sign-up's and login's password with PBKDF2-SHA256 at this many rounds: real CPU, named hashPassword in a profile (Mattermost 11: 600000, about 0.5 s); 0: one SHA-256")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ (net/http/pprof), for headroom's --profile; on loopback only unless you mean it: anyone who reaches it can make the testbed profile itself")
-	pos, code, ok := parse(env, fs, args)
-	if !ok {
+	if code, ok := parseNone(env, fs, args, "testbed"); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return fail(env, ExitUsage, "testbed takes no arguments, got %q", strings.Join(pos, " "))
 	}
 	if cfg.Workers < 1 || cfg.Queue < 0 || !(cfg.Scale > 0) || cfg.Channels < 1 || cfg.EventCost < 0 || cfg.ConnCost < 0 || cfg.LoginCost < 0 || cfg.HashRounds < 0 {
 		return fail(env, ExitUsage, "need --workers >= 1, --queue >= 0, --scale > 0, --channels >= 1, --event-cost, --conn-cost, --login-cost and --hash-rounds >= 0")
