@@ -82,7 +82,7 @@ Examples:
   headroom ceiling examples/chat.star --target http://127.0.0.1:8065 --scrape http://127.0.0.1:8065/metrics --out runs/ceil
   headroom ceiling my.star --target http://127.0.0.1:8080 --prometheus http://127.0.0.1:9090 --metrics-listen 127.0.0.1:9465
   headroom ceiling my.star --target http://127.0.0.1:8080 --controller linear --linear-window 5m
-  headroom ceiling examples/mattermost.star --target http://127.0.0.1:8065 --warm-up 600 --max-duration 15m
+  headroom ceiling examples/mattermost.star --target http://127.0.0.1:8065 --warm-up 240 --repeat 2 --max-duration 15m
   headroom ceiling examples/matrix.star --target http://127.0.0.1:8008 --scrape http://127.0.0.1:9008/_synapse/metrics --checks checks.star
 
 ` + exitCodes("ceiling", `, or no ceiling
@@ -123,7 +123,7 @@ func ceilingCmd(ctx context.Context, env Env, args []string) int {
 	fs.IntVar(&f.startUsers, "start-users", 10, "search: the first level")
 	fs.IntVar(&f.maxUsers, "max-users", 10000, "never run more users than this")
 	fs.IntVar(&f.repeat, "repeat", 1, "run the search this many times, one after another, each into --out's repeat-K, and say the range they span together and how far the answer moved (repeats.json)")
-	fs.IntVar(&f.warmUp, "warm-up", 0, "search: set this many users up before the search (sign-ups, logins, setup actions), judge nothing, then search from --start-users; for a fresh server whose first setups create state (0: none)")
+	fs.IntVar(&f.warmUp, "warm-up", 0, "search: set this many users up before the search (sign-ups, logins, setup actions), held idle, judge nothing, then search from --start-users; for a fresh server whose first setups create state (0: none)")
 	fs.DurationVar(&f.maxDuration, "max-duration", 30*time.Minute, "stop the search after this long, with a result that says whether the ceiling was found")
 	fs.DurationVar(&f.settle, "settle", 0, "search: time a level is held before it is judged (default: the checks' longest window + 1s)")
 	fs.DurationVar(&f.judge, "judge", control.DefaultJudge, "search: time over which a level is judged (longer when its evaluations are mixed: see --max-judge)")
