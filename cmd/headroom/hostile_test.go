@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-dev/headroom/internal/testing/hostile"
 	"github.com/headroom-dev/headroom/internal/rusage"
+	"github.com/headroom-dev/headroom/internal/testing/hostile"
 	"github.com/headroom-dev/headroom/result"
 )
 
