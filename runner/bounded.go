@@ -224,7 +224,7 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 		r.nextTick = r.nextTick.Add(r.Tick)
 	}
 	if !now.Before(r.nextSave) {
-		r.finish(result.Running)
+		r.finishWindow(result.Running)
 		r.s.server(r.from, r.s.mark(now))
 		r.s.checkpoint(r.write)
 		r.nextSave = r.nextSave.Add(r.Save)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -422,5 +423,26 @@ func TestPanicStopsTheRunAndKeepsItsResult(t *testing.T) {
 	}
 	if n := strings.Join(back.Notes, "\n"); !strings.Contains(n, "internal error, a bug in headroom") || !strings.Contains(n, "panic in user ") {
 		t.Errorf("notes: %s", n)
+	}
+}
+
+// Every request the server answered is counted once: in the ramp, the
+// window or the stopping, however many checkpoints the run wrote on the
+// way (a checkpoint once merged the second's requests into the stopping
+// figures as well).
+func TestEveryRequestCountedOnceThroughCheckpoints(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	target, _ := url.Parse(srv.URL)
+	sc := load(t, "def a(user):\n    user.http.get('/')\nactions = [action('A', a)]\nthink_time = think.constant('50ms')\n")
+	res := run(t, &Bounded{Common: Common{Scenario: sc, Target: target, Save: 250 * time.Millisecond, Tick: 100 * time.Millisecond},
+		Users: 4, Ramp: 500 * time.Millisecond, Duration: 2 * time.Second})
+	srv.Close() // every request answered is in hits
+	got := res.RampTotals.Count + res.Totals.Count + res.StoppingTotals.Count
+	if got != hits.Load() || res.Totals.Count == 0 {
+		t.Errorf("ramp %d + window %d + stopping %d = %d requests counted, the server answered %d", res.RampTotals.Count, res.Totals.Count,
+			res.StoppingTotals.Count, got, hits.Load())
 	}
 }
