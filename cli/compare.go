@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,33 +64,13 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	numberVar(fs, &o.Confidence, "confidence", 0.95, 0.5, 0.9999, true, "a probability in (0.5, 1), e.g. 0.95", "confidence of the intervals")
 	fs.Var(&minEffect, "min-effect", "smallest relative change given a verdict, however certain")
 	fs.StringVar(&labels, "labels", "base,new", "names of the two sides in the report")
-	baseArgs, newArgs := splitVs(args)
-	if newArgs == nil {
-		if _, code, ok := parse(env, fs, args); !ok {
-			return code
-		}
-		return usageError(env, fs, "compare needs the base runs, then --vs and the new runs")
-	}
-	// Flags may sit on either side of --vs.
-	basePos, code, ok := parse(env, fs, baseArgs)
+	basePos, newPos, code, ok := compareSides(env, fs, args)
 	if !ok {
 		return code
 	}
-	newPos, code, ok := parse(env, fs, newArgs)
-	if !ok {
-		return code
-	}
-	if len(basePos) == 0 || len(newPos) == 0 {
-		return fail(env, ExitUsage, "compare needs at least one result directory on each side of --vs (got %d and %d)", len(basePos), len(newPos))
-	}
-	gates, err := compare.ParseFailOn(failOn)
+	gates, err := parseGates(failOn)
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
-	}
-	for _, g := range gates {
-		if !finite(g.Limit) {
-			return fail(env, ExitUsage, "--fail-on %s:%g: the limit must be a number, e.g. %s:+10%%", g.Key, g.Limit, g.Key)
-		}
 	}
 	o.MinEffect = float64(minEffect)
 	bl, nl, _ := strings.Cut(labels, ",")
@@ -108,7 +89,6 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitUsage, "%v", err)
 	}
-
 	_ = report.Text(env.Stdout, report.ComparisonSummary(c, bl, nl, len(basePos), len(newPos)))
 	if out != "" {
 		md, html, err := writeDoc(out, report.ForComparison(c))
@@ -120,6 +100,48 @@ func compareCmd(_ context.Context, env Env, args []string) int {
 		}
 		fmt.Fprintf(env.Stdout, "\nreport: %s\n        %s\n        %s\n", md, html, filepath.Join(out, "compare.json"))
 	}
+	return gate(env, c, gates, failOn)
+}
+
+// compareSides parses compare's arguments, flags on either side of --vs,
+// into the base's and the new side's result directories.
+func compareSides(env Env, fs *flag.FlagSet, args []string) (basePos, newPos []string, code int, ok bool) {
+	baseArgs, newArgs := splitVs(args)
+	if newArgs == nil {
+		if _, code, ok := parse(env, fs, args); !ok {
+			return nil, nil, code, false
+		}
+		return nil, nil, usageError(env, fs, "compare needs the base runs, then --vs and the new runs"), false
+	}
+	if basePos, code, ok = parse(env, fs, baseArgs); !ok {
+		return nil, nil, code, false
+	}
+	if newPos, code, ok = parse(env, fs, newArgs); !ok {
+		return nil, nil, code, false
+	}
+	if len(basePos) == 0 || len(newPos) == 0 {
+		return nil, nil, fail(env, ExitUsage, "compare needs at least one result directory on each side of --vs (got %d and %d)", len(basePos), len(newPos)), false
+	}
+	return basePos, newPos, 0, true
+}
+
+// parseGates reads --fail-on, each limit a number.
+func parseGates(failOn string) ([]compare.Gate, error) {
+	gates, err := compare.ParseFailOn(failOn)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gates {
+		if !finite(g.Limit) {
+			return nil, fmt.Errorf("--fail-on %s:%g: the limit must be a number, e.g. %s:+10%%", g.Key, g.Limit, g.Key)
+		}
+	}
+	return gates, nil
+}
+
+// gate says whether c breaches any of --fail-on's gates: FAIL and
+// ExitRegression if so, PASS if there were gates and none was breached.
+func gate(env Env, c *compare.Comparison, gates []compare.Gate, failOn string) int {
 	if breaches := c.Breaches(gates); len(breaches) > 0 {
 		fmt.Fprintf(env.Stdout, "\nFAIL: %d change(s) beyond --fail-on %s:\n", len(breaches), failOn)
 		for _, b := range breaches {
