@@ -26,6 +26,11 @@
 #                         Synapse's scheduling priority: ahead of other work on the machine (busy
 #                         loops, other tests), so that a test measures the server and not what
 #                         else runs; Synapse is one Python thread, so it takes one core at most
+#   PROFILER_PORT         when set, `start` also starts `headroom profiler` beside Synapse (py-spy,
+#                         scripts/py-spy.sh installs it; root, for ptrace) on 127.0.0.1:PROFILER_PORT, so
+#                         that a run's --profile http://127.0.0.1:PROFILER_PORT/debug/pprof names Synapse's
+#                         Python functions (docs/PROFILES.md); `stop` stops it first. Its log: DIR/profiler.log
+#   HEADROOM              the headroom binary for PROFILER_PORT (default: bin/headroom, else on PATH)
 #   HEADROOM_CACHE        where the venv lives ($HOME/.cache/headroom by default)
 #   PYTHON (python3)      the Python that makes the venv (3.10 or later)
 #
@@ -192,12 +197,39 @@ start() {
 	echo "$pid" >"$dir/synapse.pid"
 	await_answer synapse "$dir" "$pid" "$url" "$START_TIMEOUT" Synapse "$dir/synapse.out" "$dir/homeserver.log"
 	echo "synapse $VERSION: pid $pid, client http://127.0.0.1:$PORT, metrics http://127.0.0.1:$METRICS_PORT/_synapse/metrics, data and logs in $dir"
+	[[ -n ${PROFILER_PORT:-} ]] && start_profiler "$dir" "$pid"
+	return 0
+}
+
+# start_profiler DIR PID: `headroom profiler` sampling Synapse (PID) with py-spy,
+# serving Go's pprof interface on 127.0.0.1:PROFILER_PORT; its PID in DIR/profiler.pid.
+start_profiler() {
+	local dir=$1 pid=$2 hr=${HEADROOM:-} pyspy ppid
+	[[ $PROFILER_PORT =~ ^[0-9]+$ ]] || die "PROFILER_PORT=$PROFILER_PORT: want a port number"
+	if [[ -z $hr ]]; then
+		hr=$ROOT/bin/headroom
+		[[ -x $hr ]] || hr=$(command -v headroom) ||
+			die "PROFILER_PORT needs headroom: set HEADROOM=/path/to/headroom, or go build -o bin/headroom ./cmd/headroom"
+	fi
+	pyspy=$("$ROOT/scripts/py-spy.sh" path) || die "start: py-spy could not be installed (scripts/py-spy.sh)"
+	setsid "$hr" profiler --pid "$pid" --py-spy "$pyspy" --listen "127.0.0.1:$PROFILER_PORT" </dev/null >"$dir/profiler.log" 2>&1 &
+	ppid=$!
+	echo "$ppid" >"$dir/profiler.pid"
+	await_answer profiler "$dir" "$ppid" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/" 20 "headroom profiler" "$dir/profiler.log"
+	echo "profiler: pid $ppid, Synapse's CPU profiles at http://127.0.0.1:$PROFILER_PORT/debug/pprof (--profile), log $dir/profiler.log"
 }
 
 stop() {
 	[[ $# -eq 1 ]] || usage
 	[[ -d $1 ]] || die "stop: no directory $1"
-	stop_pidfile synapse "$(cd "$1" && pwd)"
+	local dir
+	dir=$(cd "$1" && pwd)
+	if running_as profiler "$dir" "profiler --pid"; then
+		kill -TERM "$(cat "$dir/profiler.pid")" 2>/dev/null || true
+		echo "profiler: stopped pid $(cat "$dir/profiler.pid")"
+	fi
+	rm -f "$dir/profiler.pid"
+	stop_pidfile synapse "$dir"
 }
 
 PORT=${PORT:-8008}
