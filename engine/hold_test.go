@@ -26,7 +26,7 @@ func TestHeldUsersSetUpAndWait(t *testing.T) {
 			OnAction: func(int, string) { acts.Add(1) }})
 		e.Hold(true)
 		e.SetUsers(20)
-		time.Sleep(5 * time.Second)
+		time.Sleep(5 * time.Second) // virtual (synctest): the bubble's clock, no wall time
 		if e.Ready() != 20 || acts.Load() != 0 {
 			t.Fatalf("held: %d users ready, %d actions; want 20 and none", e.Ready(), acts.Load())
 		}

@@ -35,6 +35,9 @@ func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	switch r.Method + " " + r.URL.Path {
 	case "GET /":
+		// The image's host is TEST-NET-1 (RFC 5737, never routed): the
+		// recorder must refuse it before any request leaves loopback, and
+		// the test asserts it did. Nothing is loaded from the network.
 		io.WriteString(w, `<!doctype html><title>Shop</title><img src="http://192.0.2.1/pixel.png" alt="">
 <form id="f"><input id="name"><button>Log in</button></form><p id="me"></p><a id="next" href="/items">Items</a>
 <script>
