@@ -484,29 +484,7 @@ func TestSearchWidensWhenTheCapacityMoves(t *testing.T) {
 		}
 		return 120
 	}
-	users := 0
-	var el time.Duration
-	for ; el < 2*time.Hour; el += time.Second {
-		o := Observation{Elapsed: el, Users: users}
-		if users >= ceiling(el) {
-			o.Fired = []string{"p99"}
-		}
-		d := s.Decide(o)
-		users = d.Users
-		if !d.Done {
-			continue
-		}
-		// The runner holds the answer for 10 s and hands the hold over.
-		h := Level{Users: users, JudgeStart: (el + time.Second).Seconds(), End: (el + 10*time.Second).Seconds(), Evaluations: 10, Verdict: "healthy"}
-		el += 10 * time.Second
-		if users >= ceiling(el) {
-			h.Unhealthy, h.Verdict = 10, "unhealthy"
-		}
-		if d = s.Held(h, Observation{Elapsed: el, Users: users}); d.Done {
-			break
-		}
-		users = d.Users
-	}
+	searchWithHolds(s, func(users int, el time.Duration) bool { return users >= ceiling(el) })
 	e := s.Estimate()
 	t.Logf("%+v; levels %+v", e, s.Levels())
 	if !e.Found || e.Value >= 80 {
@@ -526,31 +504,17 @@ func TestIntervalKeepsEveryHealthyLevel(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
 		r := rand.New(rand.NewPCG(seed, 3))
 		s := NewSearch(SearchConfig{Start: 10, Max: 1000, Settle: time.Second, Judge: 5 * time.Second, Window: time.Second, Precision: 0.05})
-		ceiling, users := 30+r.IntN(20), 0
-		noisy := func(u int) bool { return u >= ceiling-3 && u < ceiling+3 } // a coin toss there
-		for el := time.Duration(0); el < 2*time.Hour; el += time.Second {
-			if el%(90*time.Second) == 0 && r.IntN(2) == 0 {
-				ceiling = max(5, ceiling+r.IntN(11)-6) // the capacity moves, mostly down
+		ceiling, period := 30+r.IntN(20), time.Duration(-1)
+		searchWithHolds(s, func(users int, el time.Duration) bool {
+			if p := el / (90 * time.Second); p != period { // every 90 s, maybe
+				period = p
+				if r.IntN(2) == 0 {
+					ceiling = max(5, ceiling+r.IntN(11)-6) // the capacity moves, mostly down
+				}
 			}
-			o := Observation{Elapsed: el, Users: users}
-			if users >= ceiling+3 || (noisy(users) && r.IntN(2) == 0) {
-				o.Fired = []string{"p99"}
-			}
-			d := s.Decide(o)
-			users = d.Users
-			if !d.Done {
-				continue
-			}
-			h := Level{Users: users, JudgeStart: (el + time.Second).Seconds(), End: (el + 10*time.Second).Seconds(), Evaluations: 10, Verdict: "healthy"}
-			if users >= ceiling+3 || (noisy(users) && r.IntN(2) == 0) {
-				h.Unhealthy, h.Verdict = 10, "unhealthy"
-			}
-			el += 10 * time.Second
-			if d = s.Held(h, Observation{Elapsed: el, Users: users}); d.Done {
-				break
-			}
-			users = d.Users
-		}
+			noisy := users >= ceiling-3 && users < ceiling+3 // a coin toss there
+			return users >= ceiling+3 || (noisy && r.IntN(2) == 0)
+		})
 		e := s.Estimate()
 		for _, l := range s.Levels() {
 			if l.Verdict == "healthy" && e.High != 0 && float64(l.Users) >= e.High {
@@ -614,5 +578,32 @@ func TestSearchWarmsUpFirst(t *testing.T) {
 		if e := s.Estimate(); capAt > 150 && (!e.Found || e.Value < 140 || e.Value >= 150) {
 			t.Errorf("cap %d: estimate %+v, want the ceiling under 150 found as without the warm-up", capAt, e)
 		}
+	}
+}
+
+// searchWithHolds runs s a second at a time to its answer, a check firing
+// whenever fires says so (users, elapsed), and hands it each measuring
+// hold as the runner does: the answer held 10 s, judged by fires at its end.
+func searchWithHolds(s *Search, fires func(users int, el time.Duration) bool) {
+	users := 0
+	for el := time.Duration(0); el < 2*time.Hour; el += time.Second {
+		o := Observation{Elapsed: el, Users: users}
+		if fires(users, el) {
+			o.Fired = []string{"p99"}
+		}
+		d := s.Decide(o)
+		users = d.Users
+		if !d.Done {
+			continue
+		}
+		h := Level{Users: users, JudgeStart: (el + time.Second).Seconds(), End: (el + 10*time.Second).Seconds(), Evaluations: 10, Verdict: "healthy"}
+		el += 10 * time.Second
+		if fires(users, el) {
+			h.Unhealthy, h.Verdict = 10, "unhealthy"
+		}
+		if d = s.Held(h, Observation{Elapsed: el, Users: users}); d.Done {
+			return
+		}
+		users = d.Users
 	}
 }
