@@ -27,8 +27,9 @@ type repeats struct {
 	Dirs     []string           `json:"dirs"`
 	// Value is the median of the answers found; [Low, High) spans every
 	// search's interval (High 0: one search found no unhealthy level).
-	Value     float64 `json:"value"`
-	Low, High float64
+	Value float64 `json:"value"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
 	// Drift is the last answer over the first, less one.
 	Drift float64 `json:"drift"`
 	Why   string  `json:"why,omitempty"`
