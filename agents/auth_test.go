@@ -305,7 +305,7 @@ func relayHandshake(toCoord, toAgent func(*Frame), resuming bool) (Welcome, erro
 	}
 	w, _, err := Greet(rewrite{linkEnd{l: l, agent: true}, toAgent}, []byte(testToken), h)
 	if err != nil {
-		l.cut() // the coordinator may wait for a hello that never came
+		l.hangUp() // the coordinator may wait for a hello that never came
 	}
 	return w, err, <-accepted
 }

@@ -20,9 +20,11 @@ type link struct {
 	gone      chan struct{} // closed when cut
 	agentGone chan struct{} // closed when cut, or cut on the agent's side only
 	over      chan struct{} // closed when the coordinator's side ended
+	hungUp    chan struct{} // closed when the agent's side ended
 	once      sync.Once
 	agentOnce sync.Once
 	overOnce  sync.Once
+	hangOnce  sync.Once
 
 	mu sync.Mutex
 	// breakAt, if set, cuts the link as the frame it picks passes (up:
@@ -40,12 +42,17 @@ var errCut = status.Error(codes.Unavailable, "the link was cut")
 var errEnded = status.Error(codes.Unavailable, "the coordinator's side ended the stream")
 
 func newLink() *link {
-	return &link{up: make(chan *Frame, 1024), down: make(chan *Frame, 1024), gone: make(chan struct{}), agentGone: make(chan struct{}), over: make(chan struct{})}
+	return &link{up: make(chan *Frame, 1024), down: make(chan *Frame, 1024), gone: make(chan struct{}), agentGone: make(chan struct{}), over: make(chan struct{}), hungUp: make(chan struct{})}
 }
 
 // end is the coordinator's side returning: the stream ends once the
 // agent has read what was sent.
 func (l *link) end() { l.overOnce.Do(func() { close(l.over) }) }
+
+// hangUp is the agent's side returning: the coordinator reads what the
+// agent sent (a refusal, say) before it reads the link cut, as a real
+// stream delivers what was written before it closed.
+func (l *link) hangUp() { l.hangOnce.Do(func() { close(l.hungUp) }) }
 
 // cut breaks the link for both ends.
 func (l *link) cut() {
@@ -126,6 +133,16 @@ func (e linkEnd) Recv() (*Frame, error) {
 		return f, nil
 	case <-gone:
 		return nil, errCut
+	case <-e.l.hungUp:
+		if e.agent {
+			return nil, errCut
+		}
+		select { // the coordinator reads what was sent before the hang-up first
+		case f := <-in:
+			return f, nil
+		default:
+			return nil, errCut
+		}
 	case <-e.l.over:
 		if !e.agent {
 			return nil, errEnded
