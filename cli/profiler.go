@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/headroom-dev/headroom/sampler"
@@ -106,25 +104,11 @@ func profilerCmd(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitError, "profiler: %v", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	now := ""
 	if target.Name != "" {
 		now = fmt.Sprintf(" (now process %d)", pid)
 	}
 	fmt.Fprintf(env.Stderr, "headroom profiler: %s%s with %s, at http://%s/debug/pprof (--profile); Ctrl-C stops\n", target, now, which, ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx) // a profile in flight is cut: its sampler is stopped with its request
-		_ = hs.Close()
-		return ExitOK
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return ExitOK
-		}
-		return fail(env, ExitError, "profiler: %v", err)
-	}
+	// a profile in flight is cut at Ctrl-C: its sampler is stopped with its request
+	return serveUntil(ctx, env, "profiler", ln, srv.Handler(), time.Second)
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -184,81 +182,4 @@ func describeOpen(o *runner.Open) string {
 		rate = strings.Join(parts, " → ") + fmt.Sprintf(" (%v)", o.Rate.Length())
 	}
 	return fmt.Sprintf("open model, %s, %s", rate, describePool(o.Arrivals, o.MaxUsers, o.PreUsers, o.MaxWait, o.Connections))
-}
-
-// perSecond writes a rate: "500/s", "0.5/s".
-func perSecond(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) + "/s" }
-
-// rateValue is --rate: arrivals per second.
-type rateValue struct {
-	perSecond float64
-	set       bool
-}
-
-func (v *rateValue) String() string {
-	if v == nil || !v.set {
-		return ""
-	}
-	return perSecond(v.perSecond)
-}
-
-func (v *rateValue) Set(s string) error {
-	r, err := parseRate(s)
-	if err != nil {
-		return err
-	}
-	v.perSecond, v.set = r, true
-	return nil
-}
-
-// parseRate reads a rate: a number of arrivals per second ("500"), or
-// per unit of time ("500/s", "30/m", "30/min", "100/h").
-func parseRate(s string) (float64, error) {
-	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
-	per := 1.0
-	switch strings.TrimSpace(unit) {
-	case "", "s", "sec", "second":
-	case "m", "min", "minute":
-		per = 60
-	case "h", "hour":
-		per = 3600
-	default:
-		return 0, fmt.Errorf("rate %q: the unit after / must be s, m or h, e.g. 500/s or 30/m", s)
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0, fmt.Errorf("rate %q: want a number of arrivals, 0 or more, per s, m or h, e.g. 500/s", s)
-	}
-	r := v / per
-	if r > 1e7 {
-		return 0, fmt.Errorf("rate %q is more than 10 million arrivals a second", s)
-	}
-	return r, nil
-}
-
-// stagesValue is --rate-stages: RATE:DURATION,...
-type stagesValue struct {
-	flagText
-	stages []engine.Stage
-}
-
-func (v *stagesValue) Set(s string) error {
-	var stages []engine.Stage
-	for i, part := range strings.Split(s, ",") {
-		rate, dur, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok {
-			return fmt.Errorf("stage %d %q: write RATE:DURATION, e.g. 100/s:30s", i+1, part)
-		}
-		r, err := parseRate(rate)
-		if err != nil {
-			return fmt.Errorf("stage %d: %v", i+1, err)
-		}
-		d, err := time.ParseDuration(strings.TrimSpace(dur))
-		if err != nil || d < 0 || d > maxDuration {
-			return fmt.Errorf("stage %d %q: want a duration from 0 to 720h after the colon, e.g. 100/s:30s", i+1, part)
-		}
-		stages = append(stages, engine.Stage{Target: r, Duration: d})
-	}
-	v.text, v.stages = s, stages
-	return nil
 }

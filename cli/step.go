@@ -4,9 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -157,56 +154,6 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	res, err := st.Run(ctx)
 	pr.done()
 	return l.finish(env, out, res, err, f.noReport)
-}
-
-// parseLevels reads "48,96,162" and checks the levels increase.
-func parseLevels(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("required: the user counts to hold in turn, e.g. --levels 48,96,162,240")
-	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number of users; write e.g. --levels 48,96,162,240", strings.TrimSpace(part))
-		}
-		out = append(out, n)
-	}
-	return out, runner.CheckLevels(out)
-}
-
-// parseRates reads "100,200,400/s": whole arrivals per second (a unit
-// per level, as --rate takes, or none: per second), increasing.
-func parseRates(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("required: the arrival rates to hold in turn, e.g. --rates 100,200,400,800")
-	}
-	var out []int
-	for i, part := range strings.Split(s, ",") {
-		r, err := parseRate(part)
-		if err != nil {
-			return nil, err
-		}
-		n := int(math.Round(r))
-		switch {
-		case math.Abs(r-float64(n)) > 1e-9:
-			return nil, fmt.Errorf("%q is %g arrivals a second: levels are whole arrivals per second, e.g. --rates 100,200,400", strings.TrimSpace(part), r)
-		case n < 1:
-			return nil, fmt.Errorf("level %d is %q: each rate must be at least 1 arrival per second", i+1, strings.TrimSpace(part))
-		case i > 0 && n <= out[i-1]:
-			return nil, fmt.Errorf("rates must increase: %d/s comes after %d/s; write them in increasing order, e.g. 100,200,400,800", n, out[i-1])
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func joinInts(ns []int) string {
-	parts := make([]string, len(ns))
-	for i, n := range ns {
-		parts[i] = strconv.Itoa(n)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // stepProgress prints a status line each second (in place on a terminal,

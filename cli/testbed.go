@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/headroom-dev/headroom/testbed"
@@ -67,22 +65,8 @@ func testbedCmd(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return fail(env, ExitError, "testbed: %v", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	c := srv.Config()
 	fmt.Fprintf(env.Stderr, "testbed listening on http://%s (workers %d, queue %d, scale %g); metrics at /metrics; Ctrl-C stops\n",
 		ln.Addr(), c.Workers, c.Queue, c.Scale)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		return ExitOK
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return ExitOK
-		}
-		return fail(env, ExitError, "testbed: %v", err)
-	}
+	return serveUntil(ctx, env, "testbed", ln, srv.Handler(), 5*time.Second)
 }
