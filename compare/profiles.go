@@ -16,6 +16,9 @@ type ProfileComparison struct {
 	Target int    `json:"target"` // in the runs' profiles.targets
 	Phase  string `json:"phase"`  // "setup" or "window"
 	Unit   string `json:"unit"`
+	// Binary is the profiled program's file name ("mariadbd",
+	// "python3.11"): with several targets, what names each process.
+	Binary string `json:"binary,omitempty"`
 	// CPUPerUnit is each run's CPU per unit, in milliseconds.
 	CPUPerUnit Metric `json:"cpu_per_unit_ms"`
 	// HeapMB is the server's heap in use at the phase's end, in MB; nil
@@ -68,7 +71,7 @@ func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileCompa
 				key.phase, key.target+1, bp[0].binary, np[0].binary))
 			continue
 		}
-		pc := ProfileComparison{Target: key.target, Phase: key.phase, Unit: bp[0].unit,
+		pc := ProfileComparison{Target: key.target, Phase: key.phase, Unit: bp[0].unit, Binary: bp[0].binary,
 			CPUPerUnit: Metric{Name: fmt.Sprintf("server CPU a %s (%s)", bp[0].unit, key.phase), Unit: "ms"}}
 		for _, r := range bp {
 			pc.CPUPerUnit.BaseRuns = append(pc.CPUPerUnit.BaseRuns, r.perUnit)
@@ -87,7 +90,50 @@ func compareProfiles(base, new *Side, o Options, notes *[]string) []ProfileCompa
 		}
 		out = append(out, pc)
 	}
+	nameProcesses(out)
 	return out
+}
+
+// nameProcesses names each figure by its process when several were
+// profiled (a server and its database): "mariadbd CPU a request
+// (window)", so the verdicts say which process moved; by target and
+// program where two targets run the same program.
+func nameProcesses(pcs []ProfileComparison) {
+	programs := map[string]map[int]bool{} // binary → its targets
+	for _, pc := range pcs {
+		if programs[pc.Binary] == nil {
+			programs[pc.Binary] = map[int]bool{}
+		}
+		programs[pc.Binary][pc.Target] = true
+	}
+	targets := 0
+	for _, ts := range programs {
+		targets += len(ts)
+	}
+	if targets < 2 {
+		return
+	}
+	for i := range pcs {
+		pc := &pcs[i]
+		name := ProcessName(pc.Target, pc.Binary, len(programs[pc.Binary]) > 1)
+		pc.CPUPerUnit.Name = fmt.Sprintf("%s CPU a %s (%s)", name, pc.Unit, pc.Phase)
+		if pc.HeapMB != nil {
+			pc.HeapMB.Name = fmt.Sprintf("%s heap in use at the end (%s)", name, pc.Phase)
+		}
+	}
+}
+
+// ProcessName is how a profiled target is named: its program, or the
+// target's number (from 1) with it where the program does not tell it
+// from another target's (shared), or none is known.
+func ProcessName(target int, binary string, shared bool) string {
+	switch {
+	case binary == "":
+		return fmt.Sprintf("target %d", target+1)
+	case shared:
+		return fmt.Sprintf("target %d (%s)", target+1, binary)
+	}
+	return binary
 }
 
 type profileKey struct {

@@ -260,3 +260,38 @@ func writeCPUProfile(t *testing.T, path string, stacks map[string]float64) {
 	}
 	f.Close()
 }
+
+// With several processes profiled each figure says whose it is: by its
+// program, or by target and program where two run the same one; one
+// process alone stays "server".
+func TestProfilesNamedByProcess(t *testing.T) {
+	pc := func(target int, binary, phase string) ProfileComparison {
+		return ProfileComparison{Target: target, Binary: binary, Phase: phase, Unit: "request",
+			CPUPerUnit: Metric{Name: "server CPU a request (" + phase + ")"}, HeapMB: &Metric{Name: "server heap in use at the end (" + phase + ")"}}
+	}
+	names := func(pcs ...ProfileComparison) []string {
+		nameProcesses(pcs)
+		var out []string
+		for _, p := range pcs {
+			out = append(out, p.CPUPerUnit.Name, p.HeapMB.Name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		pcs  []ProfileComparison
+		want []string
+	}{
+		{[]ProfileComparison{pc(0, "python3.11", "setup"), pc(0, "python3.11", "window")},
+			[]string{"server CPU a request (setup)", "server heap in use at the end (setup)", "server CPU a request (window)", "server heap in use at the end (window)"}},
+		{[]ProfileComparison{pc(0, "python3.11", "window"), pc(1, "mariadbd", "window")},
+			[]string{"python3.11 CPU a request (window)", "python3.11 heap in use at the end (window)", "mariadbd CPU a request (window)", "mariadbd heap in use at the end (window)"}},
+		{[]ProfileComparison{pc(0, "headroom", "window"), pc(1, "headroom", "window"), pc(2, "", "window")},
+			[]string{"target 1 (headroom) CPU a request (window)", "target 1 (headroom) heap in use at the end (window)",
+				"target 2 (headroom) CPU a request (window)", "target 2 (headroom) heap in use at the end (window)",
+				"target 3 CPU a request (window)", "target 3 heap in use at the end (window)"}},
+	} {
+		if got := names(c.pcs...); !slices.Equal(got, c.want) {
+			t.Errorf("named %q; want %q", got, c.want)
+		}
+	}
+}

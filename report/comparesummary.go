@@ -26,6 +26,9 @@ func ComparisonSummary(c *compare.Comparison, baseLabel, newLabel string, nBase,
 	if moved := Movers(c); len(moved) > 0 {
 		d.Blocks = append(d.Blocks, &Heading{Level: 3, Text: "per request and action:"}, &List{Items: moved})
 	}
+	if lines := ProfileLines(c); len(lines) > 0 {
+		d.Blocks = append(d.Blocks, &Heading{Level: 3, Text: "server CPU profiles (--profile):"}, &List{Items: lines})
+	}
 	for _, n := range c.Notes {
 		d.Blocks = append(d.Blocks, &Para{Text: "note: " + n})
 	}
@@ -62,4 +65,22 @@ func Movers(c *compare.Comparison) []string {
 		}
 	}
 	return append(reg, imp...)
+}
+
+// ProfileLines are each compared profile's CPU a unit and, where one was
+// named, the cause, a line a phase of each target; with several targets
+// (a server and its database) they say which process moved:
+// "Target 2 (mariadbd), the measured window: CPU a request 1.1 → 5.9 ms,
+// +420% [+380%, +460%], regression; most of it in handler::ha_rnd_next (mariadbd)".
+func ProfileLines(c *compare.Comparison) []string {
+	var out []string
+	for _, pc := range c.Profiles {
+		m := pc.CPUPerUnit
+		line := fmt.Sprintf("%s, %s: CPU a %s %s → %s ms, %s, %s", targetName(pc), phaseName(pc.Phase), pc.Unit, num(m.Base), num(m.New), m.DeltaText(), m.Verdict)
+		if pc.Cause != "" {
+			line += "; most of it in " + funcName(pc.Cause)
+		}
+		out = append(out, line)
+	}
+	return out
 }

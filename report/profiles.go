@@ -179,6 +179,14 @@ func funcName(name string) string {
 	}
 }
 
+// targetName is a compared profile's target: "Target 2 (mariadbd)".
+func targetName(pc compare.ProfileComparison) string {
+	if pc.Binary == "" {
+		return fmt.Sprintf("Target %d", pc.Target+1)
+	}
+	return fmt.Sprintf("Target %d (%s)", pc.Target+1, pc.Binary)
+}
+
 // profileCompareBlocks compare the server's CPU profiles phase by phase:
 // the CPU a unit of work took, and the functions whose share moved most.
 func profileCompareBlocks(c *compare.Comparison) []Block {
@@ -189,7 +197,7 @@ func profileCompareBlocks(c *compare.Comparison) []Block {
 	out := []Block{&Heading{Level: 2, Text: "Server CPU profiles"}, &Para{Text: "Each phase's merged CPU profiles (--profile): the CPU a unit of work took, " +
 		"and the functions whose CPU a unit (in them and what they called, ms) moved most."}}
 	for _, pc := range c.Profiles {
-		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("Target %d, %s", pc.Target+1, phaseName(pc.Phase))})
+		out = append(out, &Heading{Level: 3, Text: fmt.Sprintf("%s, %s", targetName(pc), phaseName(pc.Phase))})
 		t := metricTable(b, n)
 		metricRow(t, pc.CPUPerUnit.Name, &pc.CPUPerUnit)
 		if pc.HeapMB != nil {

@@ -29,60 +29,18 @@ import (
 // exporter's SHOWs; the handlers count SHOW STATUS's rows) fails it.
 func TestDatabaseQueriesPerRequest(t *testing.T) {
 	t.Parallel()
-	find := func(name string) string {
-		for _, p := range []string{name, "/usr/sbin/" + name, "/usr/bin/" + name} {
-			if path, err := exec.LookPath(p); err == nil {
-				return path
-			}
-		}
-		t.Fatalf("no %s: scripts/test.sh installs mariadb-server and prometheus-mysqld-exporter", name)
-		return ""
-	}
-	installDB, mariadbd, client, exporter := find("mariadb-install-db"), find("mariadbd"), find("mariadb"), find("prometheus-mysqld-exporter")
-	me, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := startMariaDB(t)
+	sql, sock, me := db.sql, db.sock, db.user // the client and the exporter come as the server's user
 	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil { // mariadb-install-db checks the path as the user
-		t.Fatal(err)
-	}
-	data, sock := filepath.Join(dir, "db"), filepath.Join(dir, "db.sock")
-	if out, err := exec.Command(installDB, "--no-defaults", "--datadir="+data, "--user="+me.Username,
-		"--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
-	}
-	// No TCP at all: the client and the exporter come over the socket.
-	db := startProcess(t, mariadbd, "--no-defaults", "--datadir="+data, "--user="+me.Username, "--socket="+sock,
-		"--skip-networking", "--pid-file="+filepath.Join(dir, "db.pid"), "--log-error="+filepath.Join(dir, "db.log"))
-	t.Cleanup(func() { // before startProcess's SIGINT, which mariadbd ignores: a clean shutdown
-		_ = db.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-db.done:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	sql := func(statements string) (string, error) {
-		out, err := exec.Command(client, "--no-defaults", "--socket="+sock, "-u"+me.Username, "--batch", "--skip-column-names", "-e", statements).CombinedOutput()
-		return string(out), err
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := sql("SELECT 1"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "db.log"))
-			t.Fatalf("MariaDB did not answer in 30 s:\n%s", log)
-		}
-	}
 	if out, err := sql("CREATE DATABASE load_test; CREATE TABLE load_test.t (id INT PRIMARY KEY); " +
 		"INSERT INTO load_test.t VALUES (1),(2),(3),(4),(5),(6),(7),(8),(9),(10)"); err != nil {
 		t.Fatalf("creating the table: %v\n%s", err, out)
 	}
+	exporter := findProgram(t, "prometheus-mysqld-exporter")
 	ports := freePorts(t, 2)
 	exporterURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
 	// As scripts/openedx-forum.sh starts it: SHOW GLOBAL STATUS alone.
-	startProcess(t, "env", fmt.Sprintf("DATA_SOURCE_NAME=%s@unix(%s)/", me.Username, sock), exporter,
+	startProcess(t, "env", fmt.Sprintf("DATA_SOURCE_NAME=%s@unix(%s)/", me, sock), exporter,
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", ports[0]), "--no-collect.global_variables", "--no-collect.slave_status",
 		"--no-collect.info_schema.innodb_cmp", "--no-collect.info_schema.innodb_cmpmem", "--no-collect.info_schema.query_response_time")
 	waitAnswer(t, exporterURL)
@@ -151,4 +109,70 @@ think_time = think.constant("100ms")
 	if q.Name != "database 1 (mysql) queries a request" || q.Base < 0.93 || q.Base > 1.3 || q.New < 2.8 || q.New > 3.3 {
 		t.Errorf("compare: %s %.2f → %.2f; want 1 → 3", q.Name, q.Base, q.New)
 	}
+}
+
+// mariaDB is a MariaDB server a test started, reached through its socket
+// alone (no TCP), stopped cleanly when the test ends.
+type mariaDB struct {
+	*process
+	sock, user string
+	sql        func(statements string) (string, error) // the mariadb client's output
+}
+
+// startMariaDB starts a MariaDB server of its own (Debian's, which
+// scripts/test.sh installs) in a temporary directory, and waits until it
+// answers.
+func startMariaDB(t *testing.T) *mariaDB {
+	t.Helper()
+	installDB, mariadbd, client := findProgram(t, "mariadb-install-db"), findProgram(t, "mariadbd"), findProgram(t, "mariadb")
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil { // mariadb-install-db checks the path as the user
+		t.Fatal(err)
+	}
+	data, sock := filepath.Join(dir, "db"), filepath.Join(dir, "db.sock")
+	if out, err := exec.Command(installDB, "--no-defaults", "--datadir="+data, "--user="+me.Username,
+		"--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	// No TCP at all: the client and the exporter come over the socket.
+	db := startProcess(t, mariadbd, "--no-defaults", "--datadir="+data, "--user="+me.Username, "--socket="+sock,
+		"--skip-networking", "--pid-file="+filepath.Join(dir, "db.pid"), "--log-error="+filepath.Join(dir, "db.log"))
+	t.Cleanup(func() { // before startProcess's SIGINT, which mariadbd ignores: a clean shutdown
+		_ = db.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-db.done:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	sql := func(statements string) (string, error) {
+		out, err := exec.Command(client, "--no-defaults", "--socket="+sock, "-u"+me.Username, "--batch", "--skip-column-names", "-e", statements).CombinedOutput()
+		return string(out), err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := sql("SELECT 1"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "db.log"))
+			t.Fatalf("MariaDB did not answer in 30 s:\n%s", log)
+		}
+	}
+	return &mariaDB{process: db, sock: sock, user: me.Username, sql: sql}
+}
+
+// findProgram is name's path, on PATH or in Debian's sbin; the test fails,
+// and does not skip, without it: the test command installs it.
+func findProgram(t *testing.T, name string) string {
+	t.Helper()
+	for _, p := range []string{name, "/usr/sbin/" + name, "/usr/bin/" + name} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	t.Fatalf("no %s: scripts/test.sh installs mariadb-server and prometheus-mysqld-exporter", name)
+	return ""
 }

@@ -108,6 +108,33 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 // duration, and returns compare's window phase of the two runs.
 func profiledPair(t *testing.T, rounds [2]int, duration, slice string, start func(port, rounds int) *process, profiler ...string) *compare.ProfileComparison {
 	t.Helper()
+	c := profiledRuns(t, rounds, duration, slice, func(port, r int) (*process, []profiled) {
+		srv := start(port, r)
+		return srv, []profiled{{srv.Process.Pid, profiler}}
+	})
+	for i := range c.Profiles {
+		if c.Profiles[i].Phase == "window" {
+			return &c.Profiles[i]
+		}
+	}
+	t.Fatalf("no window phase compared: %+v, notes %q", c.Profiles, c.Notes)
+	return nil
+}
+
+// profiled is a process `headroom profiler` samples in a run: its PID and
+// the profiler's flags.
+type profiled struct {
+	pid   int
+	flags []string
+}
+
+// profiledRuns runs, for each of two sides, the server that start starts
+// (given its port and the side's value) with `headroom profiler` beside
+// each process start names (in --profile's order), `--profile` reading
+// each in slices, 4 users without think time for duration; it returns
+// compare of the two runs.
+func profiledRuns(t *testing.T, sides [2]int, duration, slice string, start func(port, side int) (*process, []profiled)) *compare.Comparison {
+	t.Helper()
 	dir := t.TempDir()
 	star := filepath.Join(dir, "login.star")
 	if err := os.WriteFile(star, []byte(`
@@ -125,43 +152,47 @@ think_time = think.constant("0s")
 	// the other tests on 2 cores still 2 s or more (CPU time is what is
 	// sampled: a busy machine stretches nothing the figures count).
 	var runs []string
-	for _, r := range rounds {
-		out := filepath.Join(dir, fmt.Sprintf("rounds-%d", r))
-		ports := freePorts(t, 2)
-		srv := start(ports[0], r)
+	for _, side := range sides {
+		out := filepath.Join(dir, fmt.Sprintf("side-%d", side))
+		ports := freePorts(t, 1)
+		srv, procs := start(ports[0], side)
 		target := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		waitAnswer(t, target+"/")
-		// As root (the test command runs as root) the profiler and its
-		// sampler run ahead of the other tests: beside the whole suite and
-		// two busy loops perf's `perf script` was starved, its slices came
-		// back too late to lie in the window, and no phase was compared.
-		cmd := append([]string{binary(t), "profiler", "--pid", strconv.Itoa(srv.Process.Pid), "--listen", fmt.Sprintf("127.0.0.1:%d", ports[1])}, profiler...)
-		if os.Geteuid() == 0 {
-			cmd = append([]string{"nice", "-n", "-10"}, cmd...)
+		args := []string{"run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", duration,
+			"--profile-slice", slice, "--quiet", "--no-report", "--out", out}
+		var profilers []*process
+		for _, p := range procs {
+			// As root (the test command runs as root) the profiler and its
+			// sampler run ahead of the other tests: beside the whole suite
+			// and two busy loops perf's `perf script` was starved, its
+			// slices came back too late to lie in the window, and no phase
+			// was compared.
+			listen := freePorts(t, 1)[0]
+			cmd := append([]string{binary(t), "profiler", "--pid", strconv.Itoa(p.pid), "--listen", fmt.Sprintf("127.0.0.1:%d", listen)}, p.flags...)
+			if os.Geteuid() == 0 {
+				cmd = append([]string{"nice", "-n", "-10"}, cmd...)
+			}
+			profilers = append(profilers, startProcess(t, cmd[0], cmd[1:]...))
+			base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", listen)
+			waitAnswer(t, base+"/")
+			args = append(args, "--profile", base)
 		}
-		prof := startProcess(t, cmd[0], cmd[1:]...)
-		base := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[1])
-		waitAnswer(t, base+"/")
-		code, _, stdout, stderr := outcome(t, command(t, "", nil, "run", star, "--target", target, "--users", "4", "--ramp", "1s", "--duration", duration,
-			"--profile", base, "--profile-slice", slice, "--quiet", "--no-report", "--out", out))
-		stop(t, prof)
+		code, _, stdout, stderr := outcome(t, command(t, "", nil, args...))
+		var logs strings.Builder
+		for _, p := range profilers {
+			stop(t, p)
+			logs.WriteString(p.Stderr.String())
+		}
 		stop(t, srv)
 		if code != 0 {
-			t.Fatalf("rounds %d: exit %d\nstdout:\n%s\nstderr:\n%s\nprofiler:\n%s", r, code, stdout, stderr, prof.Stderr)
+			t.Fatalf("side %d: exit %d\nstdout:\n%s\nstderr:\n%s\nprofilers:\n%s", side, code, stdout, stderr, &logs)
 		}
-		if strings.Count(stderr, "--profile") != strings.Count(stderr, "its heap profile: status 404") { // no heap: said once, and expected
-			t.Errorf("rounds %d: a --profile warning: %s\nprofiler:\n%s", r, stderr, prof.Stderr)
+		if strings.Count(stderr, "--profile") != strings.Count(stderr, "its heap profile: status 404") { // no heap: said once a target, and expected
+			t.Errorf("side %d: a --profile warning: %s\nprofilers:\n%s", side, stderr, &logs)
 		}
 		runs = append(runs, out)
 	}
-	c := compareDirs(t, runs[:1], runs[1:])
-	for i := range c.Profiles {
-		if c.Profiles[i].Phase == "window" {
-			return &c.Profiles[i]
-		}
-	}
-	t.Fatalf("no window phase compared: %+v, notes %q", c.Profiles, c.Notes)
-	return nil
+	return compareDirs(t, runs[:1], runs[1:])
 }
 
 // pySpyPath is the py-spy scripts/py-spy.sh installed; the test fails,
