@@ -181,7 +181,7 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	for _, k := range statKinds {
 		dst := s.table(k)
 		for name, st := range o.table(k) {
-			if !st.counted() {
+			if !st.Counted() {
 				continue
 			}
 			d := dst[name]
@@ -193,7 +193,7 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 		}
 	}
 	for name, st := range o.Sockets {
-		if st.empty() {
+		if st.Empty() {
 			continue
 		}
 		d := s.Sockets[name]
@@ -271,7 +271,7 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 	t := s.table(k)
 	out := make([]Summary, 0, len(t))
 	for _, name := range Names(t) {
-		if st := t[name]; st.counted() {
+		if st := t[name]; st.Counted() {
 			out = append(out, st.Summarize(name, window))
 		}
 	}
@@ -283,7 +283,7 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 func (s *Snapshot) SocketSummaries(window time.Duration) []SocketSummary {
 	names := make([]string, 0, len(s.Sockets))
 	for name, st := range s.Sockets {
-		if !st.empty() {
+		if !st.Empty() {
 			names = append(names, name)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 // the clock.
 const SlotWidth = 10 * time.Millisecond
 
-// maxSlotAge bounds how far back a Wakes keeps its slots once it holds
+// MaxSlotAge bounds how far back a Wakes keeps its slots once it holds
 // many: 3 s of the clock before its newest. Burstiness is a figure of one
 // second (Wakes.Seal); what a run or a level keeps of it is its Peak.
-const maxSlotAge = 300
+const MaxSlotAge = 300
 
 // Wakes is the generator's own schedule over a window: every start it
 // scheduled (a closed-model user's think time ending, an open-model
@@ -71,7 +71,7 @@ func (w *Wakes) add(want, at time.Time) {
 }
 
 // Merge adds o's starts into w. Past a few seconds of slots, those older
-// than maxSlotAge before the newest are let go: their seconds are in
+// than MaxSlotAge before the newest are let go: their seconds are in
 // Peak already.
 func (w *Wakes) Merge(o *Wakes) {
 	w.Late.Merge(o.Late)
@@ -84,12 +84,12 @@ func (w *Wakes) Merge(o *Wakes) {
 		newest = max(newest, k)
 	}
 	w.Peak = w.Peak.worst(o.Peak)
-	if len(w.Slots) > 2*maxSlotAge {
+	if len(w.Slots) > 2*MaxSlotAge {
 		for k := range w.Slots {
 			newest = max(newest, k)
 		}
 		for k := range w.Slots {
-			if k < newest-maxSlotAge {
+			if k < newest-MaxSlotAge {
 				delete(w.Slots, k)
 			}
 		}
@@ -208,10 +208,10 @@ const wakeName = "wake"
 
 // maxWireSlots bounds the slots of one encoded snapshot: a second's
 // starts fall in about a hundred, their intended times in a few more.
-const maxWireSlots = 4 * maxSlotAge
+const maxWireSlots = 4 * MaxSlotAge
 
 func (e *encoder) wakes(w *Wakes) {
-	if w == nil || !w.Late.counted() {
+	if w == nil || !w.Late.Counted() {
 		e.b = append(e.b, 0)
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"iter"
-	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +51,8 @@ const wireVersion = 5
 var ErrWireVersion = errors.New("snapshot encoded by another version of headroom")
 
 // Bounds MergeEncoded holds a snapshot to, besides MaxNames+1 names per
-// table (OtherName included), maxMessages+1 error kinds or close reasons per
-// name and maxTypes+1 message types per direction, as recording keeps them.
+// table (OtherName included), MaxMessages+1 error kinds or close reasons per
+// name and MaxTypes+1 message types per direction, as recording keeps them.
 const (
 	// maxWireString bounds names, types and error kinds in bytes;
 	// AppendSnapshot cuts longer ones.
@@ -61,32 +60,6 @@ const (
 	maxStatus     = 1<<16 - 1 // the highest HTTP status taken; transport sees three digits
 	maxStatuses   = 1000      // distinct statuses per name
 )
-
-// The layout of NewHistogram's counts array, as hdrhistogram-go indexes it
-// (TestHistogramLayout checks it against the library): at 3 significant
-// digits from 1 µs, values below 2,048 have a bucket each; above, every
-// power of two is split into 1,024 buckets, 22 of them reaching
-// HighestMicros.
-const (
-	halfMagnitude = 10
-	halfCount     = 1 << halfMagnitude
-	countsLen     = 23 << halfMagnitude // 23,552 buckets
-)
-
-// bucketValue is the lowest value of bucket i, in [0, countsLen).
-func bucketValue(i int) int64 {
-	b := i>>halfMagnitude - 1
-	if b < 0 {
-		return int64(i)
-	}
-	return int64(i&(halfCount-1)+halfCount) << b
-}
-
-// bucketIndex is the index of the bucket that holds v, in [0, HighestMicros].
-func bucketIndex(v int64) int {
-	b := 64 - bits.LeadingZeros64(uint64(v)|(2*halfCount-1)) - (halfMagnitude + 1)
-	return (b+1)<<halfMagnitude + int(v>>b) - halfCount
-}
 
 // AppendSnapshot appends the wire encoding of s to dst and returns the
 // extended buffer: everything in s, each table and s.Setup included, for
@@ -149,7 +122,7 @@ func (e *encoder) body(s *Snapshot) {
 func (e *encoder) stats(t map[string]*Stat) {
 	e.names = e.names[:0]
 	for name, st := range t {
-		if st.counted() {
+		if st.Counted() {
 			e.names = append(e.names, name)
 		}
 	}
@@ -188,7 +161,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 func (e *encoder) sockets(m map[string]*SocketStat) {
 	e.names = e.names[:0]
 	for name, st := range m {
-		if !st.empty() {
+		if !st.Empty() {
 			e.names = append(e.names, name)
 		}
 	}
@@ -242,7 +215,7 @@ func (e *encoder) kinds(m map[string]MessageKind) {
 	for run := range runs(e.keys) {
 		k := m[run[0]]
 		for _, key := range run[1:] {
-			k.merge(m[key])
+			k.Merge(m[key])
 		}
 		e.str(run[0])
 		e.uvarint(uint64(k.Count))
@@ -284,7 +257,7 @@ func runs(names []string) iter.Seq[[]string] {
 
 // hist writes the non-empty buckets of st's histogram.
 func (e *encoder) hist(st *Stat) {
-	p := st.sparse()
+	p := st.Sparse()
 	if p == nil {
 		// Only a full scan finds them in Hist: hdrhistogram-go exports no
 		// way to read a count but to copy all 23,552 (Export); MergeFrom
@@ -299,7 +272,7 @@ func (e *encoder) hist(st *Stat) {
 	e.uvarint(uint64(p.Populated()))
 	last := -1
 	for v, n := range p.ForEachBucket {
-		i := bucketIndex(v)
+		i := BucketIndex(v)
 		e.uvarint(uint64(i - last - 1))
 		e.uvarint(uint64(n))
 		last = i

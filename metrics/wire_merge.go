@@ -267,7 +267,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
 		st.BodyIn, st.HTTP2 = addCount(st.BodyIn, bodyIn), addCount(st.HTTP2, http2)
 		st.NoRequest = addCount(st.NoRequest, noRequest)
-		merge = st.mergeMessage
+		merge = st.MergeMessage
 	}
 	d.statuses(st, count)
 	d.kinds(merge, count, "error kinds")
@@ -305,7 +305,7 @@ func (d *decoder) statuses(st *Stat, count int64) {
 // hist reads the buckets of a histogram of count values and records them
 // into st's, if st is not nil, or adds them to sum, if sum is not nil.
 func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
-	n := d.length(countsLen, "histogram buckets")
+	n := d.length(NumBuckets, "histogram buckets")
 	var total int64
 	last := -1
 	// Buckets are recorded a batch at a time, in a loop of nothing else:
@@ -325,8 +325,8 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		switch {
 		case d.err != nil:
 			return
-		case gap >= uint64(countsLen-last-1):
-			d.fail("histogram bucket past the last, %d", countsLen-1)
+		case gap >= uint64(NumBuckets-last-1):
+			d.fail("histogram bucket past the last, %d", NumBuckets-1)
 			return
 		case c-1 >= uint64(count-total): // 0 too
 			d.fail("histogram bucket of %d values, in %d samples", c, count)
@@ -339,36 +339,18 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		case sum != nil:
 			sum.add(last, int64(c))
 		default:
-			batch[k] = [2]int64{bucketValue(last), int64(c)}
+			batch[k] = [2]int64{BucketValue(last), int64(c)}
 			if k++; k == len(batch) {
-				st.record(batch[:k])
+				st.RecordBuckets(batch[:k])
 				k = 0
 			}
 		}
 	}
 	if st != nil {
-		st.record(batch[:k])
+		st.RecordBuckets(batch[:k])
 	}
 	if d.err == nil && total != count {
 		d.fail("histogram of %d values, not %d", total, count)
-	}
-}
-
-// record adds counts of values into s's histogram: into its sparse
-// buckets while they hold every value and have room, as Add does (a
-// coordinator's second of a few agents and names stays sparse, and its
-// Reset cheap). An error only if the total would pass math.MaxInt64:
-// dropped, as Histogram.Merge drops it.
-func (s *Stat) record(buckets [][2]int64) {
-	for i, b := range buckets {
-		s.makeRoom()
-		if s.dense {
-			for _, r := range buckets[i:] {
-				_ = s.hist.RecordValues(r[0], r[1]) // buckets left behind: sparse tells
-			}
-			return
-		}
-		_ = s.buckets.RecordValues(b[0], b[1])
 	}
 }
 
@@ -386,7 +368,7 @@ func (d *decoder) socket(st *SocketStat, name []byte) {
 	var in, out map[string]*Flow
 	var merge func(string, MessageKind)
 	if st != nil {
-		in, out, merge = st.In, st.Out, st.mergeReason
+		in, out, merge = st.In, st.Out, st.MergeReason
 		for j, p := range [...]*int64{&st.Opened, &st.Closed, &st.Abnormal, &st.Reconnects, &st.Gaps, &st.Missed, &st.Dropped} {
 			*p = addCount(*p, f[j])
 		}
@@ -405,7 +387,7 @@ func (d *decoder) socket(st *SocketStat, name []byte) {
 // flows reads messages and bytes by type into m, if m is not nil, and
 // returns how many types it read.
 func (d *decoder) flows(m map[string]*Flow) int {
-	n := d.length(maxTypes+1, "message types")
+	n := d.length(MaxTypes+1, "message types")
 	var last []byte
 	for i := range n {
 		typ := d.name(last, i)
@@ -417,7 +399,7 @@ func (d *decoder) flows(m map[string]*Flow) int {
 		if m != nil {
 			f := m[string(typ)]
 			if f == nil {
-				f = flowOf(m, string(typ))
+				f = FlowOf(m, string(typ))
 			}
 			f.Messages, f.Bytes = addCount(f.Messages, messages), addCount(f.Bytes, size)
 		}
@@ -428,13 +410,13 @@ func (d *decoder) flows(m map[string]*Flow) int {
 // kinds reads error kinds (or close reasons) of at most count samples,
 // hands each to merge, if merge is not nil, and returns their sum.
 func (d *decoder) kinds(merge func(key string, k MessageKind), count int64, what string) (sum int64) {
-	n := d.length(maxMessages+1, what)
+	n := d.length(MaxMessages+1, what)
 	var last []byte
 	for i := range n {
 		key := d.name(last, i)
 		last = key
 		k := MessageKind{Count: d.count()}
-		parts := d.length(maxParts, "parts")
+		parts := d.length(MaxParts, "parts")
 		for j := range parts {
 			k.parts[j] = [2]int64{d.varint(), d.varint()}
 			if k.parts[j][0] > k.parts[j][1] {
@@ -566,8 +548,8 @@ func (d *decoder) fail(format string, args ...any) {
 // to record each into the histogram once, in order of index: the counts
 // it touches are then read and written as one stream.
 type bucketSum struct {
-	counts [countsLen]int64
-	used   [countsLen / 64]uint64 // a bit per index of counts
+	counts [NumBuckets]int64
+	used   [NumBuckets / 64]uint64 // a bit per index of counts
 }
 
 func (s *bucketSum) add(i int, c int64) {
@@ -580,7 +562,7 @@ func (s *bucketSum) recordInto(h *hdr.Histogram) {
 	for w, used := range s.used {
 		for ; used != 0; used &= used - 1 {
 			i := w*64 + bits.TrailingZeros64(used)
-			_ = h.RecordValues(bucketValue(i), s.counts[i])
+			_ = h.RecordValues(BucketValue(i), s.counts[i])
 			s.counts[i] = 0
 		}
 		s.used[w] = 0

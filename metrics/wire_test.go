@@ -12,47 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
-
-// TestHistogramLayout checks bucketValue and bucketIndex against
-// hdrhistogram-go: every index of NewHistogram's counts array is one
-// bucket, in order, whose lowest value is bucketValue's, and the array has
-// no bucket past countsLen.
-func TestHistogramLayout(t *testing.T) {
-	h := NewHistogram()
-	for i := range countsLen {
-		v := bucketValue(i)
-		if err := h.RecordValue(v); err != nil {
-			t.Fatalf("bucket %d: %v", i, err)
-		}
-		if got := bucketIndex(v); got != i {
-			t.Fatalf("bucketIndex(%d) = %d, want %d", v, got, i)
-		}
-		if i > 0 && bucketIndex(v-1) != i-1 {
-			t.Fatalf("bucketIndex(%d) = %d, want %d: bucket %d ends below %d", v-1, bucketIndex(v-1), i-1, i-1, v)
-		}
-	}
-	p := hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
-	p.MergeFrom(h)
-	i := 0
-	for v, n := range p.ForEachBucket {
-		if v != bucketValue(i) || n != 1 {
-			t.Fatalf("bucket %d holds %d values of %d, want 1 of %d", i, n, v, bucketValue(i))
-		}
-		i++
-	}
-	if i != countsLen {
-		t.Fatalf("%d buckets, want %d", i, countsLen)
-	}
-	if err := h.RecordValue(bucketValue(countsLen)); err == nil {
-		t.Errorf("a value past bucket %d was recorded: the array is longer than countsLen", countsLen-1)
-	}
-	if bucketIndex(HighestMicros) >= countsLen {
-		t.Errorf("HighestMicros is in bucket %d, past countsLen", bucketIndex(HighestMicros))
-	}
-}
 
 // mix says which kinds of samples randomSamples makes, and how varied.
 type mix struct {
@@ -172,9 +132,9 @@ func snapshotDiff(a, b *Snapshot) []string {
 		out = append(out, phasesDiff("setup ", a.Setup, b.Setup)...)
 	}
 	switch {
-	case (a.Wakes == nil || !a.Wakes.Late.counted()) != (b.Wakes == nil || !b.Wakes.Late.counted()):
+	case (a.Wakes == nil || !a.Wakes.Late.Counted()) != (b.Wakes == nil || !b.Wakes.Late.Counted()):
 		out = append(out, fmt.Sprintf("wakes %v vs %v", a.Wakes != nil, b.Wakes != nil))
-	case a.Wakes != nil && a.Wakes.Late.counted():
+	case a.Wakes != nil && a.Wakes.Late.Counted():
 		if d := statDiff(a.Wakes.Late, b.Wakes.Late); d != "" {
 			out = append(out, "wakes: "+d)
 		}
@@ -275,9 +235,9 @@ func union[S interface{ *Stat | *SocketStat }](a, b map[string]S) []string {
 func counted[S interface{ *Stat | *SocketStat }](st S) bool {
 	switch st := any(st).(type) {
 	case *Stat:
-		return st.counted()
+		return st.Counted()
 	case *SocketStat:
-		return !st.empty()
+		return !st.Empty()
 	}
 	return false
 }
@@ -322,11 +282,11 @@ func TestMergeEncodedIsMerge(t *testing.T) {
 		m := mixes[seed%len(mixes)]
 		a, o := randomSnapshot(r, m, 2000), randomSnapshot(r, m, 2000)
 		if seed%2 == 1 { // a is full: every kind, reason and type new to it goes to "other"
-			for i := range maxMessages {
+			for i := range MaxMessages {
 				a.Add(&Sample{Name: "GET /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
 				a.Add(&Sample{Kind: Closed, Name: "WS /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
 			}
-			for i := range maxTypes {
+			for i := range MaxTypes {
 				a.Add(&Sample{Kind: MessageIn, Name: "WS /0", Type: "full " + strconv.Itoa(i)})
 			}
 		}
@@ -416,7 +376,7 @@ func TestAgentsMergeAsOneRecorder(t *testing.T) {
 func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	m := mixes[3] // one name: many kinds of error on it
-	m.kinds = 30  // past maxMessages, so that some fold
+	m.kinds = 30  // past MaxMessages, so that some fold
 	var encs [][]byte
 	for i := range 6 {
 		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 800)))
@@ -438,7 +398,7 @@ func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 			t.Errorf("snapshot %d: seq %d (want %d), error %v", i, seqs[i], wantSeqs[i], err)
 		}
 	}
-	if len(want.Requests["GET /0"].Messages) != maxMessages+1 {
+	if len(want.Requests["GET /0"].Messages) != MaxMessages+1 {
 		t.Fatalf("%d error kinds: none folded into other", len(want.Requests["GET /0"].Messages))
 	}
 	for _, d := range snapshotDiff(want, got) {
