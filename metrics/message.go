@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -265,4 +266,13 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // (µ), which a duration or count must not touch.
 func isWordByte(c byte) bool {
 	return isDigit(c) || c == '.' || c == '_' || c >= 0x80 || (c|0x20 >= 'a' && c|0x20 <= 'z')
+}
+
+// addCount adds n >= 0 to c >= 0, stopping at math.MaxInt64: kinds merged
+// from the wire may hold any count.
+func addCount(c, n int64) int64 {
+	if n > math.MaxInt64-c {
+		return math.MaxInt64
+	}
+	return c + n
 }

@@ -56,8 +56,7 @@ func NewSnapshot() *Snapshot {
 		Deliveries: map[string]*Stat{}, Sockets: map[string]*SocketStat{}, Arrivals: map[string]*Stat{}}
 }
 
-// statKinds are the kinds kept as Stats, each in a table of its own, in
-// the order of the wire format.
+// statKinds are the kinds kept as Stats, each in a table of its own.
 var statKinds = [...]Kind{Request, Action, Poll, Delivery, Arrival}
 
 // isSocket reports whether k is one of a WebSocket's kinds (SocketStat).
