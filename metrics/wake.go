@@ -181,7 +181,7 @@ func PoissonMax(mu float64, n int) int64 {
 // PoissonBound is the least count k that any of n windows reaches with
 // probability at most p (a union bound: n·P(X >= k) <= p, X Poisson of
 // mean mu): past it, the busiest window is not chance at that rate. The
-// untrue-load rule judges a window's starts by it (result.Untrue). Pure;
+// untrue-load rule judges a window's starts by it (analysis.Untrue). Pure;
 // 0 for mu <= 0 or n <= 0; p in (0, 1).
 func PoissonBound(mu float64, n int, p float64) int64 {
 	if mu <= 0 || n <= 0 {
