@@ -14,6 +14,7 @@ import (
 	"github.com/headroom-dev/headroom/internal/memlimit"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 	starlarkjson "go.starlark.net/lib/json"
@@ -439,7 +440,7 @@ var ErrLeft = errors.New("left the run as told, every sample delivered")
 func (a *agent) flush() error {
 	a.snap.Reset()
 	a.rec.Drain(a.snap)
-	f := a.out.add(KindSnapshot, metrics.AppendSnapshot(nil, a.snap))
+	f := a.out.add(KindSnapshot, wire.AppendSnapshot(nil, a.snap))
 	if a.snap.Wakes != nil {
 		a.snap.Seal()
 		a.wakes.Merge(a.snap.Wakes)
@@ -475,7 +476,7 @@ func (a *agent) tell() error {
 			return fmt.Errorf("agents: gathering its metrics: %v", err)
 		}
 		// The users are the coordinator's to count (from statuses).
-		b, err := metrics.EncodeFamilies(mfs, "loadtest_users_active", "loadtest_users_ready")
+		b, err := wire.EncodeFamilies(mfs, "loadtest_users_active", "loadtest_users_ready")
 		if err != nil {
 			return err
 		}

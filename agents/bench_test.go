@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 )
 
 // BenchmarkCoordinatorDrain is the coordinator's second at the issue's
@@ -29,7 +30,7 @@ func BenchmarkCoordinatorDrain(b *testing.B) {
 				s.Add(&metrics.Sample{Kind: metrics.Request, Name: fmt.Sprintf("GET /api/%d", n), Status: 200, Latency: time.Duration(us) * time.Microsecond})
 			}
 		}
-		encs[a] = metrics.AppendSnapshot(nil, s)
+		encs[a] = wire.AppendSnapshot(nil, s)
 	}
 	c, f, _, _ := fleetOf(agents)
 	into := metrics.NewSnapshot()

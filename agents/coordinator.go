@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/headroom-dev/headroom/engine"
-	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"google.golang.org/grpc"
@@ -371,7 +371,7 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 			fresh, err := r.in.fresh(f)
 			if fresh {
 				// Merged at the next Drain, with every agent's
-				// (metrics.MergeEncodedAll: a name at a time, while it is
+				// (wire.MergeEncodedAll: a name at a time, while it is
 				// in the cache), checked there.
 				r.pending = append(r.pending, f.Body)
 			}
@@ -384,7 +384,7 @@ func (c *Coordinator) serve(r *remote, s Stream) error {
 				return err
 			}
 		case KindMetrics:
-			mfs, err := metrics.DecodeFamilies(f.Body)
+			mfs, err := wire.DecodeFamilies(f.Body)
 			if err != nil {
 				return fmt.Errorf("%s: bad metrics: %v", r, err)
 			}

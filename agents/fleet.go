@@ -13,12 +13,13 @@ import (
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 )
 
 // Fleet is the coordinator's agents as one runner.Fleet. Its Init runs
 // the scenario's init here, with local, and starts every agent on start
 // with what it returned; its figures are the agents' added up, and Drain
-// merges their snapshots exactly (metrics.MergeEncoded).
+// merges their snapshots exactly (wire.MergeEncoded).
 func (c *Coordinator) Fleet(local engine.Config, start Start) *Fleet {
 	return &Fleet{c: c, local: local, start: start}
 }
@@ -255,7 +256,7 @@ func (f *Fleet) Drain(into *metrics.Snapshot) {
 		r.pending = nil
 	}
 	c.mu.Unlock()
-	_, errs := metrics.MergeEncodedAll(encs, into)
+	_, errs := wire.MergeEncodedAll(encs, into)
 	for i, err := range errs {
 		if err != nil { // left out whole: the agent sends what recording never makes
 			from[i].stop(fmt.Errorf("sent a snapshot headroom cannot merge: %v", err))

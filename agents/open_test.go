@@ -10,6 +10,7 @@ import (
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 )
 
 // sentBy is the merge of every snapshot agent name sent (each number
@@ -24,7 +25,7 @@ func (n *testNet) sentBy(t *testing.T, name string) *metrics.Snapshot {
 		for _, f := range l.sent {
 			if f.Kind == KindSnapshot && !seen[f.Seq] {
 				seen[f.Seq] = true
-				if _, err := metrics.MergeEncoded(unsealed(f), out); err != nil {
+				if _, err := wire.MergeEncoded(unsealed(f), out); err != nil {
 					t.Fatal(err)
 				}
 			}

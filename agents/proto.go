@@ -22,7 +22,7 @@ const (
 	KindHello                     // agent → coordinator: its answer and its own nonce (Hello)
 	KindWelcome                   // coordinator → agent: the coordinator's answer (Welcome)
 	KindRefused                   // either way: why the other side is not trusted; the stream ends
-	KindSnapshot                  // agent → coordinator: a drained snapshot, Seq numbered (metrics.AppendSnapshot)
+	KindSnapshot                  // agent → coordinator: a drained snapshot, Seq numbered (wire.AppendSnapshot)
 	KindAck                       // coordinator → agent: snapshots (and a numbered Done) up to Seq are merged
 	KindPart                      // either way, after the handshake: the first part of a longer frame's body (seal.go)
 )

@@ -17,6 +17,7 @@ import (
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/metrics/wire"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
 )
@@ -187,7 +188,7 @@ func (n *testNet) sent() *metrics.Snapshot {
 			for _, f := range l.sent {
 				if f.Kind == KindSnapshot && !seen[f.Seq] {
 					seen[f.Seq] = true
-					if _, err := metrics.MergeEncoded(unsealed(f), out); err != nil {
+					if _, err := wire.MergeEncoded(unsealed(f), out); err != nil {
 						n.t.Fatal(err)
 					}
 				}

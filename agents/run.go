@@ -16,7 +16,7 @@ import (
 //	coordinator → agent   start {the scenario and its files, the run's options}
 //	agent → coordinator   status {users, ready, ...}, once a second and once started
 //	coordinator → agent   flush {n}, at each tick of the run's clock
-//	agent → coordinator   snapshot #seq (metrics.AppendSnapshot), metrics (if Start.Metrics), status {flushed: n}
+//	agent → coordinator   snapshot #seq (wire.AppendSnapshot), metrics (if Start.Metrics), status {flushed: n}
 //	coordinator → agent   ack #seq; users {n} whenever the agent's share changes
 //	coordinator → agent   open {its share of the pool}, in the open model: once, then again when it grows
 //	coordinator → agent   pacer {the schedule, its share of the arrivals}, in the open model: at each

@@ -17,10 +17,10 @@ const LateArrival = 10 * time.Millisecond
 // count either way).
 func (s *Stat) Above(d time.Duration) int64 {
 	us := d.Microseconds()
-	if b := s.sparse(); b != nil {
+	if b := s.Sparse(); b != nil {
 		var above int64
 		for v, n := range b.ForEachBucket {
-			if bucketValue(bucketIndex(v)+1)-1 > us { // the bucket's highest value
+			if BucketValue(BucketIndex(v)+1)-1 > us { // the bucket's highest value
 				above += n
 			}
 		}

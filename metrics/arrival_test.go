@@ -45,7 +45,7 @@ func TestIntendedSamplesKeepTheirServiceTime(t *testing.T) {
 		t.Errorf("merged twice: %+v", got)
 	}
 	m.Reset()
-	if m.Service.Requests["GET /"].counted() {
+	if m.Service.Requests["GET /"].Counted() {
 		t.Errorf("Reset left service times")
 	}
 }

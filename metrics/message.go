@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -28,16 +29,16 @@ import (
 // Everything else stays as written: a status ("status 503"), a line of
 // the scenario ("chat.star:42: ..."), a limit. Counts are exact.
 
-// maxParts is how many varying parts of one message are taken out; the
+// MaxParts is how many varying parts of one message are taken out; the
 // numbers after them stay in its text.
-const maxParts = 4
+const MaxParts = 4
 
 // MessageKind is one kind of error message: how many times it happened
 // and the range of each part taken out of its text.
 type MessageKind struct {
 	Count int64
 	n     uint8              // parts in use
-	parts [maxParts][2]int64 // lowest and highest value of each part: nanoseconds or bytes
+	parts [MaxParts][2]int64 // lowest and highest value of each part: nanoseconds or bytes
 }
 
 // Placeholders in a kind's key. The key is the message's text with each
@@ -63,8 +64,22 @@ func (k *MessageKind) add(n int64, v []int64) {
 	k.Count += n
 }
 
-// merge adds o, a kind with the same key, into k.
-func (k *MessageKind) merge(o MessageKind) {
+// NewMessageKind is a kind of count messages whose parts ranged over
+// parts, each [lowest, highest], of which it keeps the first MaxParts: a
+// kind read back from its Parts (the wire format).
+func NewMessageKind(count int64, parts [][2]int64) MessageKind {
+	k := MessageKind{Count: count, n: uint8(min(len(parts), MaxParts))}
+	copy(k.parts[:], parts)
+	return k
+}
+
+// Parts is the range of each part taken out of k's messages, [lowest,
+// highest] in nanoseconds or bytes, in the order of its key's
+// placeholders. Not to be written to.
+func (k *MessageKind) Parts() [][2]int64 { return k.parts[:k.n] }
+
+// Merge adds o, a kind with the same key, into k.
+func (k *MessageKind) Merge(o MessageKind) {
 	if o.Count == 0 {
 		return
 	}
@@ -128,10 +143,10 @@ func roundDuration(d time.Duration) time.Duration {
 // messageKind returns the key of msg's kind and the values of the parts
 // taken out of it, into vals. A message with no such part is its own key
 // (no allocation).
-func messageKind(msg string, vals *[maxParts]int64) (key string, n int) {
+func messageKind(msg string, vals *[MaxParts]int64) (key string, n int) {
 	var b strings.Builder
 	done := 0 // msg[:done] is in b
-	for i := 0; i < len(msg) && n < maxParts; i++ {
+	for i := 0; i < len(msg) && n < MaxParts; i++ {
 		c := msg[i]
 		switch {
 		case c == ':' && i > 0:
@@ -251,4 +266,13 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // (µ), which a duration or count must not touch.
 func isWordByte(c byte) bool {
 	return isDigit(c) || c == '.' || c == '_' || c >= 0x80 || (c|0x20 >= 'a' && c|0x20 <= 'z')
+}
+
+// addCount adds n >= 0 to c >= 0, stopping at math.MaxInt64: kinds merged
+// from the wire may hold any count.
+func addCount(c, n int64) int64 {
+	if n > math.MaxInt64-c {
+		return math.MaxInt64
+	}
+	return c + n
 }

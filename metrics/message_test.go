@@ -107,7 +107,7 @@ func TestMessageKindsMergeExactly(t *testing.T) {
 }
 
 func TestMessageKindsAreBoundedWithTheirCounts(t *testing.T) {
-	// Past maxMessages kinds the rest go to "other"; a merge of two such
+	// Past MaxMessages kinds the rest go to "other"; a merge of two such
 	// Stats keeps every count.
 	a, b := NewStat(), NewStat()
 	for i := range 30 {
@@ -119,8 +119,8 @@ func TestMessageKindsAreBoundedWithTheirCounts(t *testing.T) {
 	for _, n := range a.MessageCounts() {
 		total += n
 	}
-	if total != 60 || len(a.Messages) != maxMessages+1 {
-		t.Errorf("%d kinds holding %d messages, want %d kinds holding 60", len(a.Messages), total, maxMessages+1)
+	if total != 60 || len(a.Messages) != MaxMessages+1 {
+		t.Errorf("%d kinds holding %d messages, want %d kinds holding 60", len(a.Messages), total, MaxMessages+1)
 	}
 }
 

@@ -176,7 +176,7 @@ func (p *Prom) addSocketMetrics() {
 	}, []string{"name"})
 }
 
-// types admits message types per connection name up to maxTypes, as the
+// types admits message types per connection name up to MaxTypes, as the
 // shards do, so a type_field of ids cannot make a series per message.
 type types struct {
 	mu sync.Mutex
@@ -194,7 +194,7 @@ func (t *types) admit(name, typ string) string {
 		seen = map[string]bool{}
 		t.m[name] = seen
 	}
-	if !seen[typ] && len(seen) >= maxTypes {
+	if !seen[typ] && len(seen) >= MaxTypes {
 		return OtherType
 	}
 	seen[typ] = true

@@ -56,8 +56,7 @@ func NewSnapshot() *Snapshot {
 		Deliveries: map[string]*Stat{}, Sockets: map[string]*SocketStat{}, Arrivals: map[string]*Stat{}}
 }
 
-// statKinds are the kinds kept as Stats, each in a table of its own, in
-// the order of the wire format.
+// statKinds are the kinds kept as Stats, each in a table of its own.
 var statKinds = [...]Kind{Request, Action, Poll, Delivery, Arrival}
 
 // isSocket reports whether k is one of a WebSocket's kinds (SocketStat).
@@ -181,7 +180,7 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 	for _, k := range statKinds {
 		dst := s.table(k)
 		for name, st := range o.table(k) {
-			if !st.counted() {
+			if !st.Counted() {
 				continue
 			}
 			d := dst[name]
@@ -193,7 +192,7 @@ func (s *Snapshot) mergeStats(o *Snapshot) {
 		}
 	}
 	for name, st := range o.Sockets {
-		if st.empty() {
+		if st.Empty() {
 			continue
 		}
 		d := s.Sockets[name]
@@ -271,7 +270,7 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 	t := s.table(k)
 	out := make([]Summary, 0, len(t))
 	for _, name := range Names(t) {
-		if st := t[name]; st.counted() {
+		if st := t[name]; st.Counted() {
 			out = append(out, st.Summarize(name, window))
 		}
 	}
@@ -283,7 +282,7 @@ func (s *Snapshot) Summaries(k Kind, window time.Duration) []Summary {
 func (s *Snapshot) SocketSummaries(window time.Duration) []SocketSummary {
 	names := make([]string, 0, len(s.Sockets))
 	for name, st := range s.Sockets {
-		if !st.empty() {
+		if !st.Empty() {
 			names = append(names, name)
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// maxTypes bounds the message types counted per connection name; the rest
+// MaxTypes bounds the message types counted per connection name; the rest
 // are counted under OtherType. A type_field whose values are ids would
 // otherwise make a series per message.
-const maxTypes = 50
+const MaxTypes = 50
 
-// OtherType is where message types beyond maxTypes are counted.
+// OtherType is where message types beyond MaxTypes are counted.
 const OtherType = "(other types)"
 
 // Flow counts messages and their bytes.
@@ -45,17 +45,17 @@ func NewSocketStat() *SocketStat {
 
 // flow adds n messages of b bytes of type typ into m.
 func flow(m map[string]*Flow, typ string, n, b int64) {
-	f := flowOf(m, typ)
+	f := FlowOf(m, typ)
 	f.Messages += n
 	f.Bytes += b
 }
 
-// flowOf returns the Flow of type typ in m, made if need be, or
-// OtherType's once m holds maxTypes types.
-func flowOf(m map[string]*Flow, typ string) *Flow {
+// FlowOf returns the Flow of type typ in m, made if need be, or
+// OtherType's once m holds MaxTypes types.
+func FlowOf(m map[string]*Flow, typ string) *Flow {
 	f := m[typ]
 	if f == nil {
-		if len(m) >= maxTypes {
+		if len(m) >= MaxTypes {
 			typ = OtherType
 			f = m[typ]
 		}
@@ -97,10 +97,10 @@ func (s *SocketStat) reason(why string, n int64) {
 	if why == "" {
 		why = "closed abnormally"
 	}
-	var vals [maxParts]int64
+	var vals [MaxParts]int64
 	key, parts := messageKind(why, &vals)
 	k, ok := s.Reasons[key]
-	if !ok && len(s.Reasons) >= maxMessages {
+	if !ok && len(s.Reasons) >= MaxMessages {
 		key, parts = "other", 0
 		k = s.Reasons[key]
 	}
@@ -124,19 +124,19 @@ func (s *SocketStat) Merge(o *SocketStat) {
 		flow(s.Out, t, f.Messages, f.Bytes)
 	}
 	for key, k := range o.Reasons {
-		s.mergeReason(key, k)
+		s.MergeReason(key, k)
 	}
 }
 
-// mergeReason adds k, the abnormal closes stored under key in another
+// MergeReason adds k, the abnormal closes stored under key in another
 // SocketStat, into s.
-func (s *SocketStat) mergeReason(key string, k MessageKind) {
+func (s *SocketStat) MergeReason(key string, k MessageKind) {
 	d, ok := s.Reasons[key]
-	if !ok && len(s.Reasons) >= maxMessages {
+	if !ok && len(s.Reasons) >= MaxMessages {
 		key, k = "other", MessageKind{Count: k.Count}
 		d = s.Reasons[key]
 	}
-	d.merge(k)
+	d.Merge(k)
 	s.Reasons[key] = d
 }
 
@@ -148,8 +148,8 @@ func (s *SocketStat) Reset() {
 	clear(s.Reasons)
 }
 
-// empty reports whether s counted nothing.
-func (s *SocketStat) empty() bool {
+// Empty reports whether s counted nothing.
+func (s *SocketStat) Empty() bool {
 	return s.Opened == 0 && s.Closed == 0 && s.Reconnects == 0 && s.Gaps == 0 && s.Dropped == 0 && len(s.In) == 0 && len(s.Out) == 0
 }
 

@@ -91,12 +91,12 @@ func TestConnectedKindsMergeExactly(t *testing.T) {
 
 func TestMessageTypesAreBounded(t *testing.T) {
 	s := NewSnapshot()
-	for i := range maxTypes + 20 {
+	for i := range MaxTypes + 20 {
 		s.Add(&Sample{Kind: MessageIn, Name: "ws", Type: fmt.Sprint("id-", i), BytesIn: 1})
 	}
 	in := s.Sockets["ws"].In
-	if len(in) != maxTypes+1 || in[OtherType] == nil || in[OtherType].Messages != 20 {
-		t.Errorf("%d types, other %+v; want %d and 20 under %q", len(in), in[OtherType], maxTypes+1, OtherType)
+	if len(in) != MaxTypes+1 || in[OtherType] == nil || in[OtherType].Messages != 20 {
+		t.Errorf("%d types, other %+v; want %d and 20 under %q", len(in), in[OtherType], MaxTypes+1, OtherType)
 	}
 }
 

@@ -159,9 +159,9 @@ const (
 // PhaseNames are the phases' names in results.
 var PhaseNames = [NumPhases]string{"dns", "connect", "tls", "wait", "receive"}
 
-// maxMessages bounds the kinds of error messages kept per name (see
+// MaxMessages bounds the kinds of error messages kept per name (see
 // MessageKind); the rest are counted under "other".
-const maxMessages = 20
+const MaxMessages = 20
 
 // Stat accumulates samples of one name. It is not safe for concurrent use;
 // shards guard theirs with a lock.
@@ -180,7 +180,7 @@ type Stat struct {
 	// their latency is the scenario's code alone, no server's.
 	NoRequest int64
 	// Messages counts error messages by kind (message.go), keyed by the
-	// kind's key: at most maxMessages kinds plus "other". MessageCounts
+	// kind's key: at most MaxMessages kinds plus "other". MessageCounts
 	// shows them.
 	Messages map[string]MessageKind
 
@@ -193,7 +193,7 @@ type Stat struct {
 	// would do for every name every second (Reset alone was 3% of a chat
 	// run's CPU at 2,000 users). Past maxSparse buckets, or once Hist is
 	// asked for, s is dense: hist holds every value, and buckets too while
-	// they fit (sparse tells), until Reset.
+	// they fit (Sparse tells), until Reset.
 	hist    *hdr.Histogram
 	dense   bool
 	buckets *hdr.PackedHistogram
@@ -226,10 +226,12 @@ func (s *Stat) Hist() *hdr.Histogram {
 	return s.hist
 }
 
-// sparse returns s.buckets if it holds every value of s's histogram, or
-// nil: a Stat past maxSparse buckets, or whose Hist was written to
-// directly, holds more values in Hist.
-func (s *Stat) sparse() *hdr.PackedHistogram {
+// Sparse returns the non-empty buckets of s's histogram, by value, if
+// they hold every value of it, or nil: a Stat past maxSparse buckets, or
+// whose Hist was written to directly, holds more values in Hist. The wire
+// format encodes them without going through Hist's 23,552 counts. Not to
+// be written to.
+func (s *Stat) Sparse() *hdr.PackedHistogram {
 	if s.buckets == nil || s.dense && s.buckets.TotalCount() != s.hist.TotalCount() {
 		return nil
 	}
@@ -248,7 +250,7 @@ func (s *Stat) figures() interface {
 	ValueAtPercentile(float64) int64
 	Max() int64
 } {
-	if b := s.sparse(); b != nil {
+	if b := s.Sparse(); b != nil {
 		return b
 	}
 	return s.Hist()
@@ -290,7 +292,7 @@ func (s *Stat) Add(x *Sample) {
 		s.NoRequest++
 	}
 	if x.Message != "" {
-		var vals [maxParts]int64
+		var vals [MaxParts]int64
 		key, n := messageKind(x.Message, &vals)
 		k := s.kind(&key)
 		if key == "other" {
@@ -307,7 +309,7 @@ func (s *Stat) addTime(d time.Duration) {
 	us := min(max(d.Microseconds(), LowestMicros), HighestMicros)
 	s.makeRoom()
 	if s.dense {
-		b := s.sparse()
+		b := s.Sparse()
 		_ = s.hist.RecordValue(us) // in range by construction
 		if b != nil && b.Populated() < maxSparse {
 			_ = b.RecordValue(us)
@@ -319,10 +321,10 @@ func (s *Stat) addTime(d time.Duration) {
 }
 
 // kind returns the kind stored under *key, which it first changes to
-// "other" when s holds maxMessages kinds and not this one.
+// "other" when s holds MaxMessages kinds and not this one.
 func (s *Stat) kind(key *string) MessageKind {
 	k, ok := s.Messages[*key]
-	if !ok && len(s.Messages) >= maxMessages {
+	if !ok && len(s.Messages) >= MaxMessages {
 		*key = "other"
 		return s.Messages["other"]
 	}
@@ -344,7 +346,7 @@ func (s *Stat) MessageCounts() map[string]int64 {
 
 // Merge adds o into s exactly.
 func (s *Stat) Merge(o *Stat) {
-	sb, ob := s.sparse(), o.sparse()
+	sb, ob := s.Sparse(), o.Sparse()
 	switch {
 	case ob == nil:
 		s.Hist().Merge(o.Hist()) // leaves sb behind
@@ -370,23 +372,43 @@ func (s *Stat) Merge(o *Stat) {
 	s.HTTP2 += o.HTTP2
 	s.NoRequest += o.NoRequest
 	for key, k := range o.Messages {
-		s.mergeMessage(key, k)
+		s.MergeMessage(key, k)
 	}
 }
 
-// mergeMessage adds o, the kind of error message stored under key in
+// MergeMessage adds o, the kind of error message stored under key in
 // another Stat, into s.
-func (s *Stat) mergeMessage(key string, o MessageKind) {
+func (s *Stat) MergeMessage(key string, o MessageKind) {
 	k := s.kind(&key)
 	if key == "other" { // its parts have no place in "other"
 		o = MessageKind{Count: o.Count}
 	}
-	k.merge(o)
+	k.Merge(o)
 	s.Messages[key] = k
 }
 
-// counted reports whether s counted any sample, whatever its outcome.
-func (s *Stat) counted() bool { return s.Count > 0 || s.Canceled > 0 || s.Dropped > 0 }
+// RecordBuckets adds counts of values, each a [value µs, count] pair in
+// NewHistogram's range, into s's histogram and nothing else (not Count):
+// into its sparse buckets while they hold every value and have room, as
+// Add does (a coordinator's second of a few agents and names stays
+// sparse, and its Reset cheap). It is how a histogram read bucket by
+// bucket (the wire format) is merged into s. A count that would take the
+// total past math.MaxInt64 is dropped, as Histogram.Merge drops it.
+func (s *Stat) RecordBuckets(buckets [][2]int64) {
+	for i, b := range buckets {
+		s.makeRoom()
+		if s.dense {
+			for _, r := range buckets[i:] {
+				_ = s.hist.RecordValues(r[0], r[1]) // buckets left behind: Sparse tells
+			}
+			return
+		}
+		_ = s.buckets.RecordValues(b[0], b[1])
+	}
+}
+
+// Counted reports whether s counted any sample, whatever its outcome.
+func (s *Stat) Counted() bool { return s.Count > 0 || s.Canceled > 0 || s.Dropped > 0 }
 
 // Reset empties s, keeping its memory.
 func (s *Stat) Reset() {

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"encoding/binary"
 	"math"
 	"slices"
 	"time"
@@ -11,10 +10,10 @@ import (
 // the clock.
 const SlotWidth = 10 * time.Millisecond
 
-// maxSlotAge bounds how far back a Wakes keeps its slots once it holds
+// MaxSlotAge bounds how far back a Wakes keeps its slots once it holds
 // many: 3 s of the clock before its newest. Burstiness is a figure of one
 // second (Wakes.Seal); what a run or a level keeps of it is its Peak.
-const maxSlotAge = 300
+const MaxSlotAge = 300
 
 // Wakes is the generator's own schedule over a window: every start it
 // scheduled (a closed-model user's think time ending, an open-model
@@ -71,7 +70,7 @@ func (w *Wakes) add(want, at time.Time) {
 }
 
 // Merge adds o's starts into w. Past a few seconds of slots, those older
-// than maxSlotAge before the newest are let go: their seconds are in
+// than MaxSlotAge before the newest are let go: their seconds are in
 // Peak already.
 func (w *Wakes) Merge(o *Wakes) {
 	w.Late.Merge(o.Late)
@@ -84,12 +83,12 @@ func (w *Wakes) Merge(o *Wakes) {
 		newest = max(newest, k)
 	}
 	w.Peak = w.Peak.worst(o.Peak)
-	if len(w.Slots) > 2*maxSlotAge {
+	if len(w.Slots) > 2*MaxSlotAge {
 		for k := range w.Slots {
 			newest = max(newest, k)
 		}
 		for k := range w.Slots {
-			if k < newest-maxSlotAge {
+			if k < newest-MaxSlotAge {
 				delete(w.Slots, k)
 			}
 		}
@@ -182,7 +181,7 @@ func PoissonMax(mu float64, n int) int64 {
 // PoissonBound is the least count k that any of n windows reaches with
 // probability at most p (a union bound: n·P(X >= k) <= p, X Poisson of
 // mean mu): past it, the busiest window is not chance at that rate. The
-// untrue-load rule judges a window's starts by it (result.Untrue). Pure;
+// untrue-load rule judges a window's starts by it (analysis.Untrue). Pure;
 // 0 for mu <= 0 or n <= 0; p in (0, 1).
 func PoissonBound(mu float64, n int, p float64) int64 {
 	if mu <= 0 || n <= 0 {
@@ -200,93 +199,5 @@ func PoissonBound(mu float64, n int, p float64) int64 {
 		}
 		above -= pk
 		pk *= mu / float64(k+1)
-	}
-}
-
-// wakeName is the name Wakes.Late travels under on the wire.
-const wakeName = "wake"
-
-// maxWireSlots bounds the slots of one encoded snapshot: a second's
-// starts fall in about a hundred, their intended times in a few more.
-const maxWireSlots = 4 * maxSlotAge
-
-func (e *encoder) wakes(w *Wakes) {
-	if w == nil || !w.Late.counted() {
-		e.b = append(e.b, 0)
-		return
-	}
-	e.b = append(e.b, 1)
-	e.stats(map[string]*Stat{wakeName: w.Late})
-	keys := make([]int64, 0, len(w.Slots))
-	for k := range w.Slots {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	if len(keys) > maxWireSlots { // the newest: the second being sent
-		keys = keys[len(keys)-maxWireSlots:]
-	}
-	e.uvarint(uint64(len(keys)))
-	for i, k := range keys {
-		if i == 0 {
-			e.b = binary.AppendVarint(e.b, k)
-		} else {
-			e.uvarint(uint64(k - keys[i-1]))
-		}
-		c := w.Slots[k]
-		e.uvarint(uint64(c[0]))
-		e.uvarint(uint64(c[1]))
-	}
-}
-
-// wakes reads the wakes of every decoder of m and merges them into into's,
-// if into is not nil.
-func (m *merger) wakes(into *Snapshot) {
-	with := m.flagged("wakes")
-	if len(with) == 0 {
-		return
-	}
-	var w *Wakes
-	if into != nil {
-		w = into.wakes()
-	}
-	m.byName(with, "wake names", func(name []byte, at []*decoder) {
-		var st *Stat
-		if w != nil {
-			st = w.Late
-		}
-		for _, d := range at {
-			if string(name) != wakeName {
-				d.fail("wakes named %q, not %q", name, wakeName)
-				return
-			}
-			d.stat(st, name, m.sum)
-		}
-		if st != nil && m.sum != nil {
-			m.sum.recordInto(st.Hist())
-		}
-	})
-	for _, d := range with {
-		n := d.length(maxWireSlots, "slots")
-		var k int64
-		for i := range n {
-			if i == 0 {
-				k = d.varint()
-			} else {
-				gap := d.uvarint()
-				if gap == 0 || gap > 1<<40 {
-					d.fail("slot gap %d", gap)
-				}
-				k += int64(gap)
-			}
-			a, meant := d.count(), d.count()
-			if d.err != nil {
-				return
-			}
-			if w != nil {
-				c := w.Slots[k]
-				c[0], c[1] = addCount(c[0], a), addCount(c[1], meant)
-				w.Slots[k] = c
-			}
-		}
 	}
 }

@@ -61,7 +61,7 @@ func TestWakesKeepAFewSecondsOfSlots(t *testing.T) {
 		sec.Seal(time.Second)
 		all.Merge(sec)
 	}
-	if len(all.Slots) > 2*maxSlotAge+100 || all.Late.Count != 6000 || all.Peak.Max10 != 1 || all.Peak.Max100 != 10 {
+	if len(all.Slots) > 2*MaxSlotAge+100 || all.Late.Count != 6000 || all.Peak.Max10 != 1 || all.Peak.Max100 != 10 {
 		t.Errorf("%d slots, %d starts, peak %+v", len(all.Slots), all.Late.Count, all.Peak)
 	}
 }

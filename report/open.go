@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -97,12 +98,12 @@ func openBlocks(r *result.Result) []Block {
 // level where it happened.
 func omissionBlocks(r *result.Result) []Block {
 	var items []string
-	if w := r.Omission.Warning(); w != "" {
+	if w := analysis.OmissionWarning(r.Omission); w != "" {
 		items = append(items, strings.ToUpper(w[:1])+w[1:]+".")
 	}
 	if r.Step != nil {
 		for _, l := range r.Step.Levels {
-			if w := l.Omission.Warning(); w != "" {
+			if w := analysis.OmissionWarning(l.Omission); w != "" {
 				items = append(items, fmt.Sprintf("At %s, %s.", result.Amount(float64(l.Users), r.Step.Unit), w))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
@@ -211,7 +212,7 @@ func errorBlocks(r *result.Result) []Block {
 // true its schedule was.
 func generatorText(g result.Generator) string {
 	s := fmt.Sprintf("%s, %d cores: CPU %s%% of a core, peak RSS %s MB, %d late wake-ups.", g.Host, g.GOMAXPROCS, num(g.CPUPercent), num(g.PeakRSSMB), g.LateWakeups)
-	if line := result.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
+	if line := analysis.ScheduleLine(g.Lateness, g.Burstiness); line != "" {
 		s += " Its schedule: " + line + "."
 	}
 	return s

@@ -124,7 +124,7 @@ type Level struct {
 	Burstiness *Burstiness `json:"burstiness,omitempty"`
 	// KeptOut counts the evaluations that fired while the checks' windows
 	// saw load the generator did not mean to send (its starts late or
-	// bunched: Untrue says how): kept out of the verdict, not blamed on
+	// bunched: analysis.Untrue says how): kept out of the verdict, not blamed on
 	// the target.
 	KeptOut int    `json:"kept_out,omitempty"`
 	Untrue  string `json:"untrue,omitempty"`

@@ -72,9 +72,9 @@ type Result struct {
 	// connect, tls, wait, receive), per request name.
 	Phases Phases `json:"phases,omitempty"`
 	// Omission, of the closed model: what the window's actions say of
-	// stalls that held users up (coordinated omission, omission.go); nil
-	// when the users have no think time. A ceiling's is at the supported
-	// users.
+	// stalls that held users up (coordinated omission, analysis.OmissionOf);
+	// nil when the users have no think time. A ceiling's is at the
+	// supported users.
 	Omission *Omission `json:"coordinated_omission,omitempty"`
 	// Setup is what users' setups did over the whole run (requests,
 	// failures, time to set up), in no other figure; nil when no user
@@ -193,7 +193,7 @@ type Generator struct {
 	Lateness   *Lateness   `json:"lateness,omitempty"`
 	Burstiness *Burstiness `json:"burstiness,omitempty"`
 	// Untrue says why the load was not what headroom meant to send
-	// (Untrue), when it was not.
+	// (analysis.Untrue), when it was not.
 	Untrue string `json:"untrue,omitempty"`
 }
 

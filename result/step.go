@@ -69,7 +69,7 @@ type StepLevel struct {
 	Arrivals     *Arrivals     `json:"arrivals,omitempty"`
 	ServiceTimes *ServiceTimes `json:"service_time,omitempty"`
 	// The generator's figures over the held window; Untrue says why the
-	// load it applied was not what it meant to send (Untrue), and such a
+	// load it applied was not what it meant to send (analysis.Untrue), and such a
 	// level is left out of the knee.
 	Lateness   *Lateness   `json:"lateness,omitempty"`
 	Burstiness *Burstiness `json:"burstiness,omitempty"`

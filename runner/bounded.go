@@ -13,6 +13,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
@@ -319,7 +320,7 @@ func (r *boundedRun) finishWindow(status string) {
 	if r.Open != nil {
 		r.finishOpen(win)
 	} else {
-		res.Omission = result.OmissionOf(steady, meanThink(s.c.Scenario))
+		res.Omission = analysis.OmissionOf(steady, meanThink(s.c.Scenario))
 	}
 	if note := s.generator(steady); note != "" {
 		res.Notes = append(res.Notes, note)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
@@ -520,7 +521,7 @@ func (r *ceilingRun) finishSearch(status string) *metrics.Snapshot {
 		res.Arrivals = result.ArrivalsOf(snap, win, est.Value)
 		res.ServiceTimes = result.ServiceTimesOf(snap, win)
 	} else {
-		res.Omission = result.OmissionOf(snap, meanThink(s.c.Scenario))
+		res.Omission = analysis.OmissionOf(snap, meanThink(s.c.Scenario))
 		res.Config.Users = int(est.Value)
 	}
 	res.Notes = s.notes()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/headroom-dev/headroom/analysis"
 )
 
 // freezing answers at once, but for the last freeze of every period from
@@ -39,7 +41,7 @@ think_time = think.constant("100ms")
 		}
 		res := run(t, &Bounded{Common: Common{Scenario: load(t, sc), Target: serve(t, h)}, Users: 20, Duration: d})
 		o := res.Omission
-		if o == nil || o.Warn != frozen || (o.Warning() != "") != frozen {
+		if o == nil || o.Warn != frozen || (analysis.OmissionWarning(o) != "") != frozen {
 			t.Fatalf("frozen %v: %+v", frozen, o)
 		}
 		t.Logf("frozen %v: %d actions, %d stalled (longest %.0f ms), %d hidden (%.1f%%)", frozen, o.Actions, o.Stalled, o.MaxMs, o.Hidden, o.HiddenPct)
@@ -52,7 +54,7 @@ think_time = think.constant("100ms")
 		if o.Stalled < 15 || o.Stalled > 45 || o.HiddenPct < 10 || o.HiddenPct > 35 {
 			t.Errorf("%d stalled, %.1f%% hidden; want the ~20 stuck users of one freeze hiding ~20%%", o.Stalled, o.HiddenPct)
 		}
-		if w := o.Warning(); !strings.Contains(w, "--rate") || !strings.Contains(w, "coordinated omission") {
+		if w := analysis.OmissionWarning(o); !strings.Contains(w, "--rate") || !strings.Contains(w, "coordinated omission") {
 			t.Errorf("the warning does not point to the open model: %s", w)
 		}
 	}

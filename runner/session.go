@@ -16,6 +16,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
@@ -165,7 +166,7 @@ type session struct {
 	all      *metrics.Snapshot // the whole run
 	scratch  *metrics.Stat
 	// think is the scenario's mean think time, the scale the generator's
-	// lateness is judged on (result.Untrue); 0 in the open model.
+	// lateness is judged on (analysis.Untrue); 0 in the open model.
 	think time.Duration
 	// degraded holds the seconds a fleet of agents said were degraded
 	// (Fleet.Degraded), kept out of the runners' figures; degradedS is
@@ -425,7 +426,7 @@ func (s *session) stop() {
 // generator fills the generator figures and returns a note when the
 // generator may have been the bottleneck: its CPU near saturation, or the
 // load of judged (the window the run's figures come from) not what it
-// meant to send, its starts late or bunched (result.Untrue). Its
+// meant to send, its starts late or bunched (analysis.Untrue). Its
 // lateness and burstiness are the whole run's.
 func (s *session) generator(judged *metrics.Snapshot) string {
 	g := &s.res.Generator
@@ -439,7 +440,7 @@ func (s *session) generator(judged *metrics.Snapshot) string {
 	g.Lateness, g.Burstiness = result.LatenessOf(s.all.Wakes), result.BurstinessOf(s.all.Wakes)
 	g.Untrue = ""
 	if judged != nil {
-		g.Untrue = result.Untrue(result.LatenessOf(judged.Wakes), result.BurstinessOf(judged.Wakes), s.think)
+		g.Untrue = analysis.Untrue(result.LatenessOf(judged.Wakes), result.BurstinessOf(judged.Wakes), s.think)
 	}
 	var notes []string
 	if g.Untrue != "" {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
@@ -16,7 +17,7 @@ import (
 // Step configures a step run: each level's user count in turn, held for
 // Hold once every user of the level has finished setup and Settle has
 // passed. Setup and settling are excluded from every figure; the result
-// has one table per level and the knee (result.FindKnee).
+// has one table per level and the knee (analysis.FindKnee).
 type Step struct {
 	Common
 	Levels []int         // user counts, increasing, each at least 1; see CheckLevels
@@ -31,7 +32,7 @@ type Step struct {
 	// once the last of them has started; past it the run stops there, with
 	// the levels held so far. Default 1 minute.
 	SetupTimeout time.Duration
-	Rule         result.KneeRule // zero: result.DefaultKneeRule()
+	Rule         result.KneeRule // zero: analysis.DefaultKneeRule()
 	// Open, if set, makes it step --rates: Levels are arrival rates
 	// (whole arrivals per second), each a constant rate on one pool of
 	// users set up before the first level; RampRate does not apply.
@@ -111,7 +112,7 @@ func (st *Step) Run(ctx context.Context) (*result.Result, error) {
 	}
 	rule := st.Rule
 	if rule == (result.KneeRule{}) {
-		rule = result.DefaultKneeRule()
+		rule = analysis.DefaultKneeRule()
 	}
 	s, err := st.open(ctx, "step")
 	if err != nil {
@@ -349,7 +350,7 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 			added = int64(r.Open.PreUsers)
 		}
 	} else {
-		out.Omission = result.OmissionOf(l.snap, meanThink(r.s.c.Scenario))
+		out.Omission = analysis.OmissionOf(l.snap, meanThink(r.s.c.Scenario))
 	}
 	if !l.settle.IsZero() && added > 0 {
 		out.Setup = setupOf(l.setup, added, l.settle.Sub(l.start))
@@ -361,7 +362,7 @@ func (r *stepRun) summary(l *stepLevel) result.StepLevel {
 		out.GeneratorCPUPercent = 100 * l.cpu.Seconds() / l.held.Seconds()
 	}
 	out.Lateness, out.Burstiness = result.LatenessOf(l.snap.Wakes), result.BurstinessOf(l.snap.Wakes)
-	out.Untrue = result.Untrue(out.Lateness, out.Burstiness, r.s.think)
+	out.Untrue = analysis.Untrue(out.Lateness, out.Burstiness, r.s.think)
 	if r.s.watch != nil && l.held > 0 {
 		out.Server = r.s.watch.Windows(l.from, l.to)
 	}
@@ -389,7 +390,7 @@ func (r *stepRun) finishLevels(status string) {
 		sr.Levels = append(sr.Levels, sl)
 	}
 	res.Window.Seconds = win.Seconds()
-	sr.Knee = result.FindKneeIn(sr.Levels, r.rule, sr.Unit)
+	sr.Knee = analysis.FindKneeIn(sr.Levels, r.rule, sr.Unit)
 	if len(sr.Levels) > 0 {
 		r.s.server(from, to) // from the first hold to the end of the last: settling in between included
 	}

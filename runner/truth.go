@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
@@ -12,7 +13,7 @@ import (
 
 // truth follows whether the load a search applied was the load it meant
 // to send (issue 28). A second whose starts fired late or bunched
-// (result.Untrue: the generator stalled, on a busy machine or in its
+// (analysis.Untrue: the generator stalled, on a busy machine or in its
 // collector) taints the checks' windows that see it; an evaluation that
 // fired while tainted is kept out of the search, as a degraded second is,
 // and counted at its level with the reason. Evaluations that passed count
@@ -49,7 +50,7 @@ func newTruth(think, window time.Duration) *truth {
 // second takes the generator's figures of the second that ended at now
 // (a sealed snapshot's Wakes, nil if it started nothing).
 func (t *truth) second(now time.Time, w *metrics.Wakes) {
-	if why := result.Untrue(result.LatenessOf(w), result.BurstinessOf(w), t.think); why != "" {
+	if why := analysis.Untrue(result.LatenessOf(w), result.BurstinessOf(w), t.think); why != "" {
 		t.until, t.why = now.Add(t.window), why
 	}
 }
@@ -135,7 +136,7 @@ func (t *truth) drift(ci *result.Ceiling) {
 		}
 		why := l.Untrue
 		if why == "" {
-			why = result.Untrue(l.Lateness, l.Burstiness, t.think)
+			why = analysis.Untrue(l.Lateness, l.Burstiness, t.think)
 		}
 		if why != "" {
 			ci.SupportedUsers.Why += fmt.Sprintf("; the generator's load moved, not necessarily the target's capacity: at %s %s",

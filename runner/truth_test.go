@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
@@ -98,7 +99,7 @@ func TestUntrue(t *testing.T) {
 		{&result.Lateness{P99Ms: 30}, nil, 100 * time.Millisecond, ""}, // made up on the next pause
 		{nil, &result.Burstiness{Max10ms: 12, Meant10ms: 8, Max100ms: 62, Meant100ms: 38}, time.Second, "62 in one 100 ms"},
 	} {
-		got := result.Untrue(c.l, c.b, c.think)
+		got := analysis.Untrue(c.l, c.b, c.think)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("Untrue(%+v, %+v, %v) = %q, want %q", c.l, c.b, c.think, got, c.want)
 		}

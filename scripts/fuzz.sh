@@ -4,7 +4,7 @@
 # parser, JSON into Starlark, scenario loading, data.csv files, result and histogram
 # reading, a result directory reported and compared (its profiles among it), check
 # queries, an agent's encoded snapshots (FuzzMergeEncoded,
-# metrics/wire_hostile_test.go). A failing input is written under the package's
+# metrics/wire/hostile_test.go). A failing input is written under the package's
 # testdata/fuzz/ and the script fails; commit the input with the fix so it
 # stays a regression seed (plain `go test` runs every seed).
 #

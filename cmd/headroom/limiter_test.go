@@ -53,6 +53,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -265,7 +266,7 @@ func TestLimiterUnderContention(t *testing.T) {
 	g := r.Generator
 	t.Logf("headroom: %d requests in the %.0f s window, %.1f req/s, %d errors, %d timeouts, statuses %v; generator: %.0f%% of a core, %d late wake-ups, overloaded %v; its schedule: %s",
 		r.Totals.Count, r.Window.Seconds, r.Totals.RPS, r.Totals.Errors, r.Totals.Timeouts, r.Totals.Status, g.CPUPercent, g.LateWakeups, g.Overloaded,
-		result.ScheduleLine(g.Lateness, g.Burstiness))
+		analysis.ScheduleLine(g.Lateness, g.Burstiness))
 	if g.Lateness == nil || g.Lateness.Starts < int64(users)*int64(duration/time.Second) || g.Burstiness == nil {
 		t.Errorf("result.json: generator.lateness %+v, burstiness %+v: want every start counted", g.Lateness, g.Burstiness)
 	}

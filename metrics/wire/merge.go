@@ -1,4 +1,4 @@
-package metrics
+package wire
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/headroom-dev/headroom/metrics"
 )
 
 // MergeEncoded merges the snapshot AppendSnapshot encoded in b into into, a
-// Snapshot made by NewSnapshot, and returns its sequence number. It merges
+// Snapshot made by metrics.NewSnapshot, and returns its sequence number. It merges
 // exactly as into.Merge would the snapshot encoded, without building it:
 // histograms are merged bucket by bucket. into's window widens to cover the
 // snapshot's, and into.Seq becomes the larger of the two.
@@ -23,7 +25,7 @@ import (
 // ~190 KB with its histogram) and the strings it keeps, no more. A count
 // stops at math.MaxInt64 rather than wrap. Not safe for concurrent use
 // with other uses of into.
-func MergeEncoded(b []byte, into *Snapshot) (seq uint64, err error) {
+func MergeEncoded(b []byte, into *metrics.Snapshot) (seq uint64, err error) {
 	seqs, errs := MergeEncodedAll([][]byte{b}, into)
 	return seqs[0], errs[0]
 }
@@ -38,7 +40,7 @@ func MergeEncoded(b []byte, into *Snapshot) (seq uint64, err error) {
 // in order. A coordinator's second, one snapshot from each agent, merges
 // in a fraction of the time it takes one by one (BenchmarkMergeEncoded);
 // it allocates 190 KB for that, once a call.
-func MergeEncodedAll(encs [][]byte, into *Snapshot) (seqs []uint64, errs []error) {
+func MergeEncodedAll(encs [][]byte, into *metrics.Snapshot) (seqs []uint64, errs []error) {
 	seqs, errs = make([]uint64, len(encs)), make([]error, len(encs))
 	var m merger
 	for i, b := range encs {
@@ -72,22 +74,23 @@ type decoder struct {
 
 // snapshot merges m's snapshots into into, if into is not nil, and
 // returns the sequence number of the last.
-func (m *merger) snapshot(into *Snapshot) (seq uint64) {
+func (m *merger) snapshot(into *metrics.Snapshot) (seq uint64) {
 	for _, d := range m.ds {
 		var start, end time.Time
 		seq, start, end = d.header()
 		if into != nil {
-			into.widen(&Snapshot{Start: start, End: end})
+			into.Merge(&metrics.Snapshot{Start: start, End: end}) // a window of no figures: widens into's
 			into.Seq = max(into.Seq, seq)
 		}
 	}
 	m.body(into, m.ds)
 	for _, sub := range [...]struct {
 		what string
-		of   func(*Snapshot) *Snapshot
-	}{{"setup", (*Snapshot).setup}, {"service", (*Snapshot).service}} {
+		of   func(*metrics.Snapshot) *metrics.Snapshot
+	}{{"setup", func(s *metrics.Snapshot) *metrics.Snapshot { return made(&s.Setup) }},
+		{"service", func(s *metrics.Snapshot) *metrics.Snapshot { return made(&s.Service) }}} {
 		if with := m.flagged(sub.what); len(with) > 0 {
-			var s *Snapshot
+			var s *metrics.Snapshot
 			if into != nil {
 				s = sub.of(into)
 			}
@@ -96,17 +99,17 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 	}
 	m.wakes(into)
 	for _, setup := range [...]bool{false, true} {
-		for p := range NumPhases {
+		for p := range metrics.NumPhases {
 			what := phaseFlags[p]
 			if setup {
 				what = setupPhaseFlags[p]
 			}
 			if with := m.flagged(what); len(with) > 0 {
-				var s *Snapshot
+				var s *metrics.Snapshot
 				if into != nil && setup {
-					s = into.setup().phase(Phase(p))
+					s = made(&made(&into.Setup).Phases[p])
 				} else if into != nil {
-					s = into.phase(Phase(p))
+					s = made(&into.Phases[p])
 				}
 				m.body(s, with)
 			}
@@ -120,10 +123,19 @@ func (m *merger) snapshot(into *Snapshot) (seq uint64) {
 	return seq
 }
 
+// made returns the Snapshot *p (into's Setup, Service or a phase), made
+// if need be.
+func made(p **metrics.Snapshot) *metrics.Snapshot {
+	if *p == nil {
+		*p = metrics.NewSnapshot()
+	}
+	return *p
+}
+
 // phaseFlags name the phases' sections in errors.
 var (
-	phaseFlags      = [NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
-	setupPhaseFlags = [NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive"}
+	phaseFlags      = [metrics.NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
+	setupPhaseFlags = [metrics.NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive"}
 )
 
 // flagged reads a flag (0 or 1) from each decoder of m and returns those
@@ -147,8 +159,8 @@ func (d *decoder) header() (seq uint64, start, end time.Time) {
 		d.fail("no snapshot: 0 bytes")
 		return
 	}
-	if v := d.b[0]; v != wireVersion {
-		d.err = fmt.Errorf("metrics: %w: format version %d, this one reads %d", ErrWireVersion, v, wireVersion)
+	if v := d.b[0]; v != formatVersion {
+		d.err = fmt.Errorf("metrics: %w: format version %d, this one reads %d", ErrVersion, v, formatVersion)
 		d.off = len(d.b)
 		return
 	}
@@ -157,17 +169,17 @@ func (d *decoder) header() (seq uint64, start, end time.Time) {
 }
 
 // body merges the tables of ds into s, if s is not nil.
-func (m *merger) body(s *Snapshot, ds []*decoder) {
-	for _, k := range statKinds {
-		var t map[string]*Stat
-		if s != nil {
-			t = s.table(k)
-		}
+func (m *merger) body(s *metrics.Snapshot, ds []*decoder) {
+	var ts [5]map[string]*metrics.Stat
+	if s != nil {
+		ts = tables(s)
+	}
+	for _, t := range ts {
 		m.byName(ds, "names", func(name []byte, at []*decoder) {
-			var st *Stat
+			var st *metrics.Stat
 			if t != nil {
 				if st = t[string(name)]; st == nil {
-					st = NewStat()
+					st = metrics.NewStat()
 					t[string(name)] = st
 				}
 			}
@@ -179,15 +191,15 @@ func (m *merger) body(s *Snapshot, ds []*decoder) {
 			}
 		})
 	}
-	var sockets map[string]*SocketStat
+	var sockets map[string]*metrics.SocketStat
 	if s != nil {
 		sockets = s.Sockets
 	}
 	m.byName(ds, "connection names", func(name []byte, at []*decoder) {
-		var st *SocketStat
+		var st *metrics.SocketStat
 		if sockets != nil {
 			if st = sockets[string(name)]; st == nil {
-				st = NewSocketStat()
+				st = metrics.NewSocketStat()
 				sockets[string(name)] = st
 			}
 		}
@@ -208,7 +220,7 @@ func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at [
 	}
 	cur := make([]cursor, 0, len(ds))
 	for _, d := range ds {
-		if n := d.length(MaxNames+1, what); n > 0 {
+		if n := d.length(metrics.MaxNames+1, what); n > 0 {
 			cur = append(cur, cursor{d, n, d.name(nil, 0)})
 		}
 	}
@@ -246,7 +258,7 @@ func (m *merger) byName(ds []*decoder, what string, merge func(name []byte, at [
 
 // stat reads the entry of a Stat and merges it into st, if st is not nil;
 // its buckets into sum, if sum is not nil, for the caller to record.
-func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
+func (d *decoder) stat(st *metrics.Stat, name []byte, sum *bucketSum) {
 	count, errs, timeouts, canceled, dropped := d.count(), d.count(), d.count(), d.count(), d.count()
 	bytesIn, bytesOut, bodyIn, http2, noRequest := d.count(), d.count(), d.count(), d.count(), d.count()
 	switch {
@@ -259,7 +271,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 		d.fail("%q: %d errors, %d timeouts, %d over HTTP/2 or %d without a request in %d samples", name, errs, timeouts, http2, noRequest, count)
 		return
 	}
-	var merge func(string, MessageKind)
+	var merge func(string, metrics.MessageKind)
 	if st != nil {
 		st.Count, st.Errors = addCount(st.Count, count), addCount(st.Errors, errs)
 		st.Timeouts, st.Canceled = addCount(st.Timeouts, timeouts), addCount(st.Canceled, canceled)
@@ -267,7 +279,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 		st.BytesIn, st.BytesOut = addCount(st.BytesIn, bytesIn), addCount(st.BytesOut, bytesOut)
 		st.BodyIn, st.HTTP2 = addCount(st.BodyIn, bodyIn), addCount(st.HTTP2, http2)
 		st.NoRequest = addCount(st.NoRequest, noRequest)
-		merge = st.mergeMessage
+		merge = st.MergeMessage
 	}
 	d.statuses(st, count)
 	d.kinds(merge, count, "error kinds")
@@ -275,7 +287,7 @@ func (d *decoder) stat(st *Stat, name []byte, sum *bucketSum) {
 }
 
 // statuses reads the counts by status of a Stat of count samples.
-func (d *decoder) statuses(st *Stat, count int64) {
+func (d *decoder) statuses(st *metrics.Stat, count int64) {
 	n := d.length(maxStatuses, "statuses")
 	var sum int64
 	last := -1
@@ -304,8 +316,8 @@ func (d *decoder) statuses(st *Stat, count int64) {
 
 // hist reads the buckets of a histogram of count values and records them
 // into st's, if st is not nil, or adds them to sum, if sum is not nil.
-func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
-	n := d.length(countsLen, "histogram buckets")
+func (d *decoder) hist(st *metrics.Stat, count int64, sum *bucketSum) {
+	n := d.length(metrics.NumBuckets, "histogram buckets")
 	var total int64
 	last := -1
 	// Buckets are recorded a batch at a time, in a loop of nothing else:
@@ -325,8 +337,8 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		switch {
 		case d.err != nil:
 			return
-		case gap >= uint64(countsLen-last-1):
-			d.fail("histogram bucket past the last, %d", countsLen-1)
+		case gap >= uint64(metrics.NumBuckets-last-1):
+			d.fail("histogram bucket past the last, %d", metrics.NumBuckets-1)
 			return
 		case c-1 >= uint64(count-total): // 0 too
 			d.fail("histogram bucket of %d values, in %d samples", c, count)
@@ -339,42 +351,24 @@ func (d *decoder) hist(st *Stat, count int64, sum *bucketSum) {
 		case sum != nil:
 			sum.add(last, int64(c))
 		default:
-			batch[k] = [2]int64{bucketValue(last), int64(c)}
+			batch[k] = [2]int64{metrics.BucketValue(last), int64(c)}
 			if k++; k == len(batch) {
-				st.record(batch[:k])
+				st.RecordBuckets(batch[:k])
 				k = 0
 			}
 		}
 	}
 	if st != nil {
-		st.record(batch[:k])
+		st.RecordBuckets(batch[:k])
 	}
 	if d.err == nil && total != count {
 		d.fail("histogram of %d values, not %d", total, count)
 	}
 }
 
-// record adds counts of values into s's histogram: into its sparse
-// buckets while they hold every value and have room, as Add does (a
-// coordinator's second of a few agents and names stays sparse, and its
-// Reset cheap). An error only if the total would pass math.MaxInt64:
-// dropped, as Histogram.Merge drops it.
-func (s *Stat) record(buckets [][2]int64) {
-	for i, b := range buckets {
-		s.makeRoom()
-		if s.dense {
-			for _, r := range buckets[i:] {
-				_ = s.hist.RecordValues(r[0], r[1]) // buckets left behind: sparse tells
-			}
-			return
-		}
-		_ = s.buckets.RecordValues(b[0], b[1])
-	}
-}
-
 // socket reads the entry of a SocketStat and merges it into st, if st is
 // not nil.
-func (d *decoder) socket(st *SocketStat, name []byte) {
+func (d *decoder) socket(st *metrics.SocketStat, name []byte) {
 	var f [7]int64 // Opened, Closed, Abnormal, Reconnects, Gaps, Missed, Dropped
 	for j := range f {
 		f[j] = d.count()
@@ -383,10 +377,10 @@ func (d *decoder) socket(st *SocketStat, name []byte) {
 		d.fail("%q: %d abnormal closes of %d", name, f[2], f[1])
 		return
 	}
-	var in, out map[string]*Flow
-	var merge func(string, MessageKind)
+	var in, out map[string]*metrics.Flow
+	var merge func(string, metrics.MessageKind)
 	if st != nil {
-		in, out, merge = st.In, st.Out, st.mergeReason
+		in, out, merge = st.In, st.Out, st.MergeReason
 		for j, p := range [...]*int64{&st.Opened, &st.Closed, &st.Abnormal, &st.Reconnects, &st.Gaps, &st.Missed, &st.Dropped} {
 			*p = addCount(*p, f[j])
 		}
@@ -404,8 +398,8 @@ func (d *decoder) socket(st *SocketStat, name []byte) {
 
 // flows reads messages and bytes by type into m, if m is not nil, and
 // returns how many types it read.
-func (d *decoder) flows(m map[string]*Flow) int {
-	n := d.length(maxTypes+1, "message types")
+func (d *decoder) flows(m map[string]*metrics.Flow) int {
+	n := d.length(metrics.MaxTypes+1, "message types")
 	var last []byte
 	for i := range n {
 		typ := d.name(last, i)
@@ -417,7 +411,7 @@ func (d *decoder) flows(m map[string]*Flow) int {
 		if m != nil {
 			f := m[string(typ)]
 			if f == nil {
-				f = flowOf(m, string(typ))
+				f = metrics.FlowOf(m, string(typ))
 			}
 			f.Messages, f.Bytes = addCount(f.Messages, messages), addCount(f.Bytes, size)
 		}
@@ -427,21 +421,22 @@ func (d *decoder) flows(m map[string]*Flow) int {
 
 // kinds reads error kinds (or close reasons) of at most count samples,
 // hands each to merge, if merge is not nil, and returns their sum.
-func (d *decoder) kinds(merge func(key string, k MessageKind), count int64, what string) (sum int64) {
-	n := d.length(maxMessages+1, what)
+func (d *decoder) kinds(merge func(key string, k metrics.MessageKind), count int64, what string) (sum int64) {
+	n := d.length(metrics.MaxMessages+1, what)
 	var last []byte
 	for i := range n {
 		key := d.name(last, i)
 		last = key
-		k := MessageKind{Count: d.count()}
-		parts := d.length(maxParts, "parts")
-		for j := range parts {
-			k.parts[j] = [2]int64{d.varint(), d.varint()}
-			if k.parts[j][0] > k.parts[j][1] {
-				d.fail("%s %q: part %d from %d down to %d", what, key, j, k.parts[j][0], k.parts[j][1])
+		c := d.count()
+		var parts [metrics.MaxParts][2]int64
+		np := d.length(metrics.MaxParts, "parts")
+		for j := range np {
+			parts[j] = [2]int64{d.varint(), d.varint()}
+			if parts[j][0] > parts[j][1] {
+				d.fail("%s %q: part %d from %d down to %d", what, key, j, parts[j][0], parts[j][1])
 			}
 		}
-		k.n = uint8(parts)
+		k := metrics.NewMessageKind(c, parts[:np])
 		switch {
 		case d.err != nil:
 			return 0
@@ -459,7 +454,7 @@ func (d *decoder) kinds(merge func(key string, k MessageKind), count int64, what
 
 // name reads the i-th string of a sorted list, whose last one was last.
 func (d *decoder) name(last []byte, i int) []byte {
-	n := d.length(maxWireString, "bytes in a name")
+	n := d.length(maxString, "bytes in a name")
 	if d.err != nil {
 		return nil
 	}
@@ -566,8 +561,8 @@ func (d *decoder) fail(format string, args ...any) {
 // to record each into the histogram once, in order of index: the counts
 // it touches are then read and written as one stream.
 type bucketSum struct {
-	counts [countsLen]int64
-	used   [countsLen / 64]uint64 // a bit per index of counts
+	counts [metrics.NumBuckets]int64
+	used   [metrics.NumBuckets / 64]uint64 // a bit per index of counts
 }
 
 func (s *bucketSum) add(i int, c int64) {
@@ -580,7 +575,7 @@ func (s *bucketSum) recordInto(h *hdr.Histogram) {
 	for w, used := range s.used {
 		for ; used != 0; used &= used - 1 {
 			i := w*64 + bits.TrailingZeros64(used)
-			_ = h.RecordValues(bucketValue(i), s.counts[i])
+			_ = h.RecordValues(metrics.BucketValue(i), s.counts[i])
 			s.counts[i] = 0
 		}
 		s.used[w] = 0

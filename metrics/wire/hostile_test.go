@@ -1,4 +1,4 @@
-package metrics
+package wire
 
 import (
 	"encoding/binary"
@@ -9,6 +9,8 @@ import (
 	rtmetrics "runtime/metrics"
 	"strings"
 	"testing"
+
+	"github.com/headroom-dev/headroom/metrics"
 )
 
 // wireOf builds an encoding by hand: an int or uint64 is an unsigned
@@ -39,17 +41,17 @@ func wireOf(parts ...any) []byte {
 // request is a snapshot of one Stat in Requests made of parts; socket one
 // of one SocketStat.
 func request(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 func socket(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 // wakes is a snapshot of nothing but wakes made of parts: the one Stat
 // (from its count on) and the slots.
 func wakes(parts ...any) []byte {
-	return wireOf(append(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 // okWake is Wakes.Late of 2 starts, in bucket 100.
@@ -67,7 +69,7 @@ func hostileInputs() []struct {
 	// counts is a Stat named "a" from its counts on: Count Errors Timeouts
 	// Canceled Dropped BytesIn BytesOut NoRequest as given, BodyIn and HTTP2 0 put in.
 	counts := func(c ...any) []any { return append(append(append([]any{"a"}, c[:7]...), 0, 0), c[7:]...) }
-	long := strings.Repeat("x", maxWireString+1)
+	long := strings.Repeat("x", maxString+1)
 	return []struct {
 		name, want string
 		b          []byte
@@ -75,17 +77,17 @@ func hostileInputs() []struct {
 		{"no bytes", "0 bytes", nil},
 		{"another version", "format version 1", wireOf(1, 7, 0, 0)},
 		{"a byte past the end", "past the end", append(request(okStat...), 0)},
-		{"an overlong number", "overlong", wireOf(wireVersion, bytesOf(0xff, 11))},
-		{"huge table length", "at most 1001", wireOf(wireVersion, 7, 0, 0, uint64(math.MaxUint64))},
-		{"one name too many", "1002 names", wireOf(wireVersion, 7, 0, 0, MaxNames+2)},
-		{"more names than bytes", "bytes left", wireOf(wireVersion, 7, 0, 0, 900, "a")},
-		{"huge string length", "bytes in a name", wireOf(wireVersion, 7, 0, 0, 1, uint64(1)<<62)},
-		{"a string past the end", "bytes left", wireOf(wireVersion, 7, 0, 0, 1, 10, "ab")},
+		{"an overlong number", "overlong", wireOf(formatVersion, bytesOf(0xff, 11))},
+		{"huge table length", "at most 1001", wireOf(formatVersion, 7, 0, 0, uint64(math.MaxUint64))},
+		{"one name too many", "1002 names", wireOf(formatVersion, 7, 0, 0, metrics.MaxNames+2)},
+		{"more names than bytes", "bytes left", wireOf(formatVersion, 7, 0, 0, 900, "a")},
+		{"huge string length", "bytes in a name", wireOf(formatVersion, 7, 0, 0, 1, uint64(1)<<62)},
+		{"a string past the end", "bytes left", wireOf(formatVersion, 7, 0, 0, 1, 10, "ab")},
 		{"a name too long", "bytes in a name", request(append([]any{long}, okStat[1:]...)...)},
-		{"nanoseconds past a second", "nanoseconds", wireOf(wireVersion, 7, 1, int64(5), 1_000_000_000)},
-		{"a time flag of 2", "time flag", wireOf(wireVersion, 7, 2)},
-		{"a setup flag of 2", "setup flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
-		{"a service flag of 2", "service flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"nanoseconds past a second", "nanoseconds", wireOf(formatVersion, 7, 1, int64(5), 1_000_000_000)},
+		{"a time flag of 2", "time flag", wireOf(formatVersion, 7, 2)},
+		{"a setup flag of 2", "setup flag", wireOf(formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"a service flag of 2", "service flag", wireOf(formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
 		{"a count past int64", "largest int64", request(counts(uint64(1)<<63, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
 		{"a Stat of nothing", "counted nothing", request(counts(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
 		{"more errors than samples", "errors", request(counts(2, 2, 1, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 2)...)},
@@ -95,38 +97,38 @@ func hostileInputs() []struct {
 		{"error kinds past the count", "more than the 2", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 3, 0, 1, 100, 2)...)},
 		{"too many parts", "5 parts", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 5, 1, 100, 2)...)},
 		{"a part going down", "down to", request(counts(2, 2, 0, 0, 0, 0, 0, 0, 1, 200, 2, 1, "x", 1, 1, int64(5), int64(4), 1, 100, 2)...)},
-		{"a wakes flag of 2", "wakes flag", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
-		{"wakes of another name", "not \"wake\"", wireOf(append([]any{wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "late"}, append(okWake, 0)...)...)},
+		{"a wakes flag of 2", "wakes flag", wireOf(formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)},
+		{"wakes of another name", "not \"wake\"", wireOf(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "late"}, append(okWake, 0)...)...)},
 		{"a slot gap of 0", "slot gap 0", wakes(append(okWake, 2, int64(5), 1, 1, 0, 1, 1)...)},
-		{"too many slots", "slots, at most", wakes(append(okWake, maxWireSlots+1)...)},
+		{"too many slots", "slots, at most", wakes(append(okWake, maxSlots+1)...)},
 		{"a slot count past int64", "largest int64", wakes(append(okWake, 1, int64(5), uint64(1)<<63, 0)...)},
-		{"names out of order", "out of order", wireOf(append(append(append([]any{wireVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
-		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, countsLen, 2)...)},
-		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, countsLen-101, 1)...)},
+		{"names out of order", "out of order", wireOf(append(append(append([]any{formatVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
+		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, metrics.NumBuckets, 2)...)},
+		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, metrics.NumBuckets-101, 1)...)},
 		{"an empty bucket", "bucket of 0", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 0, 0, 2)...)},
 		{"a histogram short", "histogram of 1 values, not 2", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 1)...)},
 		{"a histogram past the count", "bucket of 3", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, 100, 3)...)},
-		{"more buckets than there are", "at most 23552", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, countsLen+1)...)},
+		{"more buckets than there are", "at most 23552", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, metrics.NumBuckets+1)...)},
 		{"more abnormal closes than closes", "abnormal closes of", socket("w", 0, 1, 2, 0, 0, 0, 0, 0, 0, 0)},
 		{"close reasons short", "close reasons of 0", socket("w", 0, 2, 1, 0, 0, 0, 0, 0, 0, 0)},
 		{"a SocketStat of nothing", "counted nothing", socket("w", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 		{"types out of order", "out of order", socket("w", 1, 0, 0, 0, 0, 0, 0, 2, "b", 1, 1, "a", 1, 1, 0, 0)},
-		{"one type too many", "52 message types", socket("w", 1, 0, 0, 0, 0, 0, 0, maxTypes+2)},
-		{"a broken setup", "counted nothing", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
-		{"a broken service", "counted nothing", wireOf(wireVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"one type too many", "52 message types", socket("w", 1, 0, 0, 0, 0, 0, 0, metrics.MaxTypes+2)},
+		{"a broken setup", "counted nothing", wireOf(formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{"a broken service", "counted nothing", wireOf(formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 	}
 }
 
 func bytesOf(c byte, n int) []byte { return []byte(strings.Repeat(string([]byte{c}), n)) }
 
 // untouched reports whether s is as NewSnapshot made it.
-func untouched(s *Snapshot) bool {
+func untouched(s *metrics.Snapshot) bool {
 	return s.Seq == 0 && s.Start.IsZero() && s.End.IsZero() && s.Setup == nil && s.Service == nil && len(s.Requests) == 0 &&
 		len(s.Actions) == 0 && len(s.Polls) == 0 && len(s.Deliveries) == 0 && len(s.Arrivals) == 0 && len(s.Sockets) == 0 && s.Wakes == nil
 }
 
 func TestMergeEncodedReadsHandMade(t *testing.T) {
-	into := NewSnapshot()
+	into := metrics.NewSnapshot()
 	if _, err := MergeEncoded(request(okStat...), into); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestMergeEncodedReadsHandMade(t *testing.T) {
 
 func TestMergeEncodedRefusesHostile(t *testing.T) {
 	for _, c := range hostileInputs() {
-		into := NewSnapshot()
+		into := metrics.NewSnapshot()
 		_, err := MergeEncoded(c.b, into)
 		switch {
 		case err == nil:
@@ -161,8 +163,8 @@ func TestMergeEncodedRefusesHostile(t *testing.T) {
 		case !untouched(into):
 			t.Errorf("%s: refused, but merged some of it", c.name)
 		}
-		if c.name == "another version" && !errors.Is(err, ErrWireVersion) {
-			t.Errorf("%v is not ErrWireVersion", err)
+		if c.name == "another version" && !errors.Is(err, ErrVersion) {
+			t.Errorf("%v is not ErrVersion", err)
 		}
 	}
 }
@@ -174,7 +176,7 @@ func TestMergeEncodedRefusesTruncated(t *testing.T) {
 	if s.Setup == nil || len(s.Sockets) == 0 || len(b) < 500 {
 		t.Fatalf("%d bytes, want a snapshot with a setup and sockets", len(b))
 	}
-	into := NewSnapshot()
+	into := metrics.NewSnapshot()
 	for i := range b {
 		if _, err := MergeEncoded(b[:i], into); err == nil {
 			t.Fatalf("the first %d of %d bytes read", i, len(b))
@@ -188,10 +190,10 @@ func TestMergeEncodedRefusesTruncated(t *testing.T) {
 // TestHugeLengthsAllocateNothing: a length field is checked against what
 // is left of the input before anything is read, let alone allocated.
 func TestHugeLengthsAllocateNothing(t *testing.T) {
-	into := NewSnapshot()
+	into := metrics.NewSnapshot()
 	for _, b := range [][]byte{
-		wireOf(wireVersion, 7, 0, 0, uint64(math.MaxUint64)),
-		wireOf(wireVersion, 7, 0, 0, 1, uint64(1)<<62),
+		wireOf(formatVersion, 7, 0, 0, uint64(math.MaxUint64)),
+		wireOf(formatVersion, 7, 0, 0, 1, uint64(1)<<62),
 		request(counts1(uint64(1) << 62)...),
 	} {
 		var before, after runtime.MemStats
@@ -234,18 +236,18 @@ func FuzzMergeEncoded(f *testing.F) {
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 	}
-	f.Add(AppendSnapshot(nil, NewSnapshot()))
+	f.Add(AppendSnapshot(nil, metrics.NewSnapshot()))
 	f.Add(request(okStat...))
 	f.Add(socket("w", 1, 1, 1, 0, 0, 0, 0, 1, "t", 3, 9, 0, 1, "why", 1, 0))
 	for _, c := range hostileInputs() {
 		f.Add(c.b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		into := NewSnapshot()
+		into := metrics.NewSnapshot()
 		before := allocated()
 		seq, err := MergeEncoded(b, into)
 		stats := 0
-		for _, s := range []*Snapshot{into, into.Setup, into.Service} {
+		for _, s := range []*metrics.Snapshot{into, into.Setup, into.Service} {
 			if s != nil {
 				stats += len(s.Requests) + len(s.Actions) + len(s.Polls) + len(s.Deliveries) + len(s.Arrivals)
 			}
@@ -266,14 +268,14 @@ func FuzzMergeEncoded(f *testing.F) {
 		if stats > 16 {
 			return
 		}
-		again := NewSnapshot()
+		again := metrics.NewSnapshot()
 		if seq2, err := MergeEncoded(AppendSnapshot(nil, into), again); err != nil || seq2 != seq {
 			t.Fatalf("what merged does not read back: seq %d vs %d, %v", seq2, seq, err)
 		}
 		if d := snapshotDiff(into, again); len(d) > 0 {
 			t.Fatalf("what merged reads back otherwise: %s", strings.Join(d, "; "))
 		}
-		each, all := NewSnapshot(), NewSnapshot()
+		each, all := metrics.NewSnapshot(), metrics.NewSnapshot()
 		for _, e := range [][]byte{b, other} {
 			if _, err := MergeEncoded(e, each); err != nil {
 				t.Fatal(err)
@@ -291,13 +293,13 @@ func FuzzMergeEncoded(f *testing.F) {
 // overflowed reports whether a histogram of s dropped values past
 // math.MaxInt64: one by one drops some of the buckets that all at once adds
 // up first.
-func overflowed(s *Snapshot) bool {
-	for _, s := range []*Snapshot{s, s.Setup, s.Service} {
-		for _, k := range statKinds {
-			if s == nil {
-				continue
-			}
-			for _, st := range s.table(k) {
+func overflowed(s *metrics.Snapshot) bool {
+	for _, s := range []*metrics.Snapshot{s, s.Setup, s.Service} {
+		if s == nil {
+			continue
+		}
+		for _, t := range tables(s) {
+			for _, st := range t {
 				if st.Hist().TotalCount() != st.Count {
 					return true
 				}

@@ -1,4 +1,4 @@
-package metrics
+package wire
 
 import (
 	"math"
@@ -6,20 +6,22 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/headroom-dev/headroom/metrics"
 )
 
 // agentSecond fills s with one agent's second at issue 13's scale: names
 // request names of 10 to 50 samples each, latencies log-uniform from
 // 100 µs to 2 s, 1% failed.
-func agentSecond(r *rand.Rand, s *Snapshot, names int) {
+func agentSecond(r *rand.Rand, s *metrics.Snapshot, names int) {
 	s.Reset()
 	for i := range names {
 		name := "GET /api/v1/things/" + strconv.Itoa(i)
 		for range 10 + r.IntN(41) {
-			x := Sample{Name: name, Status: 200, Latency: time.Duration(100e3 * math.Pow(2e4, r.Float64())),
+			x := metrics.Sample{Name: name, Status: 200, Latency: time.Duration(100e3 * math.Pow(2e4, r.Float64())),
 				BytesIn: 500 + r.Int64N(5000), BytesOut: 200}
 			if r.IntN(100) == 0 {
-				x.Outcome, x.Status, x.Message = Failed, 503, "status 503"
+				x.Outcome, x.Status, x.Message = metrics.Failed, 503, "status 503"
 			}
 			s.Add(&x)
 		}
@@ -36,7 +38,7 @@ func agentSecond(r *rand.Rand, s *Snapshot, names int) {
 func BenchmarkMergeEncoded(b *testing.B) {
 	const agents, names = 64, 1000
 	r := rand.New(rand.NewPCG(1, 1))
-	s := NewSnapshot()
+	s := metrics.NewSnapshot()
 	encs := make([][]byte, agents)
 	size := 0
 	for i := range encs {
@@ -47,7 +49,7 @@ func BenchmarkMergeEncoded(b *testing.B) {
 	s = nil
 	for _, all := range []bool{false, true} {
 		b.Run(map[bool]string{false: "each", true: "all"}[all], func(b *testing.B) {
-			coordinator := NewSnapshot()
+			coordinator := metrics.NewSnapshot()
 			merge := func() {
 				if !all {
 					for _, e := range encs {
@@ -82,7 +84,7 @@ func BenchmarkMergeEncoded(b *testing.B) {
 // names encoded.
 func BenchmarkAppendSnapshot(b *testing.B) {
 	const names = 1000
-	s := NewSnapshot()
+	s := metrics.NewSnapshot()
 	agentSecond(rand.New(rand.NewPCG(1, 1)), s, names)
 	buf := AppendSnapshot(nil, s)
 	b.ReportAllocs()

@@ -1,4 +1,4 @@
-package metrics
+package wire
 
 import (
 	"errors"
@@ -13,46 +13,8 @@ import (
 	"testing"
 	"time"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/headroom-dev/headroom/metrics"
 )
-
-// TestHistogramLayout checks bucketValue and bucketIndex against
-// hdrhistogram-go: every index of NewHistogram's counts array is one
-// bucket, in order, whose lowest value is bucketValue's, and the array has
-// no bucket past countsLen.
-func TestHistogramLayout(t *testing.T) {
-	h := NewHistogram()
-	for i := range countsLen {
-		v := bucketValue(i)
-		if err := h.RecordValue(v); err != nil {
-			t.Fatalf("bucket %d: %v", i, err)
-		}
-		if got := bucketIndex(v); got != i {
-			t.Fatalf("bucketIndex(%d) = %d, want %d", v, got, i)
-		}
-		if i > 0 && bucketIndex(v-1) != i-1 {
-			t.Fatalf("bucketIndex(%d) = %d, want %d: bucket %d ends below %d", v-1, bucketIndex(v-1), i-1, i-1, v)
-		}
-	}
-	p := hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
-	p.MergeFrom(h)
-	i := 0
-	for v, n := range p.ForEachBucket {
-		if v != bucketValue(i) || n != 1 {
-			t.Fatalf("bucket %d holds %d values of %d, want 1 of %d", i, n, v, bucketValue(i))
-		}
-		i++
-	}
-	if i != countsLen {
-		t.Fatalf("%d buckets, want %d", i, countsLen)
-	}
-	if err := h.RecordValue(bucketValue(countsLen)); err == nil {
-		t.Errorf("a value past bucket %d was recorded: the array is longer than countsLen", countsLen-1)
-	}
-	if bucketIndex(HighestMicros) >= countsLen {
-		t.Errorf("HighestMicros is in bucket %d, past countsLen", bucketIndex(HighestMicros))
-	}
-}
 
 // mix says which kinds of samples randomSamples makes, and how varied.
 type mix struct {
@@ -73,8 +35,8 @@ var mixes = []mix{
 // messages that carry durations, byte counts and ports, timeouts and
 // cancels; arrivals started, dropped and canceled, and requests and
 // actions of the open model (Sample.Intended).
-func randomSamples(r *rand.Rand, m mix, n int) []Sample {
-	out := make([]Sample, 0, n)
+func randomSamples(r *rand.Rand, m mix, n int) []metrics.Sample {
+	out := make([]metrics.Sample, 0, n)
 	latency := func() time.Duration {
 		if r.IntN(500) == 0 { // past the histogram's range: its top bucket
 			return time.Duration(r.Int64N(int64(3 * time.Hour)))
@@ -95,41 +57,41 @@ func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 	}
 	for len(out) < n {
 		name := "GET /" + strconv.Itoa(r.IntN(m.names))
-		x := Sample{Name: name, Latency: latency(), Status: []int{200, 200, 200, 201, 404, 0}[r.IntN(6)],
+		x := metrics.Sample{Name: name, Latency: latency(), Status: []int{200, 200, 200, 201, 404, 0}[r.IntN(6)],
 			BytesIn: r.Int64N(1e5), BytesOut: r.Int64N(1e3), BodyIn: r.Int64N(1e6), HTTP2: r.IntN(2) == 0, Setup: r.Float64() < m.setup}
 		if r.Float64() < m.failed {
-			x.Outcome = []Outcome{Failed, Failed, Timeout, Canceled}[r.IntN(4)]
+			x.Outcome = []metrics.Outcome{metrics.Failed, metrics.Failed, metrics.Timeout, metrics.Canceled}[r.IntN(4)]
 			x.Message, x.Status = message(), []int{500, 503, 0}[r.IntN(3)]
 		}
-		switch k := Kind(r.IntN(int(Arrival) + 1)); {
-		case k <= Action || k == Poll || k == Delivery:
+		switch k := metrics.Kind(r.IntN(int(metrics.Arrival) + 1)); {
+		case k <= metrics.Action || k == metrics.Poll || k == metrics.Delivery:
 			x.Kind = k
-			if k == Action {
+			if k == metrics.Action {
 				x.Name, x.Requests = "act "+strconv.Itoa(r.IntN(5)), r.IntN(3)
 			}
-			if k <= Action && !x.Setup && r.IntN(3) == 0 {
+			if k <= metrics.Action && !x.Setup && r.IntN(3) == 0 {
 				x.Intended, x.Service = true, time.Duration(r.Int64N(int64(x.Latency)+1))
 			}
-		case k == Arrival:
-			x = Sample{Kind: Arrival, Name: "(arrivals)", Latency: latency()}
+		case k == metrics.Arrival:
+			x = metrics.Sample{Kind: metrics.Arrival, Name: "(arrivals)", Latency: latency()}
 			switch r.IntN(10) {
 			case 0, 1:
-				x.Outcome = DroppedArrival
+				x.Outcome = metrics.DroppedArrival
 			case 2:
-				x.Outcome = Canceled
+				x.Outcome = metrics.Canceled
 			}
 		case m.sockets:
-			x = Sample{Kind: k, Name: "WS /" + strconv.Itoa(r.IntN(3)), Type: "t" + strconv.Itoa(r.IntN(m.types)),
+			x = metrics.Sample{Kind: k, Name: "WS /" + strconv.Itoa(r.IntN(3)), Type: "t" + strconv.Itoa(r.IntN(m.types)),
 				BytesIn: r.Int64N(1e4), BytesOut: r.Int64N(1e4), N: r.Int64N(5)}
-			if k == Closed && r.IntN(2) == 0 {
-				x.Outcome, x.Message = Failed, message()
+			if k == metrics.Closed && r.IntN(2) == 0 {
+				x.Outcome, x.Message = metrics.Failed, message()
 			}
 		default:
-			x.Kind = Request
+			x.Kind = metrics.Request
 		}
-		if x.Kind == Request && r.IntN(2) == 0 {
-			x.Timed = uint8(r.IntN(1 << NumPhases))
-			for p := range NumPhases {
+		if x.Kind == metrics.Request && r.IntN(2) == 0 {
+			x.Timed = uint8(r.IntN(1 << metrics.NumPhases))
+			for p := range metrics.NumPhases {
 				x.Phases[p] = time.Duration(r.Int64N(int64(x.Latency)/5 + 1))
 			}
 		}
@@ -139,8 +101,8 @@ func randomSamples(r *rand.Rand, m mix, n int) []Sample {
 }
 
 // randomSnapshot is a snapshot of samples of mix m, numbered and timed.
-func randomSnapshot(r *rand.Rand, m mix, n int) *Snapshot {
-	s := NewSnapshot()
+func randomSnapshot(r *rand.Rand, m mix, n int) *metrics.Snapshot {
+	s := metrics.NewSnapshot()
 	for _, x := range randomSamples(r, m, n) {
 		s.Add(&x)
 	}
@@ -148,17 +110,24 @@ func randomSnapshot(r *rand.Rand, m mix, n int) *Snapshot {
 	s.Start = time.Unix(1_700_000_000+r.Int64N(1e6), r.Int64N(1e9))
 	s.End = s.Start.Add(time.Duration(r.Int64N(2e9)))
 	if r.IntN(4) > 0 { // starts over the window, some late
+		rec := metrics.NewRecorder(1, nil, func() time.Time { return s.End })
 		for range r.IntN(500) {
 			at := s.Start.Add(time.Duration(r.Int64N(1e9)))
-			s.wakes().add(at.Add(-time.Duration(r.ExpFloat64()*float64(5*time.Millisecond))), at)
+			rec.Shard(0).Wake(at.Add(-time.Duration(r.ExpFloat64()*float64(5*time.Millisecond))), at)
 		}
+		woke := metrics.NewSnapshot()
+		rec.Drain(woke)
+		s.Wakes = woke.Wakes
 	}
 	return s
 }
 
+// kinds are the kinds of the tables of Stats (tables), in their order.
+var kinds = [...]metrics.Kind{metrics.Request, metrics.Action, metrics.Poll, metrics.Delivery, metrics.Arrival}
+
 // snapshotDiff lists how a and b differ, in every field of every table; a
 // name that counted nothing is as good as absent, as Merge has it.
-func snapshotDiff(a, b *Snapshot) []string {
+func snapshotDiff(a, b *metrics.Snapshot) []string {
 	var out []string
 	if a.Seq != b.Seq || !a.Start.Equal(b.Start) || !a.End.Equal(b.End) {
 		out = append(out, fmt.Sprintf("seq %d vs %d, window %v–%v vs %v–%v", a.Seq, b.Seq, a.Start, a.End, b.Start, b.End))
@@ -172,9 +141,9 @@ func snapshotDiff(a, b *Snapshot) []string {
 		out = append(out, phasesDiff("setup ", a.Setup, b.Setup)...)
 	}
 	switch {
-	case (a.Wakes == nil || !a.Wakes.Late.counted()) != (b.Wakes == nil || !b.Wakes.Late.counted()):
+	case (a.Wakes == nil || !a.Wakes.Late.Counted()) != (b.Wakes == nil || !b.Wakes.Late.Counted()):
 		out = append(out, fmt.Sprintf("wakes %v vs %v", a.Wakes != nil, b.Wakes != nil))
-	case a.Wakes != nil && a.Wakes.Late.counted():
+	case a.Wakes != nil && a.Wakes.Late.Counted():
 		if d := statDiff(a.Wakes.Late, b.Wakes.Late); d != "" {
 			out = append(out, "wakes: "+d)
 		}
@@ -192,30 +161,31 @@ func snapshotDiff(a, b *Snapshot) []string {
 }
 
 // phasesDiff lists how a's and b's phases differ.
-func phasesDiff(prefix string, a, b *Snapshot) []string {
+func phasesDiff(prefix string, a, b *metrics.Snapshot) []string {
 	var out []string
-	for p := range NumPhases {
+	for p := range metrics.NumPhases {
 		switch pa, pb := a.Phases[p], b.Phases[p]; {
 		case (pa == nil) != (pb == nil):
-			out = append(out, fmt.Sprintf("%sphase %s %v vs %v", prefix, PhaseNames[p], pa != nil, pb != nil))
+			out = append(out, fmt.Sprintf("%sphase %s %v vs %v", prefix, metrics.PhaseNames[p], pa != nil, pb != nil))
 		case pa != nil:
-			out = append(out, tablesDiff(prefix+"phase "+PhaseNames[p]+": ", pa, pb)...)
+			out = append(out, tablesDiff(prefix+"phase "+metrics.PhaseNames[p]+": ", pa, pb)...)
 		}
 	}
 	return out
 }
 
-func tablesDiff(prefix string, a, b *Snapshot) []string {
+func tablesDiff(prefix string, a, b *metrics.Snapshot) []string {
 	var out []string
-	for _, k := range statKinds {
-		ta, tb := a.table(k), b.table(k)
+	ta, tb := tables(a), tables(b)
+	for i, k := range kinds {
+		ta, tb := ta[i], tb[i]
 		for _, name := range union(ta, tb) {
 			x, y := ta[name], tb[name]
 			if x == nil {
-				x = NewStat()
+				x = metrics.NewStat()
 			}
 			if y == nil {
-				y = NewStat()
+				y = metrics.NewStat()
 			}
 			if d := statDiff(x, y); d != "" {
 				out = append(out, fmt.Sprintf("%skind %d %q: %s", prefix, k, name, d))
@@ -225,12 +195,12 @@ func tablesDiff(prefix string, a, b *Snapshot) []string {
 	for _, name := range union(a.Sockets, b.Sockets) {
 		x, y := a.Sockets[name], b.Sockets[name]
 		if x == nil {
-			x = NewSocketStat()
+			x = metrics.NewSocketStat()
 		}
 		if y == nil {
-			y = NewSocketStat()
+			y = metrics.NewSocketStat()
 		}
-		same := func(f, g *Flow) bool { return *f == *g }
+		same := func(f, g *metrics.Flow) bool { return *f == *g }
 		if x.Opened != y.Opened || x.Closed != y.Closed || x.Abnormal != y.Abnormal || x.Reconnects != y.Reconnects ||
 			x.Gaps != y.Gaps || x.Missed != y.Missed || x.Dropped != y.Dropped ||
 			!maps.EqualFunc(x.In, y.In, same) || !maps.EqualFunc(x.Out, y.Out, same) || !maps.Equal(x.Reasons, y.Reasons) {
@@ -240,7 +210,7 @@ func tablesDiff(prefix string, a, b *Snapshot) []string {
 	return out
 }
 
-func statDiff(x, y *Stat) string {
+func statDiff(x, y *metrics.Stat) string {
 	fx := [...]int64{x.Count, x.Errors, x.Timeouts, x.Canceled, x.Dropped, x.BytesIn, x.BytesOut, x.BodyIn, x.HTTP2, x.NoRequest}
 	fy := [...]int64{y.Count, y.Errors, y.Timeouts, y.Canceled, y.Dropped, y.BytesIn, y.BytesOut, y.BodyIn, y.HTTP2, y.NoRequest}
 	switch {
@@ -258,7 +228,9 @@ func statDiff(x, y *Stat) string {
 }
 
 // union returns the names of a and b that counted something, sorted.
-func union[S interface{ *Stat | *SocketStat }](a, b map[string]S) []string {
+func union[S interface {
+	*metrics.Stat | *metrics.SocketStat
+}](a, b map[string]S) []string {
 	var out []string
 	for _, m := range []map[string]S{a, b} {
 		for name, st := range m {
@@ -272,12 +244,14 @@ func union[S interface{ *Stat | *SocketStat }](a, b map[string]S) []string {
 	return slices.Compact(out)
 }
 
-func counted[S interface{ *Stat | *SocketStat }](st S) bool {
+func counted[S interface {
+	*metrics.Stat | *metrics.SocketStat
+}](st S) bool {
 	switch st := any(st).(type) {
-	case *Stat:
-		return st.counted()
-	case *SocketStat:
-		return !st.empty()
+	case *metrics.Stat:
+		return st.Counted()
+	case *metrics.SocketStat:
+		return !st.Empty()
 	}
 	return false
 }
@@ -296,7 +270,7 @@ func TestWireRoundTrip(t *testing.T) {
 		if string(b[:6]) != "prefix" {
 			t.Fatal("AppendSnapshot did not append")
 		}
-		got := NewSnapshot()
+		got := metrics.NewSnapshot()
 		seq, err := MergeEncoded(b[6:], got)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
@@ -307,7 +281,7 @@ func TestWireRoundTrip(t *testing.T) {
 		for _, d := range snapshotDiff(s, got) {
 			t.Errorf("seed %d: %s", seed, d)
 		}
-		if !reflect.DeepEqual(s.Summaries(Request, time.Second), got.Summaries(Request, time.Second)) {
+		if !reflect.DeepEqual(s.Summaries(metrics.Request, time.Second), got.Summaries(metrics.Request, time.Second)) {
 			t.Errorf("seed %d: request summaries differ", seed)
 		}
 	}
@@ -322,18 +296,18 @@ func TestMergeEncodedIsMerge(t *testing.T) {
 		m := mixes[seed%len(mixes)]
 		a, o := randomSnapshot(r, m, 2000), randomSnapshot(r, m, 2000)
 		if seed%2 == 1 { // a is full: every kind, reason and type new to it goes to "other"
-			for i := range maxMessages {
-				a.Add(&Sample{Name: "GET /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
-				a.Add(&Sample{Kind: Closed, Name: "WS /0", Outcome: Failed, Message: "full " + strconv.Itoa(i)})
+			for i := range metrics.MaxMessages {
+				a.Add(&metrics.Sample{Name: "GET /0", Outcome: metrics.Failed, Message: "full " + strconv.Itoa(i)})
+				a.Add(&metrics.Sample{Kind: metrics.Closed, Name: "WS /0", Outcome: metrics.Failed, Message: "full " + strconv.Itoa(i)})
 			}
-			for i := range maxTypes {
-				a.Add(&Sample{Kind: MessageIn, Name: "WS /0", Type: "full " + strconv.Itoa(i)})
+			for i := range metrics.MaxTypes {
+				a.Add(&metrics.Sample{Kind: metrics.MessageIn, Name: "WS /0", Type: "full " + strconv.Itoa(i)})
 			}
 		}
 		// Two copies of a that kept the same kinds: folding depends on
 		// the order kinds come in, which a map's is not.
-		want, got := NewSnapshot(), NewSnapshot()
-		for _, c := range []*Snapshot{want, got} {
+		want, got := metrics.NewSnapshot(), metrics.NewSnapshot()
+		for _, c := range []*metrics.Snapshot{want, got} {
 			if _, err := MergeEncoded(AppendSnapshot(nil, a), c); err != nil {
 				t.Fatal(err)
 			}
@@ -361,12 +335,12 @@ func TestAgentsMergeAsOneRecorder(t *testing.T) {
 			m.names = min(m.names, 6) // every name costs a histogram per shard: 184 KB, slow to free under -race
 			clock := time.Unix(1_700_000_000, 0)
 			now := func() time.Time { return clock }
-			one := NewRecorder(2, nil, now)
-			recs := make([]*Recorder, agents)
+			one := metrics.NewRecorder(2, nil, now)
+			recs := make([]*metrics.Recorder, agents)
 			for i := range recs {
-				recs[i] = NewRecorder(1, nil, now)
+				recs[i] = metrics.NewRecorder(1, nil, now)
 			}
-			each, all, alone, drained := NewSnapshot(), NewSnapshot(), NewSnapshot(), NewSnapshot()
+			each, all, alone, drained := metrics.NewSnapshot(), metrics.NewSnapshot(), metrics.NewSnapshot(), metrics.NewSnapshot()
 			for range 1 + r.IntN(3) {
 				for _, x := range randomSamples(r, m, 100+r.IntN(1500)) {
 					recs[r.IntN(agents)].Shard(r.Int()).Record(x)
@@ -391,13 +365,13 @@ func TestAgentsMergeAsOneRecorder(t *testing.T) {
 			}
 			for _, c := range []struct {
 				how         string
-				coordinator *Snapshot
+				coordinator *metrics.Snapshot
 			}{{"one by one", each}, {"all at once", all}} {
 				c.coordinator.Seq = 0
 				for _, d := range snapshotDiff(alone, c.coordinator) {
 					t.Errorf("seed %d, %d agents merged %s: %s", seed, agents, c.how, d)
 				}
-				for _, k := range statKinds {
+				for _, k := range kinds {
 					if x, y := alone.Summaries(k, time.Second), c.coordinator.Summaries(k, time.Second); !reflect.DeepEqual(x, y) {
 						t.Errorf("seed %d, %d agents merged %s, kind %d: summaries (p50, p90, p99, max) differ:\n%+v\n%+v", seed, agents, c.how, k, x, y)
 					}
@@ -416,7 +390,7 @@ func TestAgentsMergeAsOneRecorder(t *testing.T) {
 func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	m := mixes[3] // one name: many kinds of error on it
-	m.kinds = 30  // past maxMessages, so that some fold
+	m.kinds = 30  // past MaxMessages, so that some fold
 	var encs [][]byte
 	for i := range 6 {
 		encs = append(encs, AppendSnapshot(nil, randomSnapshot(r, m, 800)))
@@ -425,20 +399,20 @@ func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 			encs = append(encs, bad[:len(bad)-1])
 		}
 	}
-	want := NewSnapshot()
+	want := metrics.NewSnapshot()
 	var wantSeqs []uint64
 	for _, e := range encs {
 		seq, _ := MergeEncoded(e, want)
 		wantSeqs = append(wantSeqs, seq)
 	}
-	got := NewSnapshot()
+	got := metrics.NewSnapshot()
 	seqs, errs := MergeEncodedAll(encs, got)
 	for i, err := range errs {
 		if (err != nil) != (i == 3) || seqs[i] != wantSeqs[i] {
 			t.Errorf("snapshot %d: seq %d (want %d), error %v", i, seqs[i], wantSeqs[i], err)
 		}
 	}
-	if len(want.Requests["GET /0"].Messages) != maxMessages+1 {
+	if len(want.Requests["GET /0"].Messages) != metrics.MaxMessages+1 {
 		t.Fatalf("%d error kinds: none folded into other", len(want.Requests["GET /0"].Messages))
 	}
 	for _, d := range snapshotDiff(want, got) {
@@ -447,20 +421,20 @@ func TestMergeEncodedAllIsOneByOne(t *testing.T) {
 }
 
 func TestAppendSnapshotCutsLongNames(t *testing.T) {
-	long := strings.Repeat("é", maxWireString) // 2 bytes each: cut at a character
-	s := NewSnapshot()
+	long := strings.Repeat("é", maxString) // 2 bytes each: cut at a character
+	s := metrics.NewSnapshot()
 	for _, name := range []string{long + "a", long + "b", "short"} {
-		s.Add(&Sample{Name: name, Status: 200, Latency: time.Millisecond, Outcome: Failed, Message: long + name})
-		s.Add(&Sample{Kind: MessageIn, Name: name, Type: long + name})
+		s.Add(&metrics.Sample{Name: name, Status: 200, Latency: time.Millisecond, Outcome: metrics.Failed, Message: long + name})
+		s.Add(&metrics.Sample{Kind: metrics.MessageIn, Name: name, Type: long + name})
 	}
-	got := NewSnapshot()
+	got := metrics.NewSnapshot()
 	if _, err := MergeEncoded(AppendSnapshot(nil, s), got); err != nil {
 		t.Fatal(err)
 	}
-	cutName := long[:maxWireString]
+	cutName := long[:maxString]
 	st := got.Requests[cutName]
 	if len(got.Requests) != 2 || st == nil || st.Count != 2 || st.Hist().TotalCount() != 2 || st.Messages[cutName].Count != 2 {
-		t.Errorf("names alike in their first %d bytes were not merged: %d names, %+v", maxWireString, len(got.Requests), st)
+		t.Errorf("names alike in their first %d bytes were not merged: %d names, %+v", maxString, len(got.Requests), st)
 	}
 	if f := got.Sockets[cutName]; f == nil || f.In[cutName] == nil || f.In[cutName].Messages != 2 {
 		t.Errorf("connection names or types alike once cut were not merged")

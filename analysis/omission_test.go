@@ -1,4 +1,4 @@
-package result
+package analysis
 
 import (
 	"strings"
@@ -46,7 +46,7 @@ func TestOmissionOf(t *testing.T) {
 			t.Errorf("%s: %+v; want %d stalled, %d hidden, warn %v", c.name, o, c.stalled, c.heldN, c.warn)
 			continue
 		}
-		if w := o.Warning(); (w != "") != c.warn || (c.warn && !strings.Contains(w, "--rate")) {
+		if w := OmissionWarning(o); (w != "") != c.warn || (c.warn && !strings.Contains(w, "--rate")) {
 			t.Errorf("%s: warning %q", c.name, w)
 		}
 	}

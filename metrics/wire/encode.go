@@ -1,10 +1,17 @@
-package metrics
+// Package wire is the agents' wire format: a metrics.Snapshot as an agent
+// sends it to its coordinator once a second (AppendSnapshot) and as the
+// coordinator merges it (MergeEncoded, MergeEncodedAll), checked whole
+// before anything is merged, since the bytes come over the network; and
+// an agent's Prometheus families (EncodeFamilies, DecodeFamilies), which
+// the coordinator sums with metrics.SumFamilies. It knows how a Snapshot
+// is laid out on the wire, not how samples are recorded: metrics merges
+// what it decodes (Stat.RecordBuckets, Stat.MergeMessage, FlowOf).
+package wire
 
 import (
 	"encoding/binary"
 	"errors"
 	"iter"
-	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +19,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/headroom-dev/headroom/internal/runecut"
+	"github.com/headroom-dev/headroom/metrics"
 )
 
 // The wire format of a Snapshot: what an agent sends its coordinator once a
@@ -38,55 +46,31 @@ import (
 //
 // A Stat or SocketStat that counted nothing is left out, as Merge leaves it
 // out. Histograms travel as their non-empty buckets, at headroom's one
-// geometry (NewHistogram), so they merge exactly and cost what they hold.
+// geometry (metrics.NewHistogram, metrics.BucketIndex), so they merge
+// exactly and cost what they hold.
 
-// wireVersion is the first byte of every encoding; MergeEncoded reads this
+// formatVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
 // times. 3: the generator's wakes. 4: decoded body bytes (BodyIn), HTTP/2
 // responses, requests' phases. 5: setups' requests' phases.
-const wireVersion = 5
+const formatVersion = 5
 
-// ErrWireVersion is what MergeEncoded's error wraps for a snapshot encoded
+// ErrVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another
 // release of headroom.
-var ErrWireVersion = errors.New("snapshot encoded by another version of headroom")
+var ErrVersion = errors.New("snapshot encoded by another version of headroom")
 
-// Bounds MergeEncoded holds a snapshot to, besides MaxNames+1 names per
-// table (OtherName included), maxMessages+1 error kinds or close reasons per
-// name and maxTypes+1 message types per direction, as recording keeps them.
+// Bounds MergeEncoded holds a snapshot to, besides metrics.MaxNames+1 names
+// per table (OtherName included), MaxMessages+1 error kinds or close
+// reasons per name and MaxTypes+1 message types per direction, as
+// recording keeps them.
 const (
-	// maxWireString bounds names, types and error kinds in bytes;
+	// maxString bounds names, types and error kinds in bytes;
 	// AppendSnapshot cuts longer ones.
-	maxWireString = 4096
-	maxStatus     = 1<<16 - 1 // the highest HTTP status taken; transport sees three digits
-	maxStatuses   = 1000      // distinct statuses per name
+	maxString   = 4096
+	maxStatus   = 1<<16 - 1 // the highest HTTP status taken; transport sees three digits
+	maxStatuses = 1000      // distinct statuses per name
 )
-
-// The layout of NewHistogram's counts array, as hdrhistogram-go indexes it
-// (TestHistogramLayout checks it against the library): at 3 significant
-// digits from 1 µs, values below 2,048 have a bucket each; above, every
-// power of two is split into 1,024 buckets, 22 of them reaching
-// HighestMicros.
-const (
-	halfMagnitude = 10
-	halfCount     = 1 << halfMagnitude
-	countsLen     = 23 << halfMagnitude // 23,552 buckets
-)
-
-// bucketValue is the lowest value of bucket i, in [0, countsLen).
-func bucketValue(i int) int64 {
-	b := i>>halfMagnitude - 1
-	if b < 0 {
-		return int64(i)
-	}
-	return int64(i&(halfCount-1)+halfCount) << b
-}
-
-// bucketIndex is the index of the bucket that holds v, in [0, HighestMicros].
-func bucketIndex(v int64) int {
-	b := 64 - bits.LeadingZeros64(uint64(v)|(2*halfCount-1)) - (halfMagnitude + 1)
-	return (b+1)<<halfMagnitude + int(v>>b) - halfCount
-}
 
 // AppendSnapshot appends the wire encoding of s to dst and returns the
 // extended buffer: everything in s, each table and s.Setup included, for
@@ -95,14 +79,14 @@ func bucketIndex(v int64) int {
 // do not add up to its Stat's Count, a negative count. Names and keys
 // longer than 4 KiB are cut, and those then alike merged. It does not
 // modify s, nor may s change meanwhile.
-func AppendSnapshot(dst []byte, s *Snapshot) []byte {
+func AppendSnapshot(dst []byte, s *metrics.Snapshot) []byte {
 	e := encoder{b: dst}
-	e.b = append(e.b, wireVersion)
+	e.b = append(e.b, formatVersion)
 	e.uvarint(s.Seq)
 	e.time(s.Start)
 	e.time(s.End)
 	e.body(s)
-	for _, sub := range [...]*Snapshot{s.Setup, s.Service} {
+	for _, sub := range [...]*metrics.Snapshot{s.Setup, s.Service} {
 		if sub == nil {
 			e.b = append(e.b, 0)
 		} else {
@@ -111,11 +95,11 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 		}
 	}
 	e.wakes(s.Wakes)
-	var setup [NumPhases]*Snapshot
+	var setup [metrics.NumPhases]*metrics.Snapshot
 	if s.Setup != nil {
 		setup = s.Setup.Phases
 	}
-	for _, phases := range [...][NumPhases]*Snapshot{s.Phases, setup} {
+	for _, phases := range [...][metrics.NumPhases]*metrics.Snapshot{s.Phases, setup} {
 		for _, ph := range phases {
 			if ph == nil {
 				e.b = append(e.b, 0)
@@ -135,21 +119,26 @@ type encoder struct {
 	keys    []string
 	codes   []int
 	buckets *hdr.PackedHistogram // the non-empty buckets of a Stat without its own
-	stat    *Stat                // Stats of names alike once cut, merged
-	socket  *SocketStat
+	stat    *metrics.Stat        // Stats of names alike once cut, merged
+	socket  *metrics.SocketStat
 }
 
-func (e *encoder) body(s *Snapshot) {
-	for _, k := range statKinds {
-		e.stats(s.table(k))
+// tables are the tables of Stats of a body, in the format's order.
+func tables(s *metrics.Snapshot) [5]map[string]*metrics.Stat {
+	return [...]map[string]*metrics.Stat{s.Requests, s.Actions, s.Polls, s.Deliveries, s.Arrivals}
+}
+
+func (e *encoder) body(s *metrics.Snapshot) {
+	for _, t := range tables(s) {
+		e.stats(t)
 	}
 	e.sockets(s.Sockets)
 }
 
-func (e *encoder) stats(t map[string]*Stat) {
+func (e *encoder) stats(t map[string]*metrics.Stat) {
 	e.names = e.names[:0]
 	for name, st := range t {
-		if st.counted() {
+		if st.Counted() {
 			e.names = append(e.names, name)
 		}
 	}
@@ -158,7 +147,7 @@ func (e *encoder) stats(t map[string]*Stat) {
 		st := t[run[0]]
 		if len(run) > 1 {
 			if e.stat == nil {
-				e.stat = NewStat()
+				e.stat = metrics.NewStat()
 			}
 			st = e.stat
 			st.Reset()
@@ -185,10 +174,10 @@ func (e *encoder) stats(t map[string]*Stat) {
 	}
 }
 
-func (e *encoder) sockets(m map[string]*SocketStat) {
+func (e *encoder) sockets(m map[string]*metrics.SocketStat) {
 	e.names = e.names[:0]
 	for name, st := range m {
-		if !st.empty() {
+		if !st.Empty() {
 			e.names = append(e.names, name)
 		}
 	}
@@ -197,7 +186,7 @@ func (e *encoder) sockets(m map[string]*SocketStat) {
 		st := m[run[0]]
 		if len(run) > 1 {
 			if e.socket == nil {
-				e.socket = NewSocketStat()
+				e.socket = metrics.NewSocketStat()
 			}
 			st = e.socket
 			st.Reset()
@@ -215,14 +204,14 @@ func (e *encoder) sockets(m map[string]*SocketStat) {
 	}
 }
 
-func (e *encoder) flows(m map[string]*Flow) {
+func (e *encoder) flows(m map[string]*metrics.Flow) {
 	e.keys = e.keys[:0]
 	for typ := range m {
 		e.keys = append(e.keys, typ)
 	}
 	e.uvarint(uint64(sortCut(e.keys)))
 	for run := range runs(e.keys) {
-		var f Flow
+		var f metrics.Flow
 		for _, typ := range run {
 			f.Messages += m[typ].Messages
 			f.Bytes += m[typ].Bytes
@@ -233,7 +222,7 @@ func (e *encoder) flows(m map[string]*Flow) {
 	}
 }
 
-func (e *encoder) kinds(m map[string]MessageKind) {
+func (e *encoder) kinds(m map[string]metrics.MessageKind) {
 	e.keys = e.keys[:0]
 	for key := range m {
 		e.keys = append(e.keys, key)
@@ -242,21 +231,22 @@ func (e *encoder) kinds(m map[string]MessageKind) {
 	for run := range runs(e.keys) {
 		k := m[run[0]]
 		for _, key := range run[1:] {
-			k.merge(m[key])
+			k.Merge(m[key])
 		}
 		e.str(run[0])
 		e.uvarint(uint64(k.Count))
-		e.uvarint(uint64(k.n))
-		for _, p := range k.parts[:k.n] {
+		parts := k.Parts()
+		e.uvarint(uint64(len(parts)))
+		for _, p := range parts {
 			e.b = binary.AppendVarint(e.b, p[0])
 			e.b = binary.AppendVarint(e.b, p[1])
 		}
 	}
 }
 
-// sortCut sorts names as they are written, cut to maxWireString bytes, and
+// sortCut sorts names as they are written, cut to maxString bytes, and
 // returns how many differ once cut: names alike in their first
-// maxWireString bytes are written as one, their figures merged.
+// maxString bytes are written as one, their figures merged.
 func sortCut(names []string) int {
 	slices.SortFunc(names, func(a, b string) int { return strings.Compare(cut(a), cut(b)) })
 	n := 0
@@ -283,14 +273,14 @@ func runs(names []string) iter.Seq[[]string] {
 }
 
 // hist writes the non-empty buckets of st's histogram.
-func (e *encoder) hist(st *Stat) {
-	p := st.sparse()
+func (e *encoder) hist(st *metrics.Stat) {
+	p := st.Sparse()
 	if p == nil {
 		// Only a full scan finds them in Hist: hdrhistogram-go exports no
 		// way to read a count but to copy all 23,552 (Export); MergeFrom
 		// scans them in place into a sparse histogram.
 		if e.buckets == nil {
-			e.buckets = hdr.NewPacked(LowestMicros, HighestMicros, SigFigs)
+			e.buckets = hdr.NewPacked(metrics.LowestMicros, metrics.HighestMicros, metrics.SigFigs)
 		}
 		p = e.buckets
 		p.Reset()
@@ -299,7 +289,7 @@ func (e *encoder) hist(st *Stat) {
 	e.uvarint(uint64(p.Populated()))
 	last := -1
 	for v, n := range p.ForEachBucket {
-		i := bucketIndex(v)
+		i := metrics.BucketIndex(v)
 		e.uvarint(uint64(i - last - 1))
 		e.uvarint(uint64(n))
 		last = i
@@ -330,5 +320,5 @@ func (e *encoder) uvarint(v uint64) {
 	e.b = binary.AppendUvarint(e.b, v)
 }
 
-// cut cuts s to maxWireString bytes, at the start of a character.
-func cut(s string) string { return runecut.Prefix(s, maxWireString) }
+// cut cuts s to maxString bytes, at the start of a character.
+func cut(s string) string { return runecut.Prefix(s, maxString) }

@@ -1,4 +1,4 @@
-package metrics
+package wire
 
 import (
 	"math/rand/v2"
@@ -10,6 +10,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/headroom-dev/headroom/metrics"
 )
 
 // TestAgentsFamiliesSumToOneProcess: three agents' Proms, each observing
@@ -17,25 +19,25 @@ import (
 // observing them all does, in the text format (latency sums to the
 // nanosecond: they are added in another order).
 func TestAgentsFamiliesSumToOneProcess(t *testing.T) {
-	one := NewProm()
-	agents := []*Prom{NewProm(), NewProm(), NewProm()}
+	one := metrics.NewProm()
+	agents := []*metrics.Prom{metrics.NewProm(), metrics.NewProm(), metrics.NewProm()}
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := []string{"GET /a", "POST /b", "GET /c/{id}"}
 	for i := range 3000 {
-		x := Sample{Kind: Request, Name: names[rng.IntN(3)], Status: 200, Latency: time.Duration(rng.ExpFloat64() * float64(20*time.Millisecond))}
+		x := metrics.Sample{Kind: metrics.Request, Name: names[rng.IntN(3)], Status: 200, Latency: time.Duration(rng.ExpFloat64() * float64(20*time.Millisecond))}
 		switch i % 17 {
 		case 0:
-			x.Outcome, x.Status = Failed, 500
+			x.Outcome, x.Status = metrics.Failed, 500
 		case 1:
-			x.Outcome, x.Status = Timeout, 0
+			x.Outcome, x.Status = metrics.Timeout, 0
 		case 2:
-			x.Kind, x.Name = Action, "Post"
+			x.Kind, x.Name = metrics.Action, "Post"
 		case 3:
-			x.Kind, x.Name, x.Type = MessageIn, "WS /ws", "posted"
+			x.Kind, x.Name, x.Type = metrics.MessageIn, "WS /ws", "posted"
 		case 4:
-			x.Kind = Delivery
+			x.Kind = metrics.Delivery
 		case 5:
-			x.Kind, x.Name = Opened, "WS /ws"
+			x.Kind, x.Name = metrics.Opened, "WS /ws"
 		}
 		one.Observe(x)
 		agents[rng.IntN(3)].Observe(x)
@@ -56,9 +58,9 @@ func TestAgentsFamiliesSumToOneProcess(t *testing.T) {
 		}
 		sets = append(sets, back)
 	}
-	coord := NewProm() // the coordinator's own: users, and nothing observed
+	coord := metrics.NewProm() // the coordinator's own: users, and nothing observed
 	coord.SetUsers(42)
-	coord.AddRemote(func() []*dto.MetricFamily { return SumFamilies(sets...) })
+	coord.AddRemote(func() []*dto.MetricFamily { return metrics.SumFamilies(sets...) })
 	one.SetUsers(42)
 	if got, want := text(t, coord.Gather), text(t, one.Registry().Gather); got != want {
 		t.Errorf("the agents' sum differs from one process's exposition:\n--- sum\n%s\n--- one\n%s", got, want)
