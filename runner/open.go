@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
 
@@ -143,6 +144,24 @@ func (r *boundedRun) finishOpen(win time.Duration) {
 	if note := arrivalsNote(res.Arrivals, r.Open); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+	if note := latenessShare(res.Arrivals, res.Totals, res.ServiceTimes); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+}
+
+// latenessShare says, when the generator's own lateness is a visible
+// share of the latency from the intended start (a tenth of its p99 or
+// more, a millisecond at least), both figures and the service time's: a
+// user reading that p99 would blame the server for the generator's delay.
+// "" otherwise.
+func latenessShare(a *result.Arrivals, latency metrics.Summary, service *result.ServiceTimes) string {
+	if a == nil || service == nil || latency.P99Ms <= 0 || a.Lateness.P99Ms < 1 || a.Lateness.P99Ms < 0.1*latency.P99Ms {
+		return ""
+	}
+	return fmt.Sprintf("the generator's own lateness is %.0f%% of the latency's p99: arrivals started up to %.1f ms late (p99) where the latency from the intended start has p99 %.1f ms; "+
+		"the service time from the actual send, the target's part, has p99 %.1f ms. Read the service time for the target's latency, "+
+		"or give headroom more CPU (fewer arrivals a core) for a latency that is the target's alone",
+		100*a.Lateness.P99Ms/latency.P99Ms, a.Lateness.P99Ms, latency.P99Ms, service.Totals.P99Ms)
 }
 
 // arrivalsNote says what the arrivals that did not start as scheduled

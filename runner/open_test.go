@@ -198,3 +198,33 @@ func TestOpenPoolTooSmallDropsAndTheCheckFires(t *testing.T) {
 		t.Errorf("the dropped-arrivals check: %+v; want it fired at ~80%%", r)
 	}
 }
+
+// A run whose generator's lateness is a visible share of the latency's
+// p99 says so with both figures and the service time's (issue 54: at a
+// quarter of one core's rate, 8.9 ms of a 16.7 ms p99 were headroom's);
+// one where it is a sliver, or under a millisecond, says nothing.
+func TestLatenessShareOfTheP99(t *testing.T) {
+	arrivals := func(p99 float64) *result.Arrivals {
+		return &result.Arrivals{Started: 1000, Lateness: result.Lateness{P99Ms: p99}}
+	}
+	service := &result.ServiceTimes{Totals: metrics.Summary{P99Ms: 7.1}}
+	note := latenessShare(arrivals(8.9), metrics.Summary{P99Ms: 16.7}, service)
+	for _, want := range []string{"53% of the latency's p99", "8.9 ms late (p99)", "p99 16.7 ms", "target's part, has p99 7.1 ms"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("lateness 8.9 of a p99 of 16.7: note %q; want it to say %q", note, want)
+		}
+	}
+	for _, c := range []struct {
+		lateness, p99 float64
+		service       *result.ServiceTimes
+	}{
+		{1.5, 16.7, service}, // under a tenth
+		{0.8, 2, service},    // under a millisecond
+		{8.9, 0, service},    // no latency measured
+		{8.9, 16.7, nil},     // the closed model: no service times
+	} {
+		if note := latenessShare(arrivals(c.lateness), metrics.Summary{P99Ms: c.p99}, c.service); note != "" {
+			t.Errorf("lateness %g of a p99 of %g: note %q; want none", c.lateness, c.p99, note)
+		}
+	}
+}
