@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # open-rate.sh — the highest arrival rate one client core holds on time: headroom's open model
-# (run --rate) beside k6's constant-arrival-rate executor and vegeta, as a ratio to wrk's closed-loop rate.
+# (run --rate) beside k6's constant-arrival-rate executor, vegeta and wrk2 (Gil Tene's constant-throughput
+# wrk), as a ratio to wrk's closed-loop rate; then what a request costs each at a quarter and half of it.
 #
 # Usage: bash bench/open-rate.sh
 #   env TRIAL=5          seconds of each trial at one rate
 #       POOL=256         users (headroom --max-users and --pre-users), VUs (k6 preAllocatedVUs = maxVUs),
 #                        workers (vegeta -workers = -max-workers): the connections each may hold
-#       TOOLS="headroom k6 vegeta"
+#       TOOLS="headroom k6 vegeta wrk2"
 #       SERVER_CPU=0     core nginx is pinned to
 #       CLIENT_CPU=1     core each client is pinned to, one at a time (GOMAXPROCS=1 for the Go ones)
 #       HEADROOM=path    use this binary instead of building ./cmd/headroom
 #       HEADROOM_ARGS=   more flags for headroom's trials, e.g. "--max-wait 10ms"
 #       K6_BIN, VEGETA_BIN  use these instead of the pinned versions built once (bench/lib.sh)
+#       WRK2_BIN=path    wrk2's binary (no registry packages it: git clone https://github.com/giltene/wrk2,
+#                        make, ~1 minute; the binary is ./wrk); without it wrk2 is skipped with a note
+#       COST=1           0: skip the cost trials
 #       OUT=dir          keep the raw outputs there (default: a temp dir, removed)
 #       QUIET_WAIT=60    seconds to wait, before each trial, for the machine to be idle
 #       ROUNDS=1         rounds, each with its own wrk run and searches; medians of the ratios printed
@@ -27,13 +31,19 @@
 #             scheduler makes fewer without dropping)
 #   vegeta    requests sent at least 99% of rate × TRIAL and its achieved rate at least 99% of the
 #             rate asked (vegeta reports no lateness: its pacer falls behind instead)
+#   wrk2      -t1 -c64 -R rate: its requests/s at least 99% of the rate and its p99 (from the intended
+#             start, as headroom's; it never drops, it falls behind, which its latency shows) under 10 ms
 # The search doubles the rate from 10% of wrk's until a trial fails, then bisects five times. Printed:
-# every trial, then each tool's highest rate held and its ratio to wrk's rate. Traffic: 127.0.0.1 only.
+# every trial, then each tool's highest rate held and its ratio to wrk's rate. Then (COST=1), per tool, one
+# trial at 0.25 and one at 0.5 of wrk's rate: the client's CPU a request (user + system, /usr/bin/time) and
+# the p99 (headroom and wrk2 from the intended start; k6 and vegeta from the send, all they measure).
+# Traffic: 127.0.0.1 only.
 set -euo pipefail
 
 TRIAL=${TRIAL:-5}
 POOL=${POOL:-256}
-TOOLS=${TOOLS:-headroom k6 vegeta}
+TOOLS=${TOOLS:-headroom k6 vegeta wrk2}
+COST=${COST:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 QUIET_WAIT=${QUIET_WAIT:-60}
@@ -50,14 +60,25 @@ need jq jq
 need taskset util-linux
 [ "$(nproc --all)" -ge 2 ] || die "needs 2 cores (server and client pinned apart)"
 build_headroom
+need /usr/bin/time time
+tools=
 for t in $TOOLS; do
 	case $t in
 	k6) find_k6 ;;
 	vegeta) find_vegeta ;;
+	wrk2)
+		if [ -z "${WRK2_BIN:-}" ] || [ ! -x "$WRK2_BIN" ]; then
+			log "wrk2: skipped: WRK2_BIN is not an executable (git clone https://github.com/giltene/wrk2 && make; WRK2_BIN=<it>/wrk)"
+			continue
+		fi
+		log "using wrk2 ($WRK2_BIN)"
+		;;
 	headroom) ;;
-	*) die "unknown tool $t (TOOLS: headroom k6 vegeta)" ;;
+	*) die "unknown tool $t (TOOLS: headroom k6 vegeta wrk2)" ;;
 	esac
+	tools="$tools $t"
 done
+TOOLS=${tools# }
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 PORT=$(free_port)
@@ -76,13 +97,15 @@ cat >"$WORK/hit.js" <<'JS'
 import http from 'k6/http';
 export const options = {
   discardResponseBodies: true,
+  summaryTrendStats: ['avg', 'p(99)'],
   scenarios: { open: { executor: 'constant-arrival-rate', rate: Number(__ENV.RATE), timeUnit: '1s',
     duration: __ENV.TRIAL + 's', preAllocatedVUs: Number(__ENV.POOL), maxVUs: Number(__ENV.POOL) } },
 };
 export default function () { http.get(__ENV.URL + '/'); }
 export function handleSummary(data) {
   const count = (m) => (data.metrics[m] ? data.metrics[m].values.count : 0);
-  return { [__ENV.SUMMARY]: JSON.stringify({ iterations: count('iterations'), dropped: count('dropped_iterations') }) };
+  const p99 = data.metrics.http_req_duration ? data.metrics.http_req_duration.values['p(99)'] : 0;
+  return { [__ENV.SUMMARY]: JSON.stringify({ iterations: count('iterations'), dropped: count('dropped_iterations'), p99: p99 }) };
 }
 JS
 
@@ -94,42 +117,82 @@ closed_loop() {
 	log "wrk (closed loop, 64 connections, one core): $WRK_RPS requests/s"
 }
 
-# trial TOOL RATE: runs one trial; sets OK (0/1) and WHY (what was measured).
-trial() {
-	local tool=$1 rate=$2 dir=$WORK/$1-$2
-	mkdir -p "$dir"
-	wait_quiet "$QUIET_WAIT" 10
+# run_tool TOOL RATE DIR: runs TOOL at RATE for TRIAL seconds on the client core, its outputs in DIR and its
+# CPU (user and system seconds) in DIR/time.txt.
+run_tool() {
+	local tool=$1 rate=$2 dir=$3
+	local timed=(/usr/bin/time -o "$dir/time.txt" -f "%U %S" env GOMAXPROCS=1 taskset -c "$CLIENT_CPU")
 	case $tool in
 	headroom)
-		GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$HEADROOM" run "$WORK/hit.star" --target "$URL" --rate "$rate/s" \
+		"${timed[@]}" "$HEADROOM" run "$WORK/hit.star" --target "$URL" --rate "$rate/s" \
 			--duration "${TRIAL}s" --max-users "$POOL" --pre-users "$POOL" ${HEADROOM_ARGS:-} --out "$dir/run" --quiet >"$dir/out.txt" 2>&1 || true
+		;;
+	k6)
+		RATE=$rate TRIAL=$TRIAL POOL=$POOL URL=$URL SUMMARY=$dir/summary.json \
+			"${timed[@]}" "$K6_BIN" run --no-usage-report -q "$WORK/hit.js" >"$dir/out.txt" 2>&1 || true
+		;;
+	vegeta)
+		echo "GET $URL/" | "${timed[@]}" "$VEGETA_BIN" attack -rate "$rate/s" -duration "${TRIAL}s" \
+			-workers "$POOL" -max-workers "$POOL" -keepalive >"$dir/results.bin" 2>"$dir/out.txt" || true
+		"$VEGETA_BIN" report -type json <"$dir/results.bin" >"$dir/report.json" 2>>"$dir/out.txt" || true
+		;;
+	wrk2)
+		"${timed[@]}" "$WRK2_BIN" -t1 -c64 -d"${TRIAL}s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
+		;;
+	esac
+}
+
+# wrk2_p99 DIR: wrk2's p99 in ms, from its HdrHistogram distribution ("99.000%    4.29ms").
+wrk2_p99() {
+	awk '$1 == "99.000%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+		print (u == "us" ? v / 1000 : u == "s" ? v * 1000 : u == "m" ? v * 60000 : v); exit }' "$1/out.txt"
+}
+
+# trial TOOL RATE: runs one trial; sets OK (0/1), WHY (what was measured), DONE (requests completed),
+# P99 (ms) and CPU (client seconds).
+trial() {
+	local tool=$1 rate=$2 dir=$WORK/$1-$2-${3:-search}
+	mkdir -p "$dir"
+	wait_quiet "$QUIET_WAIT" 10
+	run_tool "$tool" "$rate" "$dir"
+	CPU=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { print $1 + $2 }' "$dir/time.txt" 2>/dev/null)
+	CPU=${CPU:-0}
+	case $tool in
+	headroom)
 		local a
-		a=$(jq -r '.arrivals | "\(.intended) \(.dropped) \(.late)"' "$dir/run/result.json" 2>/dev/null) || a="0 0 0"
-		read -r intended dropped late <<<"$a"
+		a=$(jq -r '"\(.arrivals.intended) \(.arrivals.dropped) \(.arrivals.late) \(.totals.count) \(.totals.p99_ms)"' "$dir/run/result.json" 2>/dev/null) || a="0 0 0 0 0"
+		read -r intended dropped late DONE P99 <<<"$a"
 		OK=$(awk -v i="$intended" -v d="$dropped" -v l="$late" -v m="$MAX_DROPPED" \
 			'BEGIN { print (i > 0 && (d + l) / i < 0.01 && 100 * d / i <= m) ? 1 : 0 }')
 		WHY="intended $intended, dropped $dropped, late $late"
 		;;
 	k6)
-		RATE=$rate TRIAL=$TRIAL POOL=$POOL URL=$URL SUMMARY=$dir/summary.json GOMAXPROCS=1 taskset -c "$CLIENT_CPU" \
-			"$K6_BIN" run --no-usage-report -q "$WORK/hit.js" >"$dir/out.txt" 2>&1 || true
 		local s
-		s=$(jq -r '"\(.iterations) \(.dropped)"' "$dir/summary.json" 2>/dev/null) || s="0 0"
-		read -r iterations dropped <<<"$s"
+		s=$(jq -r '"\(.iterations) \(.dropped) \(.p99)"' "$dir/summary.json" 2>/dev/null) || s="0 0 0"
+		read -r iterations dropped P99 <<<"$s"
+		DONE=$iterations
 		OK=$(awk -v it="$iterations" -v d="$dropped" -v r="$rate" -v t="$TRIAL" \
 			'BEGIN { print (it > 0 && d / (it + d) < 0.01 && it >= 0.99 * r * t) ? 1 : 0 }')
 		WHY="iterations $iterations, dropped $dropped"
 		;;
 	vegeta)
-		echo "GET $URL/" | GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$VEGETA_BIN" attack -rate "$rate/s" -duration "${TRIAL}s" \
-			-workers "$POOL" -max-workers "$POOL" -keepalive >"$dir/results.bin" 2>"$dir/out.txt" || true
-		"$VEGETA_BIN" report -type json <"$dir/results.bin" >"$dir/report.json" 2>>"$dir/out.txt" || true
 		local v
-		v=$(jq -r '"\(.requests) \(.rate) \(.success)"' "$dir/report.json" 2>/dev/null) || v="0 0 0"
-		read -r requests achieved success <<<"$v"
+		v=$(jq -r '"\(.requests) \(.rate) \(.success) \(.latencies["99th"] / 1e6)"' "$dir/report.json" 2>/dev/null) || v="0 0 0 0"
+		read -r requests achieved success P99 <<<"$v"
+		DONE=$requests
 		OK=$(awk -v n="$requests" -v a="$achieved" -v r="$rate" -v t="$TRIAL" -v s="$success" \
 			'BEGIN { print (n >= 0.99 * r * t && a >= 0.99 * r && s >= 0.99) ? 1 : 0 }')
 		WHY="requests $requests, achieved $(printf '%.0f' "$achieved")/s, success $success"
+		;;
+	wrk2)
+		local achieved
+		achieved=$(awk '/^Requests\/sec/ { print $2 }' "$dir/out.txt")
+		achieved=${achieved:-0}
+		P99=$(wrk2_p99 "$dir")
+		P99=${P99:-0}
+		DONE=$(awk -v a="$achieved" -v t="$TRIAL" 'BEGIN { printf "%d", a * t }')
+		OK=$(awk -v a="$achieved" -v r="$rate" -v p="$P99" 'BEGIN { print (a >= 0.99 * r && p > 0 && p < 10) ? 1 : 0 }')
+		WHY="achieved $(printf '%.0f' "$achieved")/s, p99 $P99 ms from the intended start"
 		;;
 	esac
 	log "$tool at $rate/s: $([ "$OK" = 1 ] && echo held || echo NOT held) ($WHY)"
@@ -179,4 +242,18 @@ for t in $TOOLS; do
 	printf '%-10s %-28s %-28s %.2f\n' "$t" "${best[$t]# }" "${ratios[$t]# }" "$(median ${ratios[$t]})"
 done
 echo "held: under 1% of arrivals late (> 10 ms) or lost (headroom: at most $MAX_DROPPED% dropped too), trials of ${TRIAL} s, one client core, pool $POOL; wrk's closed loop each round"
+
+[ "$COST" = 1 ] || exit 0
+echo
+printf '%-10s %-10s %-12s %-14s %s\n' client 'of wrk' 'rate (/s)' 'CPU a request' 'p99 (ms)'
+for frac in 0.25 0.5; do
+	rate=$(awk -v w="$WRK_RPS" -v f="$frac" 'BEGIN { printf "%d", w * f }')
+	for t in $TOOLS; do
+		trial "$t" "$rate" cost
+		printf '%-10s %-10s %-12s %-14s %s\n' "$t" "$frac" "$rate" \
+			"$(awk -v c="$CPU" -v n="$DONE" 'BEGIN { if (n > 0) printf "%.1f us", 1e6 * c / n; else print "-" }')" \
+			"$(printf '%.2f' "$P99")$([ "$t" = k6 ] || [ "$t" = vegeta ] && echo ' (from the send)')"
+	done
+done
+echo "CPU a request: the client's user + system seconds over its requests, setup and start-up included (a ${TRIAL} s trial)"
 if [ -n "${KEEP:-}" ]; then log "raw outputs kept in $WORK"; fi
