@@ -8,28 +8,29 @@ import (
 )
 
 // dbSpan is a database endpoint's work over one run's span, and the
-// requests the run's users made in it.
+// units of the span (the requests the run's users made in it, or the
+// users set up).
 type dbSpan struct {
 	d        *result.DatabaseWork
 	requests float64
 }
 
-// dbFigures are what a database counts a request: its statements
+// dbFigures are what a database counts a unit of work: its statements
 // (MySQL, MariaDB) or transactions (PostgreSQL), and the rows it read.
 var dbFigures = []struct {
 	name   string
 	system string // "" for every system
 	of     func(*result.DatabaseWork) float64
 }{
-	{"queries a request", "mysql", func(d *result.DatabaseWork) float64 { return d.Queries }},
-	{"transactions a request", "postgresql", func(d *result.DatabaseWork) float64 { return d.Transactions }},
-	{"rows read a request", "", func(d *result.DatabaseWork) float64 { return d.RowsRead }},
+	{"queries", "mysql", func(d *result.DatabaseWork) float64 { return d.Queries }},
+	{"transactions", "postgresql", func(d *result.DatabaseWork) float64 { return d.Transactions }},
+	{"rows read", "", func(d *result.DatabaseWork) float64 { return d.RowsRead }},
 }
 
-// compareDatabase judges scrape endpoint i's database work a request,
-// one Metric a figure its system counts; nil unless every run of both
-// sides has it, from the same system.
-func compareDatabase(i int, base, new []dbSpan, o Options) []Metric {
+// compareDatabase judges scrape endpoint i's database work a unit ("a
+// request", "a user set up"), one Metric a figure its system counts; nil
+// unless every run of both sides has it, from the same system.
+func compareDatabase(i int, unit string, base, new []dbSpan, o Options) []Metric {
 	if len(base) == 0 || len(new) == 0 {
 		return nil
 	}
@@ -51,7 +52,7 @@ func compareDatabase(i int, base, new []dbSpan, o Options) []Metric {
 		if f.system != "" && f.system != system {
 			continue
 		}
-		m := Metric{Name: fmt.Sprintf("database %d (%s) %s", i+1, system, f.name)}
+		m := Metric{Name: fmt.Sprintf("database %d (%s) %s %s", i+1, system, f.name, unit)}
 		for _, s := range base {
 			m.BaseRuns = append(m.BaseRuns, perRequest(s, f.of))
 		}

@@ -145,7 +145,7 @@ func levelDatabase(base, new *Side, users int, o Options) []Metric {
 		if b == nil || n == nil {
 			return out
 		}
-		out = append(out, compareDatabase(i, b, n, o)...)
+		out = append(out, compareDatabase(i, "a request", b, n, o)...)
 	}
 }
 

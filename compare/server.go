@@ -19,8 +19,10 @@ type ServerComparison struct {
 	Goroutines Metric             `json:"goroutines"`
 	Timings    []TimingComparison `json:"timings,omitempty"`
 	// Database is, for a database exporter, its work a request of the
-	// window (compareDatabase).
-	Database []Metric `json:"database_per_request,omitempty"`
+	// window (compareDatabase); SetupDatabase its work a user set up over
+	// users' setup (bounded runs: from the start to the window).
+	Database      []Metric `json:"database_per_request,omitempty"`
+	SetupDatabase []Metric `json:"database_per_user_set_up,omitempty"`
 }
 
 // TimingComparison compares one server-side latency family (API time by
@@ -86,7 +88,8 @@ func compareServers(base, new *Side, o Options, notes *[]string) []ServerCompari
 			f.m.judge(o)
 		}
 		sc.Timings = compareTimings(bt, nt, o)
-		sc.Database = compareDatabase(i, windowWork(base, i), windowWork(new, i), o)
+		sc.Database = compareDatabase(i, "a request", windowWork(base, i), windowWork(new, i), o)
+		sc.SetupDatabase = compareDatabase(i, "a user set up", setupWork(base, i), setupWork(new, i), o)
 		out = append(out, sc)
 	}
 	return out
@@ -102,6 +105,21 @@ func windowWork(s *Side, i int) []dbSpan {
 			return nil
 		}
 		out = append(out, dbSpan{r.Result.Server.Targets[i].Window.Database, float64(r.Result.Totals.Count)})
+	}
+	return out
+}
+
+// setupWork is scrape endpoint i's database work over each run's users'
+// setup, and the users set up; nil unless every run has it (a bounded run
+// that reached its window).
+func setupWork(s *Side, i int) []dbSpan {
+	var out []dbSpan
+	for _, r := range s.Runs {
+		tg := r.Result.Server.Targets[i]
+		if tg.Setup == nil || r.Result.Setup == nil {
+			return nil
+		}
+		out = append(out, dbSpan{tg.Setup.Database, float64(r.Result.Setup.Users)})
 	}
 	return out
 }

@@ -163,6 +163,9 @@ func serverSideBlocks(i int, s compare.ServerComparison, b, n string) []Block {
 	for j := range s.Database {
 		metricRow(t, s.Database[j].Name+" (window)", &s.Database[j])
 	}
+	for j := range s.SetupDatabase {
+		metricRow(t, s.SetupDatabase[j].Name+" (setup)", &s.SetupDatabase[j])
+	}
 	for j := range s.Timings {
 		metricRow(t, s.Timings[j].Title+": mean, common mix (ms)", &s.Timings[j].Mix)
 	}
@@ -306,6 +309,11 @@ func headlines(c *compare.Comparison) []*compare.Metric {
 		for i := range s.Database {
 			m := s.Database[i]
 			m.Name += " (window)"
+			out = append(out, &m)
+		}
+		for i := range s.SetupDatabase { // a login that asks more of the database
+			m := s.SetupDatabase[i]
+			m.Name += " (setup)"
 			out = append(out, &m)
 		}
 		for i := range s.Timings {

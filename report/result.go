@@ -121,8 +121,12 @@ func serverBlocks(r *result.Result) []Block {
 			if r.Step != nil { // its server window spans the levels' setups too: a request at each level, below
 				requests = 0
 			}
-			out = append(out, &Para{Text: fmt.Sprintf("%s (a %s database's exporter), over the measured window: %s.", tg.URL, w.Database.System,
-				databaseText(w.Database, requests))})
+			txt := fmt.Sprintf("%s (a %s database's exporter), over the measured window: %s", tg.URL, w.Database.System,
+				databaseText(w.Database, requests, "request"))
+			if st := tg.Setup; st != nil && st.Database != nil && r.Setup != nil {
+				txt += "; over users' setup (from the start to the window): " + databaseText(st.Database, float64(r.Setup.Users), "user set up")
+			}
+			out = append(out, &Para{Text: txt + "."})
 			continue
 		}
 		txt := fmt.Sprintf("%s (%s), over the measured window: CPU %s cores mean, %s max; memory %s MiB mean, %s max",
@@ -142,13 +146,13 @@ func serverBlocks(r *result.Result) []Block {
 	return append(out, serverCharts("", []namedRun{{name: "run", res: r}})...)
 }
 
-// databaseText says what a database did over a span whose users made
-// requests: each figure, and a request.
-func databaseText(d *result.DatabaseWork, requests float64) string {
+// databaseText says what a database did over a span of units of work
+// (requests, users set up): each figure, and a unit.
+func databaseText(d *result.DatabaseWork, units float64, unit string) string {
 	per := func(v float64, what string) string {
 		t := count(int64(math.Round(v))) + " " + what
-		if requests > 0 {
-			t += fmt.Sprintf(" (%s a request)", num(v/requests))
+		if units > 0 {
+			t += fmt.Sprintf(" (%s a %s)", num(v/units), unit)
 		}
 		return t
 	}

@@ -19,10 +19,14 @@ type ServerTarget struct {
 	Has      []string      `json:"has"`              // which of "cpu", "memory", "goroutines" it exposed
 	Timeline []ServerPoint `json:"timeline"`
 	// Window covers the run's measured window, as result.Window does.
-	Window    ServerWindow `json:"window"`
-	Scrapes   int          `json:"scrapes"`
-	Failed    int          `json:"failed"`
-	LastError string       `json:"last_error,omitempty"`
+	Window ServerWindow `json:"window"`
+	// Setup covers users' setup: from the run's start (its first scrape)
+	// to the measured window, a bounded run's; nil otherwise. What a
+	// database did in it, over Setup.Users, is its work a user set up.
+	Setup     *ServerWindow `json:"setup,omitempty"`
+	Scrapes   int           `json:"scrapes"`
+	Failed    int           `json:"failed"`
+	LastError string        `json:"last_error,omitempty"`
 }
 
 // ServerPoint is one scrape; T is seconds since the run started. CPU is

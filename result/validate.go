@@ -88,6 +88,11 @@ func (r *Result) validate() error {
 			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
 				return err
 			}
+			if t.Setup != nil {
+				if err := checkServerWindow(fmt.Sprintf("server.targets[%d].setup", i), *t.Setup); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if ps := r.Profiles; ps != nil {

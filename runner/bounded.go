@@ -95,7 +95,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 	if b.SetupTimeout <= 0 {
 		b.SetupTimeout = time.Minute
 	}
-	r := &boundedRun{Bounded: b, s: s, users: users, total: b.Ramp + b.Duration, prev: s.start,
+	r := &boundedRun{Bounded: b, s: s, users: users, total: b.Ramp + b.Duration, prev: s.start, started: s.mark(s.start),
 		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), draining: metrics.NewSnapshot()}
 	if b.Open != nil {
 		res.Config.Users, res.Config.Model, res.Config.Rate = 0, result.ModelOpen, b.Open.config()
@@ -149,8 +149,11 @@ func (r *boundedRun) finish(status string) ending {
 			}
 			return ""
 		},
-		server: func() { s.server(r.from, s.mark(end)) },
-		write:  r.write,
+		server: func() {
+			s.server(r.from, s.mark(end))
+			s.serverSetup(r.started, r.from)
+		},
+		write: r.write,
 	}
 }
 
@@ -165,6 +168,7 @@ type boundedRun struct {
 	holes                  bool              // degraded seconds were left out of the window
 	nextTick, nextSave     time.Time
 	from                   *serverstats.Mark // the server's state when the measured window began
+	started                *serverstats.Mark // and when the run began: users' setup is started..from
 	marked                 bool
 	prev                   time.Time // the previous tick
 	// window is when the measured window began (zero until then): the
@@ -227,6 +231,7 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 	if !now.Before(r.nextSave) {
 		r.finishWindow(result.Running)
 		r.s.server(r.from, r.s.mark(now))
+		r.s.serverSetup(r.started, r.from)
 		r.s.checkpoint(r.write)
 		r.nextSave = r.nextSave.Add(r.Save)
 	}

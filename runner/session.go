@@ -406,6 +406,20 @@ func (s *session) server(from, to *serverstats.Mark) {
 	redactServer(s.res.Server)
 }
 
+// serverSetup fills each scraped target's figures over users' setup, from
+// begin (the run's start) to from (the measured window's); nothing when
+// the window never began.
+func (s *session) serverSetup(begin, from *serverstats.Mark) {
+	if s.watch == nil || s.res.Server == nil || begin == nil || from == nil {
+		return
+	}
+	for i, w := range s.watch.Windows(begin, from) {
+		if i < len(s.res.Server.Targets) {
+			s.res.Server.Targets[i].Setup = &w
+		}
+	}
+}
+
 // stop stops every user (each within the grace period) and collects the rest.
 // The run's context ends with it.
 func (s *session) stop() {

@@ -50,7 +50,11 @@ func TestDatabaseQueriesPerRequest(t *testing.T) {
 	var per atomic.Int64
 	srv := &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", ports[1]), ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := sql(strings.Repeat("SELECT COUNT(*) FROM load_test.t; ", int(per.Load()))); err != nil {
+			n := int(per.Load())
+			if r.URL.Path == "/login" { // a login asks 50 times a request's
+				n *= 50
+			}
+			if _, err := sql(strings.Repeat("SELECT COUNT(*) FROM load_test.t; ", n)); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			}
 		})}
@@ -60,6 +64,8 @@ func TestDatabaseQueriesPerRequest(t *testing.T) {
 	waitAnswer(t, target+"/")
 	star := filepath.Join(dir, "get.star")
 	if err := os.WriteFile(star, []byte(`
+def setup(user):
+    user.http.get("/login", name="GET /login")
 def get(user):
     user.http.get("/", name="GET /")
 actions = [action("get", get)]
@@ -99,6 +105,17 @@ think_time = think.constant("100ms")
 		if rows < 0.93*10*float64(n) || rows > 1.07*10*float64(n) {
 			t.Errorf("%d statement(s) a request: %.2f rows read a request; want %d (each a count over 10 rows)", n, rows, 10*n)
 		}
+		// Users' setup, from the start to the window: each user's login's
+		// 50n statements, and the requests of a user set up while the
+		// other was not yet (a second's ramp, 10 requests a second each:
+		// a few n a user set up), the exporter's SELECTs (one a scrape).
+		if st := tg.Setup; st == nil || st.Database == nil || r.Setup == nil || r.Setup.Users != 2 {
+			t.Errorf("%d statement(s) a request: users' setup %+v of %+v; want the database's work over 2 users' setup", n, st, r.Setup)
+		} else if qs := st.Database.Queries / 2; qs < 50*float64(n) || qs > 65*float64(n)+2 {
+			t.Errorf("%d statement(s) a request: %.1f queries a user set up; want %d and a few more (a login's)", n, qs, 50*n)
+		} else {
+			t.Logf("%d statement(s) a request: %.1f queries a user set up over %.1f s", n, qs, st.Seconds)
+		}
 		runs = append(runs, out)
 	}
 	c := compareDirs(t, runs[:1], runs[1:])
@@ -108,6 +125,9 @@ think_time = think.constant("100ms")
 	q := c.Server[0].Database[0]
 	if q.Name != "database 1 (mysql) queries a request" || q.Base < 0.93 || q.Base > 1.3 || q.New < 2.8 || q.New > 3.3 {
 		t.Errorf("compare: %s %.2f → %.2f; want 1 → 3", q.Name, q.Base, q.New)
+	}
+	if sd := c.Server[0].SetupDatabase; len(sd) != 2 || sd[0].Name != "database 1 (mysql) queries a user set up" || sd[0].New < 2.5*sd[0].Base {
+		t.Errorf("compare's users' setup: %+v; want the queries a user set up, about 50 → 150", sd)
 	}
 }
 
