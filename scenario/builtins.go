@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/scenario/data"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -27,7 +28,7 @@ func predeclared() starlark.StringDict {
 		"crypto":    cryptoModule,
 		"base64":    base64Module,
 		"clock":     clockModule,
-		"data":      dataModule,
+		"data":      data.Module(),
 		"delivery":  deliveryModule,
 		"vars":      varsDict(nil), // the --var values; Load sets them
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/data"
 	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
@@ -118,7 +119,7 @@ type User struct {
 	// that begins while the user sets up is counted as setup too.
 	settingUp atomic.Bool
 	cancelCh  chan struct{} // closed by the first Cancel: wakes a sleep
-	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
+	holds     data.Holds    // the dataset rows this user holds; Close gives them back
 	inbox     *inbox        // WebSocket messages for their handlers (ws.go); nil until a connect
 	dropped   atomic.Int64  // messages the full inbox dropped
 	handling  *Message      // the message whose handler runs now, if one does
@@ -303,6 +304,18 @@ func (u *User) Cancel(reason string) {
 	u.cancelLanes(reason)
 }
 
+// Close stops the user's background lanes and waits for them (see
+// StopLanes), closes its WebSockets (with a close frame) and gives back
+// the dataset rows it holds (pick="unique"), for users that start later.
+// Call it once the user's calls are over: the engine does when its
+// goroutine ends. Later calls do nothing.
+func (u *User) Close() {
+	_ = u.keepSession() // what its actions changed (a token renewed); a value that cannot be kept leaves the next user none
+	u.StopLanes("user ended")
+	u.closeWebSockets()
+	u.holds.Release()
+}
+
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	_, s := u.invoke(name, fn)
 	u.fromIntended(&s)
@@ -443,7 +456,18 @@ type userValue struct {
 	lane    string         // the lane's name, for a background lane's view of the user; "" otherwise
 }
 
-var _ starlark.HasAttrs = (*userValue)(nil)
+var (
+	_ starlark.HasAttrs = (*userValue)(nil)
+	_ data.User         = (*userValue)(nil)
+)
+
+// ID, Account, Rand, Holds and InLane are what a dataset's row(user)
+// reads of the user (data.User).
+func (v *userValue) ID() int            { return v.id }
+func (v *userValue) Account() int       { return v.account }
+func (v *userValue) Rand() *rand.Rand   { return v.rand.r }
+func (v *userValue) Holds() *data.Holds { return &v.http.u.holds }
+func (v *userValue) InLane() bool       { return v.http.u.parent != nil }
 
 func (v *userValue) String() string        { return fmt.Sprintf("<user %d>", v.id) }
 func (v *userValue) Type() string          { return "user" }
