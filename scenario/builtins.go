@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/scenario/data"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -29,7 +30,7 @@ func predeclared() starlark.StringDict {
 		"base64":    base64Module,
 		"clock":     clockModule,
 		"data":      data.Module(),
-		"delivery":  deliveryModule,
+		"delivery":  ws.DeliveryModule(receiverOf),
 		"vars":      varsDict(nil), // the --var values; Load sets them
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),

@@ -20,6 +20,7 @@ var knowsNothingOf = map[string][]string{
 	"control":       {module, "go.starlark.net/"},
 	"starjson":      {module},
 	"scenario/data": {module + "scenario", module + "engine", module + "transport", module + "metrics"},
+	"scenario/ws":   {module + "scenario", module + "engine", module + "transport"},
 	"transport":     {module + "metrics", module + "scenario", module + "engine", "go.starlark.net/"},
 	"metrics":       {module + "transport", module + "scenario", module + "engine", "go.starlark.net/"},
 	"engine":        {module + "runner", module + "health", module + "control", module + "prom"},
