@@ -19,6 +19,7 @@ import (
 
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
@@ -248,8 +249,9 @@ func (e *Engine) userOf(id, account int) (*scenario.User, scenario.HTTPClient) {
 			o.Cookies = cookies
 			return withCredentials(e.newClient(o), e.cfg.Target)
 		},
-		Shared: e.shared, Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
-		Dial: e.cfg.Dial,
+		Shared: e.shared,
+		WS: ws.Dialing{Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), SourceAddr: opt.LocalAddr, MaxMessage: e.cfg.MaxBody,
+			Dial: e.cfg.Dial},
 	})
 	return user, client
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
@@ -23,7 +24,7 @@ func (e *Engine) Init(ctx context.Context) (err error) {
 	defer client.Close()
 	u := scenario.NewUser(e.cfg.Scenario, scenario.Env{
 		ID: 0, Seed: e.cfg.Seed, HTTP: withCredentials(client, e.cfg.Target), Record: e.cfg.Recorder.Shard(0), Print: e.cfg.Print,
-		Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), MaxMessage: e.cfg.MaxBody, Dial: e.cfg.Dial,
+		WS: ws.Dialing{Target: e.cfg.Target, Timeout: e.cfg.Timeout, TLS: e.cfg.Settings.TLS(), MaxMessage: e.cfg.MaxBody, Dial: e.cfg.Dial},
 	})
 	defer u.Close()
 	stop := context.AfterFunc(ctx, func() {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 )
 
@@ -197,7 +198,7 @@ func benchMessages(b *testing.B, body string, n, window int) {
 	var wg sync.WaitGroup
 	users := make([]*User, n)
 	for i := range users {
-		u := NewUser(sc, Env{ID: i + 1, Seed: 1, HTTP: nopDoer{}, Record: rec.Shard(i), Target: srv.target, Timeout: 10 * time.Second})
+		u := NewUser(sc, Env{ID: i + 1, Seed: 1, HTTP: nopDoer{}, Record: rec.Shard(i), WS: ws.Dialing{Target: srv.target, Timeout: 10 * time.Second}})
 		if out := u.Setup(); out != metrics.OK {
 			b.Fatalf("user %d's setup: %v", i+1, out)
 		}

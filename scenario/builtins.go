@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-dev/headroom/scenario/data"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -27,8 +29,8 @@ func predeclared() starlark.StringDict {
 		"crypto":    cryptoModule,
 		"base64":    base64Module,
 		"clock":     clockModule,
-		"data":      dataModule,
-		"delivery":  deliveryModule,
+		"data":      data.Module(),
+		"delivery":  ws.DeliveryModule(receiverOf),
 		"vars":      varsDict(nil), // the --var values; Load sets them
 		"think": &starlarkstruct.Module{Name: "think", Members: starlark.StringDict{
 			"constant":    starlark.NewBuiltin("think.constant", thinkConstant),

@@ -263,7 +263,7 @@ def act(user):
 	if held == 0 {
 		t.Fatal("no user got a row")
 	}
-	if n := len(sc.Unique()[0].free); n != rows {
+	if n := sc.Unique()[0].Free(); n != rows {
 		t.Errorf("%d rows free after every user closed, want %d (held %d times, refused %d)", n, rows, held, refused)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/data"
 	"go.starlark.net/starlark"
 )
 
@@ -83,7 +84,7 @@ func shareable(v starlark.Value, at string, depth int, seen map[starlark.Value]b
 		return fmt.Errorf("init returned a value nested more than %d levels deep (at %s)", maxShareDepth, at)
 	}
 	switch x := v.(type) {
-	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes, *Dataset:
+	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes, *data.Dataset:
 		return nil
 	case *starlark.List, *starlark.Dict, *starlark.Set:
 		if seen[x] {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/data"
 	"go.starlark.net/starlark"
 )
 
@@ -180,7 +181,7 @@ func (u *User) startLane(what string, fnV, nameV starlark.Value, period time.Dur
 func (u *User) laneUser(n int, name string, state, headers *starlark.Dict, client HTTPClient) *User {
 	env := u.env
 	env.HTTP = client
-	lu := &User{sc: u.sc, typ: u.typ, env: env, cancelCh: make(chan struct{}), parent: u, picks: slices.Clone(u.picks)}
+	lu := &User{sc: u.sc, typ: u.typ, env: env, cancelCh: make(chan struct{}), parent: u, holds: u.holds.Clone()}
 	lu.lanes.shut = fmt.Sprintf("a background lane (%q) cannot start lanes; start them from setup or an action", name)
 	lu.newThread(fmt.Sprintf("user %d, lane %s", env.ID, name))
 	r := rand.New(rand.NewPCG(u.laneSeed(n, 0), u.laneSeed(n, 1)))
@@ -322,7 +323,7 @@ func plainCopy(v starlark.Value, at string, depth int, memo map[starlark.Value]s
 		}
 	}
 	switch x := v.(type) {
-	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes, *Dataset:
+	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String, starlark.Bytes, *data.Dataset:
 		return v, nil
 	case starlark.Tuple:
 		out := make(starlark.Tuple, len(x))

@@ -21,6 +21,8 @@ package scenario
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/headroom-dev/headroom/internal/textdist"
+	"github.com/headroom-dev/headroom/scenario/data"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -37,7 +40,7 @@ import (
 // Starlark values are frozen.
 type Scenario struct {
 	Path string
-	Hash string // "sha256:<hex>" of the source and its data files (see loader.hash)
+	Hash string // "sha256:<hex>" of the source, its data files and --vars (see hashOf)
 	// Source and Files are what was loaded: the source, and the data files
 	// it read at load, in the order read, by the path it gave. A coordinator
 	// sends them to its agents, which load them with Limits.Files.
@@ -55,14 +58,12 @@ type Scenario struct {
 	Limits  Limits      // what its code may do, with the defaults filled in; NewUser applies MaxSteps
 	mix     *typeMix
 
-	datasets []*Dataset // what data.csv returned, in order
+	datasets []*data.Dataset // what data.csv and data.rows returned, in order
 }
 
-// DataFile is one data file a scenario read at load.
-type DataFile struct {
-	Path    string // as the scenario gave it
-	Content []byte
-}
+// DataFile is one data file a scenario read at load: its path as the
+// scenario gave it, and its content.
+type DataFile = data.File
 
 // Action is one weighted thing a user does.
 type Action struct {
@@ -127,16 +128,13 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 	if err := checkVars(path, src, lim.Vars, fail); err != nil {
 		return nil, err
 	}
-	ld := newLoader(path, lim.MaxData, lim.Files)
+	ld := data.NewLoader(path, lim.MaxData, lim.Files)
 	globals, err := execTop(ctx, path, src, lim, fail, ld)
 	if err != nil {
 		return nil, err
 	}
-	sc.Hash, sc.datasets = ld.hash(src, lim.Vars), ld.datasets
-	sc.Source = src
-	for _, f := range ld.order {
-		sc.Files = append(sc.Files, DataFile{Path: f.path, Content: f.content})
-	}
+	sc.Source, sc.Files, sc.datasets = src, ld.Files(), ld.Datasets()
+	sc.Hash = hashOf(src, sc.Files, lim.Vars)
 	if v, ok := globals["init"]; ok && v != starlark.None {
 		if sc.Init, err = userFunc(v); err != nil {
 			return nil, fail(globalPos(lines, "init"), "init "+err.Error(), "define it as: def init(user): ... (once per run, before any user; return what every user reads as user.shared)")
@@ -169,6 +167,22 @@ func Load(ctx context.Context, path string, src []byte, lim Limits) (*Scenario, 
 	}
 
 	return sc, nil
+}
+
+// hashOf is "sha256:<hex>" of src followed, for each data file in the
+// order first read, by NUL, its path as written, NUL, its size in
+// decimal, NUL and its bytes, then for each --var (by name) SOH, its
+// name, NUL, its value's length, NUL and its value: the source's hash
+// alone when there are neither.
+func hashOf(src []byte, files []DataFile, vars map[string]string) string {
+	h := sha256.New()
+	h.Write(src)
+	for _, f := range files {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", f.Path, len(f.Content))
+		h.Write(f.Content)
+	}
+	hashVars(h, vars)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // implicitType is the one user type of a scenario without user_types:
@@ -269,9 +283,10 @@ type failFunc = func(pos syntax.Position, msg, hint string) error
 
 // execTop parses a file, checks it, and runs its top level under lim (with
 // its defaults), returning the frozen globals. Every mistake is a
-// LoadError; an interrupted load wraps ctx's error. ld, if not nil, reads
-// the data files the top level asks for (data.csv, data.json).
-func execTop(ctx context.Context, path string, src []byte, lim Limits, fail failFunc, ld *loader) (starlark.StringDict, error) {
+// LoadError; an interrupted load wraps ctx's error. ld reads the data
+// files the top level asks for (data.csv, data.json); nil: a checks
+// file's, which has none.
+func execTop(ctx context.Context, path string, src []byte, lim Limits, fail failFunc, ld *data.Loader) (starlark.StringDict, error) {
 	f, err := execOptions().Parse(path, src, 0)
 	if err != nil {
 		return nil, loadError(err, path, src, fail)
@@ -288,9 +303,7 @@ func execTop(ctx context.Context, path string, src []byte, lim Limits, fail fail
 		return nil, loadError(err, path, src, fail)
 	}
 	th := &starlark.Thread{Name: "load " + path, Print: func(*starlark.Thread, string) {}}
-	if ld != nil {
-		th.SetLocal(loaderKey, ld)
-	}
+	data.Attach(th, ld)
 	globals, why, err := runTop(ctx, th, lim, func() (starlark.StringDict, error) {
 		g, err := prog.Init(th, pre)
 		g.Freeze()
@@ -365,9 +378,9 @@ func loadError(err error, path string, src []byte, fail failFunc) error {
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
 		hint := "the scenario's top level runs once at load; see docs/SCENARIOS.md"
-		var ae *argError
-		if errors.As(ee.Unwrap(), &ae) {
-			hint = ae.hint
+		var he hinted
+		if errors.As(ee.Unwrap(), &he) {
+			hint = he.Hint()
 		}
 		return fail(evalPos(err, path), ee.Msg, hint)
 	}
@@ -386,12 +399,22 @@ func globalPos(lines []string, name string) syntax.Position {
 	return syntax.Position{}
 }
 
+// hinted is an error from a top-level builtin with a hint for the user:
+// an *argError, or a module's own (scenario/data's).
+type hinted interface {
+	error
+	Hint() string
+}
+
 // argError is an error from a top-level builtin with a hint for the user.
 type argError struct {
 	msg, hint string
 }
 
+var _ hinted = (*argError)(nil)
+
 func (e *argError) Error() string { return e.msg }
+func (e *argError) Hint() string  { return e.hint }
 
 func checkWeight(w float64) error {
 	if math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {

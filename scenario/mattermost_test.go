@@ -12,6 +12,7 @@ import (
 
 	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 )
 
@@ -94,7 +95,7 @@ func TestMattermostExampleRuns(t *testing.T) {
 			var users []*User
 			for id := 1; id <= 5; id++ { // user 5 is another session of account 1
 				c := client(nil)
-				u := NewUser(sc, Env{ID: id, Seed: 1, HTTP: c, NewHTTP: client, Record: rec, Target: target, Timeout: 5 * time.Second, Dial: dial})
+				u := NewUser(sc, Env{ID: id, Seed: 1, HTTP: c, NewHTTP: client, Record: rec, WS: ws.Dialing{Target: target, Timeout: 5 * time.Second, Dial: dial}})
 				t.Cleanup(func() { u.Close(); c.Close() })
 				if out := u.Setup(); out != metrics.OK {
 					t.Fatalf("user %d's setup: %v: %v", id, out, rec.failures())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 )
 
@@ -317,7 +318,7 @@ func TestForumExampleRuns(t *testing.T) {
 	rec := &lockedSamples{}
 	newUser := func(sc *Scenario, id int) *User {
 		c := transport.NewClient(transport.Options{Target: target, Timeout: 5 * time.Second})
-		u := NewUser(sc, Env{ID: id, Seed: 1, HTTP: c, Record: rec, Target: target, Timeout: 5 * time.Second})
+		u := NewUser(sc, Env{ID: id, Seed: 1, HTTP: c, Record: rec, WS: ws.Dialing{Target: target, Timeout: 5 * time.Second}})
 		t.Cleanup(func() { u.Close(); c.Close() })
 		if out := u.Setup(); out != metrics.OK {
 			t.Fatalf("user %d's setup: %v: %v", id, out, rec.failures())

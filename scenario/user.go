@@ -1,20 +1,17 @@
 package scenario
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/netip"
-	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/data"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"github.com/headroom-dev/headroom/transport"
 	"go.starlark.net/starlark"
 )
@@ -66,19 +63,12 @@ type Env struct {
 	// Shared is what the scenario's init returned (see (*User).Init),
 	// frozen; users read it as user.shared. nil reads as None.
 	Shared starlark.Value
-	// For user.ws: the target a path is joined to (as ws:// or wss://),
-	// the handshake timeout, the TLS configuration (the run's,
-	// transport.Settings.TLS: the dialer clones it; nil: Go's defaults),
-	// the local address to connect from (zero: any) and the largest
-	// message read (0: no bound).
-	Target     *url.URL
-	Timeout    time.Duration
-	TLS        *tls.Config
-	SourceAddr netip.Addr
-	MaxMessage int
-	// Dial, if set, makes user.ws's connections in place of TCP: a test's
-	// target in memory (transport.Options.Dial).
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// WS is where and how user.ws connects: the target a path is joined
+	// to, the handshake timeout, the TLS configuration (the run's,
+	// transport.Settings.TLS), the local address, the largest message
+	// read, and Dial in place of TCP (a test's target in memory,
+	// transport.Options.Dial): see ws.Dialing.
+	WS ws.Dialing
 }
 
 // Names of the pseudo-actions recorded for setup and teardown.
@@ -118,10 +108,8 @@ type User struct {
 	// that begins while the user sets up is counted as setup too.
 	settingUp atomic.Bool
 	cancelCh  chan struct{} // closed by the first Cancel: wakes a sleep
-	picks     []pick        // the dataset rows this user holds (see data.go); Close gives them back
-	inbox     *inbox        // WebSocket messages for their handlers (ws.go); nil until a connect
-	dropped   atomic.Int64  // messages the full inbox dropped
-	handling  *Message      // the message whose handler runs now, if one does
+	holds     data.Holds    // the dataset rows this user holds; Close gives them back
+	handling  *ws.Message   // the WebSocket message whose handler runs now, if one does (wsview.go)
 	lanes     laneSet       // background loops (lane.go)
 	parent    *User         // for a lane's own user, the user it belongs to; nil otherwise
 
@@ -155,7 +143,7 @@ func NewUser(sc *Scenario, env Env) *User {
 		u.value.shared = starlark.None
 	}
 	u.value.http = &httpValue{u: u, headers: starlark.NewDict(2)}
-	u.value.ws = &wsValue{u: u}
+	u.value.ws = ws.New((*wsView)(u), wsHelpers)
 	// Weights are relative: dividing by the largest keeps their sum finite
 	// (two weights of 1e308 would make it +Inf, and only one action run).
 	top := 0.0
@@ -299,8 +287,20 @@ func (u *User) Cancel(reason string) {
 		close(u.cancelCh)
 	}
 	u.thread.Cancel(reason)
-	u.closeWebSockets()
+	u.value.ws.Close()
 	u.cancelLanes(reason)
+}
+
+// Close stops the user's background lanes and waits for them (see
+// StopLanes), closes its WebSockets (with a close frame) and gives back
+// the dataset rows it holds (pick="unique"), for users that start later.
+// Call it once the user's calls are over: the engine does when its
+// goroutine ends. Later calls do nothing.
+func (u *User) Close() {
+	_ = u.keepSession() // what its actions changed (a token renewed); a value that cannot be kept leaves the next user none
+	u.StopLanes("user ended")
+	u.value.ws.Close()
+	u.holds.Release()
 }
 
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
@@ -435,7 +435,7 @@ type userValue struct {
 	account int             // user.account: Env.Account
 	typ     starlark.String // its type's name
 	http    *httpValue
-	ws      *wsValue
+	ws      *ws.Client // nil for a background lane's view
 	state   *starlark.Dict
 	rand    *randValue
 	shared  starlark.Value // init's value, frozen; None without init
@@ -443,7 +443,18 @@ type userValue struct {
 	lane    string         // the lane's name, for a background lane's view of the user; "" otherwise
 }
 
-var _ starlark.HasAttrs = (*userValue)(nil)
+var (
+	_ starlark.HasAttrs = (*userValue)(nil)
+	_ data.User         = (*userValue)(nil)
+)
+
+// ID, Account, Rand, Holds and InLane are what a dataset's row(user)
+// reads of the user (data.User).
+func (v *userValue) ID() int            { return v.id }
+func (v *userValue) Account() int       { return v.account }
+func (v *userValue) Rand() *rand.Rand   { return v.rand.r }
+func (v *userValue) Holds() *data.Holds { return &v.http.u.holds }
+func (v *userValue) InLane() bool       { return v.http.u.parent != nil }
 
 func (v *userValue) String() string        { return fmt.Sprintf("<user %d>", v.id) }
 func (v *userValue) Type() string          { return "user" }

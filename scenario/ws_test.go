@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"go.starlark.net/starlark"
 )
 
@@ -69,7 +70,7 @@ func wsUser(t *testing.T, src string, target *url.URL) (*User, *lockedSamples) {
 		t.Fatal(err)
 	}
 	rec := &lockedSamples{}
-	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, Target: target, Timeout: 5 * time.Second})
+	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, WS: ws.Dialing{Target: target, Timeout: 5 * time.Second}})
 	t.Cleanup(u.Close)
 	return u, rec
 }
@@ -285,7 +286,7 @@ actions = [action("Connect", connect), action("Reconnect", reconnect)]
 		t.Fatal(err)
 	}
 	rec := &lockedSamples{}
-	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, Target: target, Timeout: 5 * time.Second})
+	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: &fakeDoer{status: 200}, Record: rec, WS: ws.Dialing{Target: target, Timeout: 5 * time.Second}})
 	defer u.Close()
 	if out := u.Run(sc.Actions[0]); out != metrics.OK {
 		t.Fatalf("connect: %v", out)
@@ -295,13 +296,16 @@ actions = [action("Connect", connect), action("Reconnect", reconnect)]
 			t.Fatalf("server: close %d, want its own", code)
 		}
 	}
-	auto := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("auto")); return v.(*wsConn) }()
-	manual := func() *wsConn { v, _, _ := u.value.state.Get(starlark.String("manual")); return v.(*wsConn) }()
+	conn := func(name string) *connAttrs {
+		v, _, _ := u.value.state.Get(starlark.String(name))
+		return &connAttrs{v.(starlark.HasAttrs)}
+	}
+	auto, manual := conn("auto"), conn("manual")
 	// The reconnect runs in the background after 10-20 ms; it is open once its Opened is recorded.
 	rec.await(t, "reopened auto", func() bool { return rec.count("auto", metrics.Opened) == 2 })
-	if !auto.isOpen() || auto.reconnects.Load() != 1 || rec.named("auto") != 2 {
+	if !auto.isOpen() || auto.reconnects() != 1 || rec.named("auto") != 2 {
 		t.Errorf("auto: open %v, %d reconnects, %d handshakes; want open again after 1 reconnect, 2 handshakes",
-			auto.isOpen(), auto.reconnects.Load(), rec.named("auto"))
+			auto.isOpen(), auto.reconnects(), rec.named("auto"))
 	}
 	rec.await(t, "closed manual", func() bool { return rec.count("manual", metrics.Closed) == 1 }) // its reader saw the break
 	if manual.isOpen() || rec.named("manual") != 1 {
@@ -336,23 +340,19 @@ actions = [action("Connect", connect), action("Reconnect", reconnect)]
 	}
 }
 
-func TestReconnectArgument(t *testing.T) {
-	for _, c := range []struct {
-		v    starlark.Value
-		want [2]time.Duration
-	}{
-		{starlark.None, [2]time.Duration{}},
-		{starlark.False, [2]time.Duration{}},
-		{starlark.True, defaultBackoff},
-		{starlark.Tuple{starlark.String("500ms"), starlark.String("10s")}, [2]time.Duration{500 * time.Millisecond, 10 * time.Second}},
-	} {
-		if got, err := backoffOf(c.v); err != nil || got != c.want {
-			t.Errorf("reconnect=%v: %v %v, want %v", c.v, got, err, c.want)
-		}
-	}
-	for _, v := range []starlark.Value{starlark.MakeInt(3), starlark.Tuple{starlark.String("10s"), starlark.String("1s")}, starlark.Tuple{starlark.String("0s"), starlark.String("1s")}} {
-		if _, err := backoffOf(v); err == nil {
-			t.Errorf("reconnect=%v accepted", v)
-		}
-	}
+// connAttrs reads a websocket's state as the scenario does, through its
+// attributes.
+type connAttrs struct{ starlark.HasAttrs }
+
+// isOpen is ws.ok.
+func (c *connAttrs) isOpen() bool {
+	v, _ := c.Attr("ok")
+	return v == starlark.True
+}
+
+// reconnects is ws.reconnects.
+func (c *connAttrs) reconnects() int64 {
+	v, _ := c.Attr("reconnects")
+	n, _ := starlark.AsInt32(v)
+	return int64(n)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 )
 
 // rawServer accepts connections on 127.0.0.1 and hands each to serve.
@@ -92,7 +93,7 @@ def act(user):
 			ws.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 64<<10)))
 			untilClosed(ws)
 		})
-		u, rec := wsUserEnv(t, connect, Env{Target: srv, Timeout: 5 * time.Second, MaxMessage: 4 << 10})
+		u, rec := wsUserEnv(t, connect, Env{WS: ws.Dialing{Target: srv, Timeout: 5 * time.Second, MaxMessage: 4 << 10}})
 		u.Run(u.Type().Actions[0])
 		rec.await(t, "the connection closed", func() bool { return rec.count("ws", metrics.Closed) == 1 })
 		if c := rec.last(metrics.Closed); c.Outcome != metrics.Failed || !strings.Contains(c.Message, "read limit") {
@@ -100,39 +101,6 @@ def act(user):
 		}
 		if n := rec.count("ws", metrics.MessageIn); n != 0 {
 			t.Errorf("%d messages over the limit delivered", n)
-		}
-	})
-	t.Run("a flood the handler cannot keep up with", func(t *testing.T) {
-		const flood = 5000
-		srv := wsServer(t, func(ws *websocket.Conn) {
-			for range flood {
-				if ws.WriteMessage(websocket.TextMessage, []byte(`{"event":"posted"}`)) != nil {
-					return
-				}
-			}
-			untilClosed(ws)
-		})
-		u, rec := wsUserEnv(t, connect, Env{Target: srv, Timeout: 5 * time.Second})
-		u.Run(u.Type().Actions[0]) // nothing handles the inbox meanwhile: it fills
-		rec.await(t, "every message read", func() bool { return rec.count("ws", metrics.MessageIn) == flood })
-		var dropped int64
-		for _, x := range rec.all() {
-			if x.Kind == metrics.Dropped {
-				dropped += x.N
-			}
-		}
-		if u.inbox.len() != inboxSize || dropped != flood-inboxSize || u.Dropped() != dropped {
-			t.Errorf("inbox %d, dropped %d (user says %d); want %d kept and the rest dropped, counted",
-				u.inbox.len(), dropped, u.Dropped(), inboxSize)
-		}
-		// The first message kept is the first sent, in order, and the room is given back once handled.
-		for i := range inboxSize {
-			if m := u.NextMessage(); m == nil || string(m.data) != `{"event":"posted"}` {
-				t.Fatalf("message %d: %v", i, m)
-			}
-		}
-		if m := u.NextMessage(); m != nil || u.inbox.ring != nil {
-			t.Errorf("after %d taken: next %v, room %d; want none and the room given back", inboxSize, m, len(u.inbox.ring))
 		}
 	})
 }
@@ -155,7 +123,7 @@ func wsServer(t *testing.T, fn func(ws *websocket.Conn)) *url.URL {
 }
 
 func wsUserTimeout(t *testing.T, src string, target *url.URL, timeout time.Duration) (*User, *lockedSamples) {
-	return wsUserEnv(t, src, Env{Target: target, Timeout: timeout})
+	return wsUserEnv(t, src, Env{WS: ws.Dialing{Target: target, Timeout: timeout}})
 }
 
 // wsUserEnv is wsUser with env's target, timeout and message limit.

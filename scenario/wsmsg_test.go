@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/scenario/ws"
 	"go.starlark.net/starlark"
 )
 
@@ -65,7 +66,7 @@ def act(user):
         'not json',
     ]
     c.send("\n".join(lines), type="script")
-`, Env{Target: eventServer(t), Timeout: 5 * time.Second, Now: now})
+`, Env{WS: ws.Dialing{Target: eventServer(t), Timeout: 5 * time.Second}, Now: now})
 	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
 		t.Fatalf("action: %v %s", out, rec.last(metrics.Action).Message)
 	}
@@ -137,7 +138,7 @@ def act(user):
         '{"event": "typing"}',
         '{"event": "posted", "text": "bye"}',
     ]))
-`, Env{Target: eventServer(t), Timeout: 5 * time.Second})
+`, Env{WS: ws.Dialing{Target: eventServer(t), Timeout: 5 * time.Second}})
 	if out := u.Run(u.Type().Actions[0]); out != metrics.OK {
 		t.Fatalf("action: %v %s", out, rec.last(metrics.Action).Message)
 	}
@@ -146,7 +147,7 @@ def act(user):
 		next(t, u)
 	}
 	if m := u.NextMessage(); m != nil {
-		t.Errorf("a %q message waits for a handler; only posted and text have one", m.typ)
+		t.Errorf("a %q message waits for a handler; only posted and text have one", m.Type())
 	}
 	if seen, _, _ := u.value.state.Get(starlark.String("seen")); seen == nil || seen.String() != `["posted hi", "text not json", "posted bye"]` {
 		t.Errorf("the handlers saw %v, want the posted and text messages in order, each by its own handler", seen)
@@ -164,22 +165,6 @@ def act(user):
 	}
 	if in["hello"] != 1 || in["typing"] != 2 || in["posted"] != 2 || in["text"] != 1 {
 		t.Errorf("messages in by type %v, want every type counted whether handled or not", in)
-	}
-}
-
-func TestDeliveryStampsAreFoundInText(t *testing.T) {
-	at := time.Unix(1700000000, 123456789)
-	for text, ok := range map[string]bool{
-		"hr-stamp-1700000000123456789":                           true,
-		`{"message":"hello hr-stamp-1700000000123456789 there"}`: true,
-		"hr-stamp-x hr-stamp-1700000000123456789":                true,
-		"hr-stamp-": false,
-		"nothing":   false,
-	} {
-		got, found := findStamp(text)
-		if found != ok || (ok && !got.Equal(at)) {
-			t.Errorf("findStamp(%q) = %v, %v; want %v", text, got, found, ok)
-		}
 	}
 }
 

@@ -1,10 +1,13 @@
-package scenario
+// Package data is a scenario's `data` module: data files (data.csv,
+// data.json) read once at load within a limit, rows the top level builds
+// (data.rows), and the rows users hold (a Dataset: ds.row(user), under
+// pick="unique" one row per running user). It knows nothing of the
+// scenario's users but what User says of them.
+package data
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/csv"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,73 +22,84 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// dataModule is data.csv and data.json, files read once at load, and
-// data.rows, a dataset of rows the top level builds.
-var dataModule = &starlarkstruct.Module{Name: "data", Members: starlark.StringDict{
-	"csv":  starlark.NewBuiltin("data.csv", dataCSV),
-	"json": starlark.NewBuiltin("data.json", dataJSON),
-	"rows": starlark.NewBuiltin("data.rows", dataRows),
-}}
+// Module is `data`: data.csv and data.json, files read once at load, and
+// data.rows, a dataset of rows the top level builds. Each works on a
+// thread a Loader was attached to (Attach) only. Built fresh each call.
+func Module() *starlarkstruct.Module {
+	return &starlarkstruct.Module{Name: "data", Members: starlark.StringDict{
+		"csv":  starlark.NewBuiltin("data.csv", dataCSV),
+		"json": starlark.NewBuiltin("data.json", dataJSON),
+		"rows": starlark.NewBuiltin("data.rows", dataRows),
+	}}
+}
 
 // loaderKey is the thread-local under which a loading thread holds its
-// *loader; no other thread has one, so data.* works at load only.
+// *Loader; no other thread has one, so data.* works at load only.
 const loaderKey = "headroom.loader"
 
-// loader reads a scenario's data files while its top level runs, once
-// each, within Limits.MaxData together. Used by the loading thread only.
-type loader struct {
+// Loader reads a scenario's data files while its top level runs, once
+// each, within a limit together. Used by the loading thread only.
+type Loader struct {
 	dir      string // the scenario's directory: data paths are relative to it
-	max      int64  // Limits.MaxData
+	max      int64  // the limit of all files together, in bytes
 	used     int64  // bytes read so far
 	files    map[string][]byte
-	order    []dataFile // in the order first read, for the hash
+	order    []File // in the order first read
 	datasets []*Dataset
-	given    map[string][]byte // Limits.Files: when not nil, the files there are, by path as written
+	given    map[string][]byte // when not nil, the files there are, by path as written
 }
 
-// dataFile is one file a scenario read, for its hash.
-type dataFile struct {
-	path    string // as written
-	content []byte
+// File is one data file a scenario read at load.
+type File struct {
+	Path    string // as the scenario gave it
+	Content []byte
 }
 
-func newLoader(scenarioPath string, max int64, given map[string][]byte) *loader {
-	return &loader{dir: filepath.Dir(scenarioPath), max: max, files: map[string][]byte{}, given: given}
+// NewLoader returns the loader of the scenario at scenarioPath (its data
+// paths are relative to its directory), which reads at most max bytes
+// of files together. given, when not nil, holds every file there is, by
+// the path the scenario gives (an agent's, sent by its coordinator):
+// then the disk is not read.
+func NewLoader(scenarioPath string, max int64, given map[string][]byte) *Loader {
+	return &Loader{dir: filepath.Dir(scenarioPath), max: max, files: map[string][]byte{}, given: given}
 }
 
-// hash is "sha256:<hex>" of src followed, for each data file in the order
-// first read, by NUL, its path as written, NUL, its size in decimal, NUL
-// and its bytes, then for each --var (by name) SOH, its name, NUL, its
-// value's length, NUL and its value: the source's hash alone when there
-// are neither.
-func (ld *loader) hash(src []byte, vars map[string]string) string {
-	h := sha256.New()
-	h.Write(src)
-	if ld != nil {
-		for _, f := range ld.order {
-			fmt.Fprintf(h, "\x00%s\x00%d\x00", f.path, len(f.content))
-			h.Write(f.content)
-		}
-	}
-	hashVars(h, vars)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
+// Attach makes ld the loader of th, the thread that runs a scenario's
+// top level; a nil ld marks th as a checks file's, which has no data
+// files. On any other thread data.* says to call it at the top level.
+func Attach(th *starlark.Thread, ld *Loader) { th.SetLocal(loaderKey, ld) }
+
+// Files are the files read, in the order first read.
+func (ld *Loader) Files() []File { return ld.order }
+
+// Datasets are what data.csv and data.rows returned, in order.
+func (ld *Loader) Datasets() []*Dataset { return ld.datasets }
 
 // loaderOf returns the thread's loader, or an error for a data.* call
 // made outside a scenario's top level.
-func loaderOf(th *starlark.Thread, fn string) (*loader, error) {
-	if ld, ok := th.Local(loaderKey).(*loader); ok {
+func loaderOf(th *starlark.Thread, fn string) (*Loader, error) {
+	ld, attached := th.Local(loaderKey).(*Loader)
+	switch {
+	case ld != nil:
 		return ld, nil
-	}
-	if userOf(th) != nil {
+	case !attached:
 		return nil, fmt.Errorf("%s reads its file once, at load: call it at the top level (users = %s(\"users.csv\")) and use the result in functions", fn, fn)
 	}
-	return nil, &argError{fn + " is for scenarios: a checks file has no data files", "move the data file to the scenario"}
+	return nil, &hintError{fn + " is for scenarios: a checks file has no data files", "move the data file to the scenario"}
 }
+
+// hintError is a mistake in a data.* call at load, with a hint for the
+// user: a scenario's load error shows it (Hint).
+type hintError struct {
+	msg, hint string
+}
+
+func (e *hintError) Error() string { return e.msg }
+func (e *hintError) Hint() string  { return e.hint }
 
 // read returns the bytes of the file at path (relative to the scenario's
 // directory), reading it the first time only.
-func (ld *loader) read(fn, path string) ([]byte, error) {
+func (ld *Loader) read(fn, path string) ([]byte, error) {
 	full := path
 	if !filepath.IsAbs(full) {
 		full = filepath.Join(ld.dir, path)
@@ -95,21 +109,21 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 		return b, nil
 	}
 	cannot := func(err error) error {
-		return &argError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)),
+		return &hintError{fmt.Sprintf("%s: cannot read %s: %v", fn, path, unwrapPath(err)),
 			fmt.Sprintf("data paths are relative to the scenario's directory: this one is %s", full)}
 	}
 	if ld.given != nil {
 		b, ok := ld.given[path]
 		if !ok {
-			return nil, &argError{fmt.Sprintf("%s: %s was not sent with the scenario", fn, path),
+			return nil, &hintError{fmt.Sprintf("%s: %s was not sent with the scenario", fn, path),
 				"an agent reads the data files its coordinator read, by the same path: is the scenario the coordinator's?"}
 		}
 		if int64(len(b)) > ld.max-ld.used {
-			return nil, &argError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together", fn, path, mib(ld.max)), "use a smaller file, or fewer"}
+			return nil, &hintError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together", fn, path, mib(ld.max)), "use a smaller file, or fewer"}
 		}
 		ld.used += int64(len(b))
 		ld.files[full] = b
-		ld.order = append(ld.order, dataFile{path: path, content: b})
+		ld.order = append(ld.order, File{Path: path, Content: b})
 		return b, nil
 	}
 	// A device could be endless, and opening a pipe waits for a writer:
@@ -119,7 +133,7 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 		return nil, cannot(err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &argError{fmt.Sprintf("%s: %s is not a regular file", fn, path), "give the path of a file: " + full}
+		return nil, &hintError{fmt.Sprintf("%s: %s is not a regular file", fn, path), "give the path of a file: " + full}
 	}
 	f, err := os.Open(full)
 	if err != nil {
@@ -127,7 +141,7 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	left := ld.max - ld.used
-	tooBig := &argError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together (the limit; %s read before it)", fn, path, mib(ld.max), mib(ld.used)),
+	tooBig := &hintError{fmt.Sprintf("%s: %s takes the scenario's data files past %s together (the limit; %s read before it)", fn, path, mib(ld.max), mib(ld.used)),
 		"use a smaller file, or fewer: the data is read into memory once, before traffic (scenario.Limits.MaxData)"}
 	if st.Size() > left {
 		return nil, tooBig
@@ -141,7 +155,7 @@ func (ld *loader) read(fn, path string) ([]byte, error) {
 	}
 	ld.used += int64(len(b))
 	ld.files[full] = b
-	ld.order = append(ld.order, dataFile{path: path, content: b})
+	ld.order = append(ld.order, File{Path: path, Content: b})
 	return b, nil
 }
 
@@ -193,9 +207,9 @@ func dataJSON(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	const hint = "fix the file; it must hold one JSON value"
 	v, err := starjson.Decode(string(content))
 	if lim := (*starjson.LimitError)(nil); errors.As(err, &lim) {
-		return nil, &argError{fmt.Sprintf("%s: %s: %v", b.Name(), path, err), hint}
+		return nil, &hintError{fmt.Sprintf("%s: %s: %v", b.Name(), path, err), hint}
 	} else if err != nil {
-		return nil, &argError{fmt.Sprintf("%s: %s", b.Name(), jsonErrorAt(path, content, err)), hint}
+		return nil, &hintError{fmt.Sprintf("%s: %s", b.Name(), jsonErrorAt(path, content, err)), hint}
 	}
 	v.Freeze()
 	return v, nil
@@ -234,7 +248,7 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 	}
 	sep := []rune(delim)
 	if len(sep) != 1 || sep[0] == '"' || sep[0] == '\r' || sep[0] == '\n' || sep[0] == 0xFFFD {
-		return nil, &argError{fmt.Sprintf("%s: delimiter=%q: want one character, not a quote or line break", b.Name(), delim), `e.g. delimiter=";" or delimiter="\t"`}
+		return nil, &hintError{fmt.Sprintf("%s: delimiter=%q: want one character, not a quote or line break", b.Name(), delim), `e.g. delimiter=";" or delimiter="\t"`}
 	}
 	content, err := ld.read(b.Name(), path)
 	if err != nil {
@@ -242,7 +256,7 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 	}
 	d := &Dataset{Path: path, Line: callPos(th).Line, Pick: p}
 	if err := d.parse(content, sep[0]); err != nil {
-		return nil, &argError{fmt.Sprintf("%s: %s", b.Name(), err),
+		return nil, &hintError{fmt.Sprintf("%s: %s", b.Name(), err),
 			"the first line names the columns; every row has as many fields; a field holding the delimiter, a quote or a line break is quoted (\"a,b\")"}
 	}
 	ld.add(d)
@@ -251,7 +265,7 @@ func dataCSV(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw [
 
 // loadingPick is the loader of a data.* call that makes a dataset, and
 // the pick it asks for.
-func loadingPick(th *starlark.Thread, fn, s string) (*loader, Pick, error) {
+func loadingPick(th *starlark.Thread, fn, s string) (*Loader, Pick, error) {
 	ld, err := loaderOf(th, fn)
 	if err != nil {
 		return nil, "", err
@@ -260,13 +274,13 @@ func loadingPick(th *starlark.Thread, fn, s string) (*loader, Pick, error) {
 	case PickCycle, PickID, PickUnique, PickRandom:
 		return ld, p, nil
 	}
-	return nil, "", &argError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", fn, s),
+	return nil, "", &hintError{fmt.Sprintf("%s: pick=%q is not a way to pick rows", fn, s),
 		`pick="unique" (a row per running user), "cycle" (row (id-1) mod len), "id" (row id-1) or "random"`}
 }
 
 // add keeps d among the scenario's datasets, its free rows ready under
 // PickUnique.
-func (ld *loader) add(d *Dataset) {
+func (ld *Loader) add(d *Dataset) {
 	if d.Pick == PickUnique {
 		d.free, d.at = make([]int32, len(d.rows)), make([]int32, len(d.rows))
 		for i := range d.rows { // popped from the end: row 0 first
@@ -290,31 +304,31 @@ func dataRows(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw 
 	}
 	const hint = `give a list of dicts with the same keys, e.g. data.rows([{"username": "member-%d" % i} for i in range(1, 201)], pick="unique")`
 	if list.Len() == 0 {
-		return nil, &argError{b.Name() + ": no rows", hint}
+		return nil, &hintError{b.Name() + ": no rows", hint}
 	}
 	d := &Dataset{Line: callPos(th).Line, Pick: p}
 	for i := range list.Len() {
 		row, ok := list.Index(i).(*starlark.Dict)
 		if !ok {
-			return nil, &argError{fmt.Sprintf("%s: row %d is a %s, want a dict", b.Name(), i, list.Index(i).Type()), hint}
+			return nil, &hintError{fmt.Sprintf("%s: row %d is a %s, want a dict", b.Name(), i, list.Index(i).Type()), hint}
 		}
 		if i == 0 {
 			for _, k := range row.Keys() {
 				ks, ok := k.(starlark.String)
 				if !ok {
-					return nil, &argError{fmt.Sprintf("%s: row 0 has a key %s, want strings", b.Name(), k), hint}
+					return nil, &hintError{fmt.Sprintf("%s: row 0 has a key %s, want strings", b.Name(), k), hint}
 				}
 				d.columns = append(d.columns, ks)
 			}
 		}
 		if row.Len() != len(d.columns) {
-			return nil, &argError{fmt.Sprintf("%s: row %d has %d keys, row 0 has %d", b.Name(), i, row.Len(), len(d.columns)), hint}
+			return nil, &hintError{fmt.Sprintf("%s: row %d has %d keys, row 0 has %d", b.Name(), i, row.Len(), len(d.columns)), hint}
 		}
 		rec := make([]string, len(d.columns))
 		for j, k := range d.columns {
 			v, found, _ := row.Get(k)
 			if !found {
-				return nil, &argError{fmt.Sprintf("%s: row %d has no key %s, which row 0 has", b.Name(), i, k), hint}
+				return nil, &hintError{fmt.Sprintf("%s: row %d has no key %s, which row 0 has", b.Name(), i, k), hint}
 			}
 			if s, ok := v.(starlark.String); ok {
 				rec[j] = string(s)

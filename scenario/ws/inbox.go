@@ -1,9 +1,9 @@
-package scenario
+package ws
 
 import "sync"
 
 // inboxSize bounds the messages a user's connections hold for its handlers; a message that finds the
-// inbox full is dropped and counted (User.Dropped).
+// inbox full is dropped and counted (Client.Dropped).
 const inboxSize = 256
 
 // inbox holds a user's WebSocket messages for their handlers, in arrival order, up to inboxSize.

@@ -1,4 +1,4 @@
-package scenario
+package ws
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// Message is one WebSocket message waiting for its connection's handler (see User.Waiting).
+// Message is one WebSocket message waiting for its connection's handler (see Client.Waiting).
 type Message struct {
-	conn   *wsConn
+	conn   *Conn
 	binary bool
 	typ    string // what it is counted under: its type_field value, or "text" or "binary"
 	data   []byte
@@ -28,6 +28,9 @@ type Message struct {
 	// the sequence number expected and the one that came.
 	gap [2]int64
 }
+
+// Type is what m is counted under: its type_field value, or "text" or "binary".
+func (m *Message) Type() string { return m.typ }
 
 // GapAction is the action name under which on_gap's runs are recorded.
 const GapAction = "(ws gap)"
@@ -43,7 +46,7 @@ func typeName(typ int) string {
 // fields reads a received message's type (its type_field, else "text" or
 // "binary") and sequence number (its seq_field, an integer). Only the top
 // level of a JSON object is looked at; the rest of it is skipped unread.
-func (c *wsConn) fields(typ int, data []byte) (mt string, seq int64, hasSeq bool) {
+func (c *Conn) fields(typ int, data []byte) (mt string, seq int64, hasSeq bool) {
 	mt = typeName(typ)
 	if c.typeField == "" && c.seqField == "" || typ != websocket.TextMessage {
 		return mt, 0, false
@@ -60,15 +63,6 @@ func (c *wsConn) fields(typ int, data []byte) (mt string, seq int64, hasSeq bool
 		}
 	}
 	return mt, seq, hasSeq
-}
-
-// toJSON encodes a Starlark value as JSON, as json.encode does.
-func toJSON(v starlark.Value) ([]byte, error) {
-	s, err := starlark.Call(&starlark.Thread{}, jsonModule.Members["encode"], starlark.Tuple{v}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(string(s.(starlark.String))), nil
 }
 
 // messageValue is what a handler receives.
@@ -98,7 +92,7 @@ func (v *messageValue) Attr(name string) (starlark.Value, error) {
 		return starlark.String(v.m.typ), nil
 	case "json":
 		// The values may share the text's memory: m.data is the message's own, never written again.
-		return jsonMethod("message.json", func() (string, error) {
+		return v.m.conn.w.h.JSONMethod("message.json", func() (string, error) {
 			return unsafe.String(unsafe.SliceData(v.m.data), len(v.m.data)), nil
 		}, func(err error) error {
 			if lim := (*starjson.LimitError)(nil); errors.As(err, &lim) {
@@ -112,13 +106,13 @@ func (v *messageValue) Attr(name string) (starlark.Value, error) {
 
 // deliver puts m into the user's inbox for its handler, or drops and counts it when the inbox is full
 // or its connection has no handler. Called from connections' reader goroutines.
-func (u *User) deliver(m *Message) {
+func (w *Client) deliver(m *Message) {
 	if m.handler() == nil {
 		return
 	}
-	if !u.inbox.put(m) {
-		u.dropped.Add(1)
-		u.env.Record.Record(metrics.Sample{Kind: metrics.Dropped, Name: m.conn.name, N: 1})
+	if !w.inbox.put(m) {
+		w.dropped.Add(1)
+		w.u.Record(metrics.Sample{Kind: metrics.Dropped, Name: m.conn.name, N: 1})
 		// A flooded reader always has data waiting and would keep its core reading
 		// messages to drop while the user's goroutine waits to empty the inbox.
 		runtime.Gosched()
@@ -135,77 +129,70 @@ func (m *Message) handler() starlark.Callable {
 
 // handlerOf is the function a message of type mt goes to: on_message, or given a dict, mt's; nil when
 // none wants it.
-func (c *wsConn) handlerOf(mt string) starlark.Callable {
+func (c *Conn) handlerOf(mt string) starlark.Callable {
 	if c.onType != nil {
 		return c.onType[mt]
 	}
 	return c.onMessage
 }
 
-// Waiting holds a token while WebSocket messages wait for their handlers: the engine then takes each
-// with NextMessage and passes it to Handle on the user's goroutine, between actions and during its pauses.
-// nil (never ready) until the user connects a WebSocket.
-func (u *User) Waiting() <-chan struct{} {
-	if u.inbox == nil {
+// Waiting holds a token while WebSocket messages wait for their handlers: the user's owner then takes
+// each with NextMessage and runs it (Message.Call) on the user's goroutine, between actions and during
+// its pauses. nil (never ready) until the user connects a WebSocket, or for a nil Client.
+func (w *Client) Waiting() <-chan struct{} {
+	if w == nil || w.inbox == nil {
 		return nil
 	}
-	return u.inbox.wake
+	return w.inbox.wake
 }
 
 // NextMessage returns the oldest message waiting for its handler, or nil.
-func (u *User) NextMessage() *Message {
-	if u.inbox == nil {
+func (w *Client) NextMessage() *Message {
+	if w == nil || w.inbox == nil {
 		return nil
 	}
-	return u.inbox.take()
+	return w.inbox.take()
 }
 
-// Dropped is the number of messages dropped because the user's inbox was full.
-func (u *User) Dropped() int64 { return u.dropped.Load() }
+// Dropped is the number of messages dropped because the user's inbox was full; 0 for a nil Client.
+func (w *Client) Dropped() int64 {
+	if w == nil {
+		return 0
+	}
+	return w.dropped.Load()
+}
 
-// Handle runs m's handler, on_message(user, msg) recorded as the action MessageAction, or for a gap
-// on_gap(user, ws, expected, got) recorded as GapAction. A message of a
-// connection closed since it arrived is dropped.
-func (u *User) Handle(m *Message) metrics.Outcome {
+// Call is how m is handled: the action it is recorded as and its handler with the arguments,
+// on_message(user, msg) as MessageAction, or for a gap on_gap(user, ws, expected, got) as GapAction.
+// fn is nil when m's connection was closed since it arrived: then m is dropped.
+func (m *Message) Call(user starlark.Value) (name string, fn starlark.Callable, args starlark.Tuple) {
 	m.conn.mu.Lock()
 	closed := m.conn.closed
 	m.conn.mu.Unlock()
 	if closed {
-		return metrics.OK
+		return "", nil, nil
 	}
-	var s metrics.Sample
-	u.handling = m
-	defer func() { u.handling = nil }()
 	if m.gap != [2]int64{} {
-		_, s = u.invokeWith(GapAction, m.conn.onGap, starlark.Tuple{u.value, m.conn, starlark.MakeInt64(m.gap[0]), starlark.MakeInt64(m.gap[1])})
-	} else {
-		_, s = u.invokeWith(MessageAction, m.handler(), starlark.Tuple{u.value, &messageValue{m}})
+		return GapAction, m.conn.onGap, starlark.Tuple{user, m.conn, starlark.MakeInt64(m.gap[0]), starlark.MakeInt64(m.gap[1])}
 	}
-	u.env.Record.Record(s)
-	return s.Outcome
+	return MessageAction, m.handler(), starlark.Tuple{user, &messageValue{m}}
 }
 
-// closeWebSockets closes every WebSocket of the user with a close frame; safe from any goroutine.
-func (u *User) closeWebSockets() {
-	if u.value.ws == nil { // a lane's user has none
+// Close closes every connection of the user with a close frame; safe from any goroutine, and on a
+// nil Client (a background lane's user has none).
+func (w *Client) Close() {
+	if w == nil {
 		return
 	}
-	for _, c := range u.value.ws.all() {
+	for _, c := range w.all() {
 		c.close()
-	}
-}
-
-// failAction fails the running action with why, unless something failed it first.
-func (u *User) failAction(why string) {
-	if !u.failed {
-		u.failed, u.why = true, why
 	}
 }
 
 // read hands ws's messages to the user's inbox until ws ends (see got).
 // It is most of a connection's life, parked in ReadMessage: its own frame
 // is kept small so the goroutine's stack stays at the minimum (2 KB, not 4).
-func (c *wsConn) read(ws *websocket.Conn) {
+func (c *Conn) read(ws *websocket.Conn) {
 	next := int64(-1) // the sequence number expected; -1 until the first
 	for {
 		typ, data, err := readMessage(ws)
@@ -223,15 +210,15 @@ func (c *wsConn) read(ws *websocket.Conn) {
 // server that numbers each connection from 0).
 //
 //go:noinline
-func (c *wsConn) got(typ int, data []byte, next *int64) {
-	u := c.u
+func (c *Conn) got(typ int, data []byte, next *int64) {
+	w := c.w
 	mt, seq, hasSeq := c.fields(typ, data)
-	u.env.Record.Record(metrics.Sample{Kind: metrics.MessageIn, Name: c.name, Type: mt, BytesIn: int64(len(data))})
+	w.u.Record(metrics.Sample{Kind: metrics.MessageIn, Name: c.name, Type: mt, BytesIn: int64(len(data))})
 	if hasSeq {
 		if *next >= 0 && seq > *next {
-			u.env.Record.Record(metrics.Sample{Kind: metrics.Gap, Name: c.name, N: seq - *next})
+			w.u.Record(metrics.Sample{Kind: metrics.Gap, Name: c.name, N: seq - *next})
 			if c.onGap != nil {
-				u.deliver(&Message{conn: c, gap: [2]int64{*next, seq}, at: u.env.Now()})
+				w.deliver(&Message{conn: c, gap: [2]int64{*next, seq}, at: w.u.Now()})
 			}
 		}
 		*next = seq + 1
@@ -239,7 +226,7 @@ func (c *wsConn) got(typ int, data []byte, next *int64) {
 	if c.handlerOf(mt) == nil { // counted above, and no handler wants it: nothing to build
 		return
 	}
-	u.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: u.env.Now()})
+	w.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: w.u.Now()})
 }
 
 // readMessage is ws.ReadMessage, but the message is read into a pooled buffer and copied out at its
@@ -272,3 +259,11 @@ func copyMessage(r io.Reader) ([]byte, error) {
 }
 
 var messageBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// clip is s cut to n bytes, "..." marking a cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

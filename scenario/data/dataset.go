@@ -1,14 +1,48 @@
-package scenario
+package data
 
 // A Dataset's rows as users hold them: the order a pick takes them in, the rows held under
-// pick="unique", the share of them an agent's users take (ShareRows). data.go reads the files.
+// pick="unique", the share of them an agent's users take (Share). data.go reads the files.
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"go.starlark.net/starlark"
 )
+
+// User is what ds.row(user) needs of the user it is given: the scenario's
+// user value implements it. Its methods are called on the user's own
+// goroutine.
+type User interface {
+	starlark.Value
+	ID() int          // user.id, from 1
+	Account() int     // user.account: the id of the first user that held its place
+	Rand() *rand.Rand // user.rand's stream: a pick="random" row is drawn from it
+	Holds() *Holds    // the rows the user holds
+	InLane() bool     // a background lane's view of its user: it takes no rows of its own
+}
+
+// Holds are the rows one user holds: under PickUnique until Release, under
+// PickRandom the one it drew. The zero value holds none. Used by the
+// user's goroutine only.
+type Holds struct{ picks []pick }
+
+// Clone is a copy of h: a background lane reads the rows its user held
+// when it started, and gives none back.
+func (h *Holds) Clone() Holds { return Holds{slices.Clone(h.picks)} }
+
+// Release gives the PickUnique rows back, for users that start later,
+// and forgets every row held.
+func (h *Holds) Release() {
+	for _, p := range h.picks {
+		if p.d.Pick == PickUnique {
+			p.d.release(p.row)
+		}
+	}
+	h.picks = nil
+}
 
 // Pick is how Dataset.row chooses a user's row.
 type Pick string
@@ -122,40 +156,40 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kw, 1, &arg); err != nil {
 		return nil, err
 	}
-	uv, ok := arg.(*userValue)
+	u, ok := arg.(User)
 	if !ok {
 		return nil, fmt.Errorf("%s: got a %s, want the user (ds.row(user))", b.Name(), arg.Type())
 	}
-	u := uv.http.u
-	for _, p := range u.picks {
+	h := u.Holds()
+	for _, p := range h.picks {
 		if p.d == d {
 			return d.row(p.row), nil
 		}
 	}
-	if u.parent != nil && (d.Pick == PickUnique || d.Pick == PickRandom) {
+	if u.InLane() && (d.Pick == PickUnique || d.Pick == PickRandom) {
 		return nil, fmt.Errorf(`%s: %s (pick=%q) in a background lane gives the row the user held when the lane started, and it held none: call ds.row(user) in setup before starting the lane`,
 			b.Name(), d.What(), d.Pick)
 	}
-	n := len(d.rows)
+	n, id := len(d.rows), u.ID()
 	switch d.Pick {
 	case PickCycle:
-		return d.row(((uv.id-1)%n + n) % n), nil
+		return d.row(((id-1)%n + n) % n), nil
 	case PickID:
-		if uv.id < 1 || uv.id > n {
+		if id < 1 || id > n {
 			return nil, fmt.Errorf(`%s: %s (pick="id") has no row for user %d: it has %d rows, one per user id from 1; run at most %d users, or pick="cycle"`,
-				b.Name(), d.What(), uv.id, n, n)
+				b.Name(), d.What(), id, n, n)
 		}
-		return d.row(uv.id - 1), nil
+		return d.row(id - 1), nil
 	case PickRandom:
-		i := uv.rand.r.IntN(n)
-		u.picks = append(u.picks, pick{d, i})
+		i := u.Rand().IntN(n)
+		h.picks = append(h.picks, pick{d, i})
 		return d.row(i), nil
 	}
 	// By account, not id: a user added in the place of one removed (a
 	// ceiling stepping down and up) takes that one's row, the same
 	// account, and the session it kept (user.session), not a row never
 	// logged in.
-	i, ok := d.take(((uv.account-1)%n + n) % n)
+	i, ok := d.take(((u.Account()-1)%n + n) % n)
 	if !ok && d.part != nil {
 		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") this agent holds (rows %d to %d: agents share the %d by their cores) are held by its running users, and each needs its own: give the dataset more rows, or run fewer users`,
 			b.Name(), d.part[1]-d.part[0], d.What(), d.part[0]+1, d.part[1], n)
@@ -164,7 +198,7 @@ func (d *Dataset) rowOf(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return nil, fmt.Errorf(`%s: all %d rows of %s (pick="unique") are held by running users, and each needs its own: run at most %d users (a stopping user holds its row until it ends)`,
 			b.Name(), n, d.What(), n)
 	}
-	u.picks = append(u.picks, pick{d, i})
+	h.picks = append(h.picks, pick{d, i})
 	return d.row(i), nil
 }
 
@@ -194,54 +228,29 @@ func (d *Dataset) release(i int) {
 	d.free = append(d.free, int32(i))
 }
 
-// Close stops the user's background lanes and waits for them (see
-// StopLanes), closes its WebSockets (with a close frame) and gives back
-// the dataset rows it holds (pick="unique"), for users that start later.
-// Call it once the user's calls are over: the engine does when its
-// goroutine ends. Later calls do nothing.
-func (u *User) Close() {
-	_ = u.keepSession() // what its actions changed (a token renewed); a value that cannot be kept leaves the next user none
-	u.StopLanes("user ended")
-	u.closeWebSockets()
-	for _, p := range u.picks {
-		if p.d.Pick == PickUnique {
-			p.d.release(p.row)
-		}
+// Share limits the rows d hands out under PickUnique to those from lo to
+// hi-1, where part gives them for a dataset of n rows: a run's agents
+// each hold a block of its rows, so no two users of the run hold the
+// same. Call it before any user takes a row.
+func (d *Dataset) Share(part func(n int) (lo, hi int)) {
+	lo, hi := part(len(d.rows))
+	lo, hi = max(lo, 0), min(hi, len(d.rows))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.part = &[2]int{lo, max(lo, hi)}
+	d.free = d.free[:0]
+	for i := range d.at {
+		d.at[i] = -1
 	}
-	u.picks = nil
-}
-
-// ShareRows limits the rows each pick="unique" dataset of sc hands out to
-// those from lo to hi-1, where part gives them for a dataset of n rows: a
-// run's agents each hold a block of its rows, so no two users of the run
-// hold the same. Call it before any user runs.
-func (sc *Scenario) ShareRows(part func(n int) (lo, hi int)) {
-	for _, d := range sc.Unique() {
-		lo, hi := part(len(d.rows))
-		lo, hi = max(lo, 0), min(hi, len(d.rows))
-		d.mu.Lock()
-		d.part = &[2]int{lo, max(lo, hi)}
-		d.free = d.free[:0]
-		for i := range d.at {
-			d.at[i] = -1
-		}
-		for i := hi - 1; i >= lo; i-- { // popped from the end: row lo first
-			d.at[i] = int32(len(d.free))
-			d.free = append(d.free, int32(i))
-		}
-		d.mu.Unlock()
+	for i := hi - 1; i >= lo; i-- { // popped from the end: row lo first
+		d.at[i] = int32(len(d.free))
+		d.free = append(d.free, int32(i))
 	}
 }
 
-// Unique returns the datasets whose rows are held one per running user
-// (pick="unique"), in the order the scenario made them: a run of more
-// users than such a dataset has rows cannot set them all up.
-func (sc *Scenario) Unique() []*Dataset {
-	var out []*Dataset
-	for _, d := range sc.datasets {
-		if d.Pick == PickUnique {
-			out = append(out, d)
-		}
-	}
-	return out
+// Free is the number of rows no user holds under PickUnique.
+func (d *Dataset) Free() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.free)
 }
