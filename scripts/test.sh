@@ -132,5 +132,5 @@ go test -count=1 -timeout 5m -run '^TestLimiterUnderContention$' ./cmd/headroom/
 stage "race detector on the packages that share memory between goroutines"
 # Less metrics' property test of one goroutine: the detector has nothing to
 # find in it, and it took 110 of metrics' 126 s under -race (7 s without).
-go test -race -count=1 -skip '^TestStatFollowsItsBuckets$' ./engine/ ./metrics/ ./transport/ ./scenario/ ./starjson/ ./control/ ./testbed/ ./health/ ./prom/ ./agents/ ./live/
+go test -race -count=1 -skip '^TestStatFollowsItsBuckets$' ./engine/ ./metrics/ ./transport/ ./scenario/... ./starjson/ ./control/ ./testbed/ ./health/ ./prom/ ./agents/ ./live/
 stage "all passed"
