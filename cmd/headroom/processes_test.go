@@ -13,37 +13,19 @@ import (
 	"github.com/headroom-dev/headroom/report"
 )
 
-// pythonDBServer is a Python HTTP server whose every request runs the
-// release's statement (the second argument) on the database through one
-// mariadb client it keeps (the rest of the arguments), reading the
-// statement's one row back, and renders it (a few ms of Python): its own
-// CPU a request is the same whatever the statement, the database's is
-// the statement's.
-const pythonDBServer = `import http.server, subprocess, sys
-
-def render_page(row):
-    h = 5381
-    for i in range(30000):
-        h = (h * 33 + i + len(row)) & 0xffffffff
-    return b"%d %s" % (h, row)
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    disable_nagle_algorithm = True  # the body is not held for the headers' ACK
-    def do_GET(self):
-        DB.stdin.write((SQL + ";\n").encode())
-        DB.stdin.flush()
-        body = render_page(DB.stdout.readline())
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-
-SQL = sys.argv[2]
+// dbServer is pythonServer running, each request, the release's
+// statement (the second argument) on the database through one mariadb
+// client it keeps (the rest of the arguments), reading the statement's
+// one row back, and rendering it (a few ms of Python): its own CPU a
+// request is the same whatever the statement, the database's is the
+// statement's.
+var dbServer = pythonServer(`b"%d %s" % (hash_password("page", 30000), query())`, `SQL = sys.argv[2]
 DB = subprocess.Popen(sys.argv[3:] + ["--unbuffered"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-`
+
+def query():
+    DB.stdin.write((SQL + ";\n").encode())
+    DB.stdin.flush()
+    return DB.stdout.readline()`)
 
 // TestProfilesSayWhichProcessMoved: a Python server and the MariaDB it
 // queries, each profiled in one run by its own `headroom profiler` (py-spy
@@ -76,7 +58,7 @@ func TestProfilesSayWhichProcessMoved(t *testing.T) {
 		"SELECT COUNT(*) FROM load_test.t WHERE v = 5",                  // new: the whole table
 	}
 	server := filepath.Join(t.TempDir(), "server.py")
-	if err := os.WriteFile(server, []byte(pythonDBServer), 0o644); err != nil {
+	if err := os.WriteFile(server, []byte(dbServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	client := []string{findProgram(t, "mariadb"), "--no-defaults", "--socket=" + db.sock, "-u" + db.user, "--batch", "--skip-column-names"}

@@ -15,10 +15,13 @@ import (
 	"github.com/headroom-dev/headroom/compare"
 )
 
-// pythonServer is a Python HTTP server whose every request hashes a
-// password in pure Python, its rounds the second argument: real CPU, in a
-// function a profile names hash_password (server.py).
-const pythonServer = `import http.server, sys
+// pythonServer is a Python HTTP server (http.server, one thread, a
+// connection at a time) whose every request answers body, a Python
+// expression, after main's statements set it up; its port is the first
+// argument. hash_password is real CPU, in a function a profile names
+// hash_password (server.py).
+func pythonServer(body, main string) string {
+	return `import http.server, subprocess, sys
 
 def hash_password(password, rounds):
     h = 5381
@@ -27,8 +30,9 @@ def hash_password(password, rounds):
     return h
 
 class Handler(http.server.BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # the body is not held for the headers' ACK
     def do_GET(self):
-        body = str(hash_password("correct-horse", ROUNDS)).encode()
+        body = ` + body + `
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -36,9 +40,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-ROUNDS = int(sys.argv[2])
+` + main + `
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 `
+}
+
+// hashServer is pythonServer hashing a password at the rounds of its
+// second argument a request.
+var hashServer = pythonServer(`str(hash_password("correct-horse", ROUNDS)).encode()`, `ROUNDS = int(sys.argv[2])`)
 
 // TestProfilerNamesAPythonFunction: a Python server (http.server, one
 // thread, a connection at a time: py-spy counts a thread that waits for
@@ -58,7 +67,7 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 	}
 	dir := t.TempDir()
 	server := filepath.Join(dir, "server.py")
-	if err := os.WriteFile(server, []byte(pythonServer), 0o644); err != nil {
+	if err := os.WriteFile(server, []byte(hashServer), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// As root the server runs ahead of the other tests (one thread: one
