@@ -125,7 +125,7 @@ run_tool() {
 	case $tool in
 	headroom)
 		"${timed[@]}" "$HEADROOM" run "$WORK/hit.star" --target "$URL" --rate "$rate/s" \
-			--duration "${TRIAL}s" --max-users "$POOL" --pre-users "$POOL" ${HEADROOM_ARGS:-} --out "$dir/run" --quiet >"$dir/out.txt" 2>&1 || true
+			--duration "${TRIAL}s" --max-users "$POOL" --pre-users "$POOL" ${HEADROOM_ARGS:-} --out "$dir/run" --quiet --no-report >"$dir/out.txt" 2>&1 || true
 		;;
 	k6)
 		RATE=$rate TRIAL=$TRIAL POOL=$POOL URL=$URL SUMMARY=$dir/summary.json \
