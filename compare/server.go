@@ -3,7 +3,6 @@ package compare
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/headroom-dev/headroom/result"
 )
@@ -155,77 +154,82 @@ func compareTimings(bt, nt []result.ServerTarget, o Options) []TimingComparison 
 			families[g.Metric] = g.Title
 		}
 	}
-	var metricsSorted []string
-	for m := range families {
-		metricsSorted = append(metricsSorted, m)
-	}
-	sort.Strings(metricsSorted)
 	var out []TimingComparison
-	for _, fam := range metricsSorted {
-		b, n := timingsOf(bt, fam), timingsOf(nt, fam)
-		inB, inN := present(b), present(n)
-		tc := TimingComparison{Title: families[fam], Metric: fam, Mix: Metric{Name: "mean, common mix", Unit: "ms"}}
-		var common []string
-		for _, name := range sortedKeys(inB) {
-			if inN[name] {
-				common = append(common, name)
-			} else {
-				tc.OnlyBase = append(tc.OnlyBase, name)
-			}
-		}
-		for _, name := range sortedKeys(inN) {
-			if !inB[name] {
-				tc.OnlyNew = append(tc.OnlyNew, name)
-			}
-		}
-		if len(common) == 0 {
-			out = append(out, tc)
-			continue
-		}
-		// One mix: the mean of each side's share of the common items.
-		w := map[string]float64{}
-		for _, side := range [][]map[string]result.Timing{b, n} {
-			tot := 0.0
-			for _, run := range side {
-				for _, name := range common {
-					tot += run[name].Count
-				}
-			}
-			for _, run := range side {
-				for _, name := range common {
-					if tot > 0 {
-						w[name] += run[name].Count / tot / 2
-					}
-				}
-			}
-		}
-		for _, name := range common {
-			row := TimingRow{Name: name, Mean: Metric{Name: "mean", Unit: "ms"}, P99: Metric{Name: "p99", Unit: "ms"}}
-			row.BaseCount, row.Mean.Base, row.P99.Base, row.Mean.BaseRuns, row.P99.BaseRuns = pooledTiming(b, name)
-			row.NewCount, row.Mean.New, row.P99.New, row.Mean.NewRuns, row.P99.NewRuns = pooledTiming(n, name)
-			row.Mean.judge(o)
-			row.P99.judge(o)
-			tc.Items = append(tc.Items, row)
-		}
-		mix := func(run map[string]result.Timing) float64 {
-			return weighted(w, func(name string) float64 {
-				if t, ok := run[name]; ok {
-					return t.MeanMs
-				}
-				return math.NaN()
-			})
-		}
-		for _, run := range b {
-			tc.Mix.BaseRuns = append(tc.Mix.BaseRuns, mix(run))
-		}
-		for _, run := range n {
-			tc.Mix.NewRuns = append(tc.Mix.NewRuns, mix(run))
-		}
-		tc.Mix.Base, tc.Mix.New = mean(tc.Mix.BaseRuns), mean(tc.Mix.NewRuns)
-		tc.Mix.judge(o)
-		out = append(out, tc)
+	for _, fam := range sortedKeys(families) {
+		out = append(out, compareFamily(fam, families[fam], timingsOf(bt, fam), timingsOf(nt, fam), o))
 	}
 	return out
+}
+
+// compareFamily compares one latency family's items both sides have,
+// each and in one mix, and lists those one side alone has.
+func compareFamily(fam, title string, b, n []map[string]result.Timing, o Options) TimingComparison {
+	inB, inN := present(b), present(n)
+	tc := TimingComparison{Title: title, Metric: fam, Mix: Metric{Name: "mean, common mix", Unit: "ms"}}
+	var common []string
+	for _, name := range sortedKeys(inB) {
+		if inN[name] {
+			common = append(common, name)
+		} else {
+			tc.OnlyBase = append(tc.OnlyBase, name)
+		}
+	}
+	for _, name := range sortedKeys(inN) {
+		if !inB[name] {
+			tc.OnlyNew = append(tc.OnlyNew, name)
+		}
+	}
+	if len(common) == 0 {
+		return tc
+	}
+	for _, name := range common {
+		row := TimingRow{Name: name, Mean: Metric{Name: "mean", Unit: "ms"}, P99: Metric{Name: "p99", Unit: "ms"}}
+		row.BaseCount, row.Mean.Base, row.P99.Base, row.Mean.BaseRuns, row.P99.BaseRuns = pooledTiming(b, name)
+		row.NewCount, row.Mean.New, row.P99.New, row.Mean.NewRuns, row.P99.NewRuns = pooledTiming(n, name)
+		row.Mean.judge(o)
+		row.P99.judge(o)
+		tc.Items = append(tc.Items, row)
+	}
+	w := mixWeights(b, n, common)
+	mix := func(run map[string]result.Timing) float64 {
+		return weighted(w, func(name string) float64 {
+			if t, ok := run[name]; ok {
+				return t.MeanMs
+			}
+			return math.NaN()
+		})
+	}
+	for _, run := range b {
+		tc.Mix.BaseRuns = append(tc.Mix.BaseRuns, mix(run))
+	}
+	for _, run := range n {
+		tc.Mix.NewRuns = append(tc.Mix.NewRuns, mix(run))
+	}
+	tc.Mix.Base, tc.Mix.New = mean(tc.Mix.BaseRuns), mean(tc.Mix.NewRuns)
+	tc.Mix.judge(o)
+	return tc
+}
+
+// mixWeights is one mix for both sides: each common item's weight the
+// mean of its share of each side's requests to the common items.
+func mixWeights(b, n []map[string]result.Timing, common []string) map[string]float64 {
+	w := map[string]float64{}
+	for _, side := range [][]map[string]result.Timing{b, n} {
+		tot := 0.0
+		for _, run := range side {
+			for _, name := range common {
+				tot += run[name].Count
+			}
+		}
+		for _, run := range side {
+			for _, name := range common {
+				if tot > 0 {
+					w[name] += run[name].Count / tot / 2
+				}
+			}
+		}
+	}
+	return w
 }
 
 func present(runs []map[string]result.Timing) map[string]bool {

@@ -1,7 +1,9 @@
 package compare
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/headroom-dev/headroom/metrics"
@@ -238,13 +240,8 @@ func names(ws []window, k metrics.Kind) map[string]bool {
 	return out
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 func count(ws []window, k metrics.Kind, n string) int64 {
