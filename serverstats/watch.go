@@ -106,6 +106,17 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 	defer w.resolve(tg, t)
 	tg.scrapes++
 	p := result.ServerPoint{T: t.Sub(w.start).Seconds()}
+	tg.gather(byName, t, &p)
+	tg.means(w.families, byName, &p)
+	if len(tg.has) > 0 || p.MeanMs != nil {
+		tg.timeline = append(tg.timeline, p)
+	}
+}
+
+// gather reads the scrape's resources into p (CPU over the time since the
+// previous scrape, memory, goroutines), or a database exporter's counters
+// of work into tg's state.
+func (tg *target) gather(byName map[string]*dto.MetricFamily, t time.Time, p *result.ServerPoint) {
 	cpu, mem, gor, kind, memory := resources(byName)
 	if system, counts := databaseCounters(byName); system != "" {
 		// an exporter's process_* figures are its own, not the database's
@@ -134,17 +145,22 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 		p.Goroutines = gor
 		tg.has["goroutines"] = true
 	}
+}
+
+// means keeps each latency family's items (at most maxItems a family)
+// and puts in p each family's mean since the previous scrape, over all
+// its items.
+func (tg *target) means(families []Family, byName map[string]*dto.MetricFamily, p *result.ServerPoint) {
 	first := tg.scrapes == 1
-	for _, f := range w.families {
+	for _, f := range families {
 		mf := byName[f.Metric]
 		if mf == nil || (mf.GetType() != dto.MetricType_HISTOGRAM && mf.GetType() != dto.MetricType_SUMMARY) {
 			continue
 		}
-		// The family's mean since the previous scrape, over all its items.
 		var dn, ds float64
 		for k, c := range histograms(f, mf) {
 			prev := tg.hists[k]
-			if prev == nil && len(tg.hists) >= maxItems*len(w.families) {
+			if prev == nil && len(tg.hists) >= maxItems*len(families) {
 				continue // past the cap: not kept, not counted
 			}
 			if prev != nil && c.count >= prev.count {
@@ -160,9 +176,6 @@ func (w *Watch) Gathered(url string, mfs []*dto.MetricFamily, t time.Time) {
 			}
 			p.MeanMs[f.Metric] = 1000 * ds / dn
 		}
-	}
-	if len(tg.has) > 0 || p.MeanMs != nil {
-		tg.timeline = append(tg.timeline, p)
 	}
 }
 
