@@ -22,6 +22,20 @@ const (
 // does not match the checks. JSON itself cannot hold
 // NaN or infinities, so every number here is finite.
 func (r *Result) validate() error {
+	for _, check := range []func() error{r.checkKind, r.checkClient, r.checkStep, r.checkCeiling, r.checkServer} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if ps := r.Profiles; ps != nil {
+		return checkProfiles(ps)
+	}
+	return nil
+}
+
+// checkKind refuses an unknown kind, and a step or ceiling result
+// without its part.
+func (r *Result) checkKind() error {
 	switch r.Kind {
 	case KindRun, KindStep, KindCeiling:
 	default:
@@ -33,6 +47,12 @@ func (r *Result) validate() error {
 	if r.Kind == KindCeiling && r.Ceiling == nil {
 		return fmt.Errorf("a ceiling result without \"ceiling\"")
 	}
+	return nil
+}
+
+// checkClient refuses the client's negative figures: the window, users,
+// summaries, phases and timeline.
+func (r *Result) checkClient() error {
 	if err := checkWindow("window", r.Window); err != nil {
 		return err
 	}
@@ -59,44 +79,61 @@ func (r *Result) validate() error {
 			return fmt.Errorf("timeline[%d] (t %g s) has a negative figure", i, p.T)
 		}
 	}
-	if st := r.Step; st != nil {
-		for i, l := range st.Levels {
-			at := fmt.Sprintf("step.levels[%d]", i)
-			if l.Users < 0 {
-				return fmt.Errorf("%s: users is %d", at, l.Users)
-			}
-			if err := checkWindow(at+".window", l.Window); err != nil {
-				return err
-			}
-			if err := checkSummaries(at+".totals", at+".requests", at+".actions", l.Totals, l.Requests, l.Actions); err != nil {
-				return err
-			}
+	return nil
+}
+
+// checkStep refuses a step level's negative figures.
+func (r *Result) checkStep() error {
+	if r.Step == nil {
+		return nil
+	}
+	for i, l := range r.Step.Levels {
+		at := fmt.Sprintf("step.levels[%d]", i)
+		if l.Users < 0 {
+			return fmt.Errorf("%s: users is %d", at, l.Users)
+		}
+		if err := checkWindow(at+".window", l.Window); err != nil {
+			return err
+		}
+		if err := checkSummaries(at+".totals", at+".requests", at+".actions", l.Totals, l.Requests, l.Actions); err != nil {
+			return err
 		}
 	}
-	if ci := r.Ceiling; ci != nil {
-		if su := ci.SupportedUsers; su.Value < 0 || su.Low < 0 || su.High < 0 || ci.ThroughputRPS < 0 {
-			return fmt.Errorf("ceiling: supported users %g in [%g, %g) at %g requests/s, below zero", su.Value, su.Low, su.High, ci.ThroughputRPS)
-		}
-		for i, p := range ci.CheckTimeline {
-			if len(p.Values) != len(ci.Checks) || len(p.Fired) != len(ci.Checks) {
-				return fmt.Errorf("ceiling.check_timeline[%d] has %d values and %d fired flags for %d checks", i, len(p.Values), len(p.Fired), len(ci.Checks))
-			}
+	return nil
+}
+
+// checkCeiling refuses supported users below zero and a check timeline
+// that does not match the checks.
+func (r *Result) checkCeiling() error {
+	ci := r.Ceiling
+	if ci == nil {
+		return nil
+	}
+	if su := ci.SupportedUsers; su.Value < 0 || su.Low < 0 || su.High < 0 || ci.ThroughputRPS < 0 {
+		return fmt.Errorf("ceiling: supported users %g in [%g, %g) at %g requests/s, below zero", su.Value, su.Low, su.High, ci.ThroughputRPS)
+	}
+	for i, p := range ci.CheckTimeline {
+		if len(p.Values) != len(ci.Checks) || len(p.Fired) != len(ci.Checks) {
+			return fmt.Errorf("ceiling.check_timeline[%d] has %d values and %d fired flags for %d checks", i, len(p.Values), len(p.Fired), len(ci.Checks))
 		}
 	}
-	if sv := r.Server; sv != nil {
-		for i, t := range sv.Targets {
-			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
+	return nil
+}
+
+// checkServer refuses a scraped server's negative figures.
+func (r *Result) checkServer() error {
+	if r.Server == nil {
+		return nil
+	}
+	for i, t := range r.Server.Targets {
+		if err := checkServerWindow(fmt.Sprintf("server.targets[%d].window", i), t.Window); err != nil {
+			return err
+		}
+		if t.Setup != nil {
+			if err := checkServerWindow(fmt.Sprintf("server.targets[%d].setup", i), *t.Setup); err != nil {
 				return err
 			}
-			if t.Setup != nil {
-				if err := checkServerWindow(fmt.Sprintf("server.targets[%d].setup", i), *t.Setup); err != nil {
-					return err
-				}
-			}
 		}
-	}
-	if ps := r.Profiles; ps != nil {
-		return checkProfiles(ps)
 	}
 	return nil
 }
