@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
@@ -76,4 +77,19 @@ func value(r health.Result) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.3g", r.Value)
+}
+
+// printChecks lists the checks of a run as it starts.
+func printChecks(w io.Writer, checks []health.Check) {
+	for _, ch := range checks {
+		op := ">"
+		if ch.Below {
+			op = "<"
+		}
+		when := ""
+		if len(ch.Requires) > 0 {
+			when = " (once a target exposes " + strings.Join(ch.Requires, " or ") + ")"
+		}
+		fmt.Fprintf(w, "  %-28s fires when %s %g%s\n", ch.Name, op, ch.Threshold, when)
+	}
 }

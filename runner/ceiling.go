@@ -15,7 +15,6 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/prometheus/prometheus/model/labels"
@@ -26,17 +25,10 @@ import (
 // supported users or MaxDuration runs out.
 type Ceiling struct {
 	Common
-	Checks     []health.Check
-	Controller control.Controller
-	// Evaluator runs the checks' queries: a prom.Embedded over Store, or
-	// a prom.Remote (a real Prometheus, which scrapes by itself).
-	Evaluator     health.Evaluator
-	EvaluatorName string
-	Store         *prom.Store // embedded mode: fed with headroom's own metrics every tick
-	// Has tells whether a metric exists, for checks that require one
-	// (health.Check.Requires); nil means every check is active.
-	Has         func(metric string) bool
-	Scraper     *prom.Scraper // embedded mode, optional: scrapes Common.Scrape into Store
+	// Evaluation is the checks and what evaluates them (NewEvaluation).
+	// Its Scraper, if any, is the run's one scraper of Common.Scrape.
+	Evaluation
+	Controller  control.Controller
 	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).
@@ -75,6 +67,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if c.Prom == nil {
 		c.Prom = metrics.NewProm()
 	}
+	c.scraper = c.Scraper // the store's scrape is the result's too
 	s, err := c.open(ctx, "ceiling")
 	if err != nil {
 		return nil, err
@@ -144,10 +137,6 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
-	if c.Scraper != nil && s.watch != nil {
-		c.Scraper.Gathered = s.watch.Gathered
-		s.scraper = nil // c.Scraper scrapes for both
-	}
 	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)),
 		levels: map[int]*levelFigures{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
 		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
@@ -188,7 +177,7 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 			Decision: d.Reason, Last: p, Estimate: r.c.Controller.Estimate(), Warning: warning})
 	}
 	if r.c.Scraper == nil {
-		r.s.scrape(ctx, now) // with --prometheus: for the result only
+		r.s.scrape(ctx, now) // with a real Prometheus: for the result only, in the background
 	}
 	r.checkpoint(now)
 	switch {
@@ -243,11 +232,10 @@ func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
 	if c.Scraper == nil {
 		return ""
 	}
-	errs := c.Scraper.Scrape(ctx, now)
+	errs := r.s.scraper.Scrape(ctx, now) // c.Scraper: into the store, and the result's server figures
+
 	r.scrapeFailed = slices.ContainsFunc(errs, timedOut)
-	if r.s.watch != nil {
-		r.s.watch.Attempted(errs)
-	}
+	r.s.attempted(errs)
 	for _, err := range errs {
 		msg := Redact(err.Error())
 		r.ci.ScrapeErrors = setErr(r.ci.ScrapeErrors, msg)

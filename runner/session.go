@@ -101,6 +101,10 @@ type Common struct {
 	// nil: the network.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// scraper, if set, is the scraper of Scrape the run uses (a ceiling's
+	// into its store, Evaluation.Scraper); nil: the session makes one.
+	scraper *prom.Scraper
+
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
 	memSample func() uint64 // bytes in use; default memlimit.Used
@@ -178,9 +182,10 @@ type session struct {
 	failedSaves int
 	saveNote    string
 
-	watch    *serverstats.Watch // nil without Common.Scrape
-	scraper  *prom.Scraper      // for runs that do not scrape for checks
-	scraping sync.WaitGroup     // the scrape in flight, if any
+	watch   *serverstats.Watch // nil without Common.Scrape
+	scraper *prom.Scraper      // the run's one scraper of Common.Scrape; nil without
+
+	scraping sync.WaitGroup // the scrape in flight, if any
 	busy     atomic.Bool
 }
 
@@ -236,7 +241,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		s.cancel(err)
 		return nil, fmt.Errorf("init failed: %w", err)
 	}
-	if len(c.Scrape) > 0 {
+	if len(c.Scrape) > 0 || c.scraper != nil {
 		if err := s.startScrape(); err != nil {
 			s.cancel(err)
 			return nil, err
@@ -259,22 +264,35 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 
 // startScrape starts watching the run's --scrape endpoints, with a
 // baseline taken before any user starts, so the first window counts only
-// this run's requests.
+// this run's requests. Common.scraper is the scraper when given (it then
+// feeds a ceiling's store too); else one is made for the watch alone.
 func (s *session) startScrape() error {
 	c := s.c
-	s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
-	var client *http.Client
-	if c.Dial != nil {
-		client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+	sc := c.scraper
+	if sc == nil {
+		var client *http.Client
+		if c.Dial != nil {
+			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+		}
+		var err error
+		if sc, err = prom.NewScraper(nil, c.Scrape, client); err != nil {
+			return err
+		}
 	}
-	sc, err := prom.NewScraper(nil, c.Scrape, client)
-	if err != nil {
-		return err
+	if len(c.Scrape) > 0 {
+		s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
+		sc.Gathered = s.watch.Gathered
 	}
-	sc.Gathered = s.watch.Gathered
 	s.scraper = sc
-	s.watch.Attempted(sc.Scrape(context.Background(), time.Now()))
+	s.attempted(sc.Scrape(context.Background(), time.Now()))
 	return nil
+}
+
+// attempted tells the watch, if any, how a scrape went.
+func (s *session) attempted(errs []error) {
+	if s.watch != nil {
+		s.watch.Attempted(errs)
+	}
 }
 
 // configTypes records what the users of sc do: the actions and think
@@ -382,7 +400,7 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 		defer s.scraping.Done()
 		defer s.busy.Store(false)
 		defer s.recover("the scrape of " + strings.Join(s.c.Scrape, ", "))
-		s.watch.Attempted(s.scraper.Scrape(ctx, now))
+		s.attempted(s.scraper.Scrape(ctx, now))
 	}()
 }
 
@@ -418,7 +436,7 @@ func (s *session) stop() {
 	s.collect()
 	s.scraping.Wait()
 	if s.scraper != nil { // the state at the end of the window
-		s.watch.Attempted(s.scraper.Scrape(context.Background(), time.Now()))
+		s.attempted(s.scraper.Scrape(context.Background(), time.Now()))
 	}
 }
 

@@ -122,11 +122,11 @@ func TestCeilingHoldThatIsUnhealthyTakesTheAnswerBack(t *testing.T) {
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('200ms')\n"),
 			Target: target, Timeout: 5 * time.Second, Grace: time.Second, Tick: 100 * time.Millisecond},
-		Checks: []health.Check{{Name: "scripted", Query: "scripted", Threshold: 1}},
+		Evaluation: Evaluation{Checks: []health.Check{{Name: "scripted", Query: "scripted", Threshold: 1}}, Evaluator: ev, EvaluatorName: "scripted"},
 		Controller: control.NewSearch(control.SearchConfig{Start: 4, Max: 20, Precision: 0.05, Settle: 300 * time.Millisecond,
 			Judge: 500 * time.Millisecond, RampRate: 1000, Window: 100 * time.Millisecond}),
-		Evaluator: ev, EvaluatorName: "scripted", MaxDuration: time.Minute,
-		Settle: 300 * time.Millisecond, Measure: 500 * time.Millisecond, Progress: ev.progress,
+		MaxDuration: time.Minute,
+		Settle:      300 * time.Millisecond, Measure: 500 * time.Millisecond, Progress: ev.progress,
 	}
 	res, err := c.Run(context.Background())
 	if err != nil {
