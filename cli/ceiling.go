@@ -225,8 +225,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		if open != nil {
 			pr.unit = result.UnitRate
 		}
-		l.ui.watch(&pr.statusLine)
-		c.Progress = pr.update
+		l.ui.watch(&pr.statusLine, &c.Common, pr.update)
 	}
 	res, err := c.Run(ctx)
 	code = l.finish(env, out, res, err, f.noReport)

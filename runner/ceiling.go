@@ -41,22 +41,7 @@ type Ceiling struct {
 	// Open, if set, makes it ceiling --open: the controller's levels are
 	// arrival rates on one pool of users (the Controller counts in
 	// arrivals per second), and the answer is the supported rate.
-	Open     *OpenLevels
-	Progress func(CeilingProgress)
-}
-
-// CeilingProgress is what a ceiling run reports every tick.
-type CeilingProgress struct {
-	Elapsed  time.Duration
-	Users    int // past setup (the open model: the rate running)
-	Started  int // running, setting up or past setup (the open model: the rate asked for)
-	Target   int
-	Pool     int // the open model: users in the pool
-	Results  []health.Result
-	Decision string // non-empty when the controller changed course
-	Last     metrics.Point
-	Estimate control.Estimate
-	Warning  string
+	Open *OpenLevels
 }
 
 // Run runs the search and returns the result (also written to Out).
@@ -147,7 +132,8 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	el := now.Sub(r.s.start)
 	users := r.ld.applied() // users past setup (or the rate): the load really applied
-	p := r.s.collect()
+	t := r.s.collect()
+	p := t.Last
 	r.tr.second(now, r.s.interval.Wakes)
 	steady := r.account(now, users, p)
 	warning := r.feed(ctx, now)
@@ -168,13 +154,12 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 		r.s.eng.Hold(d.Hold)
 	}
 	r.ld.set(d.Users)
-	if r.c.Live != nil {
-		r.fillLevels()
-	}
 	r.selfCheck(now, users)
-	if r.c.Progress != nil {
-		r.c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: r.target, Pool: r.s.eng.Users(), Results: results,
-			Decision: d.Reason, Last: p, Estimate: r.c.Controller.Estimate(), Warning: warning})
+	if r.c.OnTick != nil {
+		r.fillLevels() // the live page shows them
+		t.Elapsed, t.Want, t.Users = el, r.target, r.s.eng.Users()
+		t.Ceiling = &CeilingTick{Applied: users, Started: obs.Started, Results: results, Decision: d.Reason, Estimate: r.c.Controller.Estimate(), Warning: warning}
+		r.s.publish(t)
 	}
 	if r.c.Scraper == nil {
 		r.s.scrape(ctx, now) // with a real Prometheus: for the result only, in the background
@@ -448,7 +433,7 @@ func setErr(m map[string]string, msg string) map[string]string {
 
 // fillLevels fills the result's levels from the controller's so far, with their
 // verdicts: at the end, at each checkpoint, and every tick while a live
-// view (Common.Live) shows them.
+// view (Common.OnTick) shows them.
 func (r *ceilingRun) fillLevels() {
 	r.ci.Levels = r.ci.Levels[:0]
 	for _, l := range r.c.Controller.Levels() {

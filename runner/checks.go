@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -237,11 +238,7 @@ func (set checkSet) checkMetrics(exposed map[string]bool, families []serverstats
 			late[n] = true
 		}
 	}
-	var names []string
-	for n := range exposed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(exposed))
 	var errs []error
 	for _, c := range set.checks {
 		s, ok := set.from[c.Name]

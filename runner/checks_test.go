@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,13 +61,18 @@ func TestNewEvaluationPicksTheChecks(t *testing.T) {
 		t.Errorf("the open model's defaults lack the dropped arrivals: %s", got)
 	}
 	bad := []scenario.CheckSpec{{Name: "bad", Query: "sum(", Threshold: 1, Path: "s.star", Line: 7}}
-	_, err := NewEvaluation(context.Background(), CheckSource{Window: time.Second, Scenario: bad})
-	var ee *EvaluationError
-	if !errors.As(err, &ee) || ee.Of != "checks" || !strings.HasPrefix(err.Error(), "s.star:7: ") {
-		t.Errorf("a bad query: %v, want an EvaluationError of the checks naming s.star:7", err)
+	of := func(src CheckSource) (string, error) {
+		_, err := NewEvaluation(context.Background(), src)
+		if ee, ok := err.(*EvaluationError); ok {
+			return ee.Of, err
+		}
+		return "not an EvaluationError", err
 	}
-	if _, err := NewEvaluation(context.Background(), CheckSource{Scrape: []string{"ftp://x"}}); !errors.As(err, &ee) || ee.Of != "scrape" {
-		t.Errorf("a bad scrape URL: %v, want an EvaluationError of the scrape", err)
+	if what, err := of(CheckSource{Window: time.Second, Scenario: bad}); what != "checks" || !strings.HasPrefix(err.Error(), "s.star:7: ") {
+		t.Errorf("a bad query: %s %v, want an EvaluationError of the checks naming s.star:7", what, err)
+	}
+	if what, err := of(CheckSource{Scrape: []string{"ftp://x"}}); what != "scrape" {
+		t.Errorf("a bad scrape URL: %s %v, want an EvaluationError of the scrape", what, err)
 	}
 }
 

@@ -65,12 +65,12 @@ type Common struct {
 	Print    func(int, string) // optional: where scenario print() goes
 	Warn     func(string)      // optional: told at once of what the result's notes will say went wrong (a failed checkpoint)
 	OnAction func(int, string) // optional: see engine.Config
-	// Live, if set, is given each tick as it is collected (the live
-	// view, --ui), on the run's goroutine: it must not keep what it is
-	// given, nor take long.
-	Live func(LiveTick)
-	Tick time.Duration // collection period; default 1 s
-	Save time.Duration // checkpoint period; default 10 s
+	// OnTick, if set, is given every tick of the run (the terminal's
+	// progress, the live view), on the run's goroutine: it must not keep
+	// what it is given, nor take long. See Tick.
+	OnTick func(Tick)
+	Tick   time.Duration // collection period; default 1 s
+	Save   time.Duration // checkpoint period; default 10 s
 
 	// FS is where the result is written; nil is the real file system.
 	FS result.FS
@@ -341,8 +341,10 @@ func (s *session) setUsers(n int) {
 }
 
 // collect drains what users recorded since the last tick into s.interval
-// and s.all, and appends a timeline point.
-func (s *session) collect() metrics.Point {
+// and s.all, appends a timeline point and returns the second as a tick,
+// which headroom's /metrics takes at once; the kind adds its part and
+// publishes it.
+func (s *session) collect() Tick {
 	s.interval.Reset()
 	s.eng.Drain(s.interval)
 	s.interval.Seal() // the second's burstiness, kept as the worst of the windows it merges into
@@ -357,35 +359,24 @@ func (s *session) collect() metrics.Point {
 		s.degraded.Merge(s.interval)
 		s.degradedS += s.interval.End.Sub(s.interval.Start).Seconds()
 	}
-	if s.c.Prom != nil {
-		s.c.Prom.SetReady(p.Ready)
-		if _, agents := s.eng.(agentsFleet); !agents { // agents expose their own
-			s.c.Prom.AddWakes(s.interval.Wakes)
-		}
-	}
 	s.res.Timeline = append(s.res.Timeline, p)
-	if s.c.Live != nil {
-		t := LiveTick{Res: s.res, Interval: s.interval, Total: s.scratch} // PointOf left the second's total there
-		if a, ok := s.eng.(agentsFleet); ok {
-			t.Agents = a.Agents(s.degradedS)
-		}
-		s.c.Live(t)
-	}
-	return p
+	t := Tick{Elapsed: s.interval.End.Sub(s.start), Users: p.Users, Ready: p.Ready, Last: p, Interval: s.interval,
+		Total: s.scratch} // PointOf left the second's total there
+	s.expose(t)
+	return t
 }
 
-// LiveTick is one tick of a run, for a live view (Common.Live): the
-// run's own, read on its goroutine, valid during the call only.
-type LiveTick struct {
-	// Res is the result so far: the timeline, a ceiling's checks and
-	// decisions, a step's levels done.
-	Res *result.Result
-	// Interval is the second's figures, per name; Total its requests,
-	// all names merged.
-	Interval *metrics.Snapshot
-	Total    *metrics.Stat
-	// Agents are the agents' figures now; nil without agents.
-	Agents *result.Agents
+// expose gives headroom's /metrics what t says of the second: the users
+// set up and, but on agents (which expose their own), how late the
+// generator's starts were.
+func (s *session) expose(t Tick) {
+	if s.c.Prom == nil {
+		return
+	}
+	s.c.Prom.SetReady(t.Ready)
+	if _, agents := s.eng.(agentsFleet); !agents {
+		s.c.Prom.AddWakes(t.Interval.Wakes)
+	}
 }
 
 // scrape scrapes the system under test in the background, unless the
@@ -433,7 +424,7 @@ func (s *session) stop() {
 	if len(s.c.Scenario.Types) > 1 {
 		s.res.UsersByType = s.eng.UsersByType()
 	}
-	s.collect()
+	s.publish(s.collect()) // the last second: no kind's part, the users stopped
 	s.scraping.Wait()
 	if s.scraper != nil { // the state at the end of the window
 		s.attempted(s.scraper.Scrape(context.Background(), time.Now()))

@@ -67,12 +67,15 @@ func scrapeGaps(t *testing.T, refuse bool) {
 	settle := checks[0].Window() + 3*time.Second
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second,
-			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial},
+			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial, OnTick: func(t Tick) {
+				if t.Ceiling != nil {
+					users.Store(int64(t.Ceiling.Applied))
+				}
+			}},
 		Evaluation:  evaluation(t, CheckSource{Given: checks, Scrape: []string{"http://127.0.0.1:9/metrics"}, Client: &http.Client{Transport: metrics}}),
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.05, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
 		MaxDuration: 15 * time.Minute,
 		Settle:      settle,
-		Progress:    func(p CeilingProgress) { users.Store(int64(p.Users)) },
 	}
 	res, err := c.Run(context.Background())
 	if err != nil {
