@@ -244,19 +244,19 @@ func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceilin
 		Window: f.window, Open: f.open, Scenario: sc.Checks, Add: f.checks, Only: f.onlyChecks,
 		Warn: func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 	})
-	var ee *runner.EvaluationError
-	errors.As(err, &ee)
-	switch {
-	case err == nil:
+	if err == nil {
 		c.Evaluation = *e
 		return 0, true
-	case ee.Of == "checks":
+	}
+	var ee *runner.EvaluationError
+	switch {
+	case !errors.As(err, &ee) || ee.Of == "": // the Prometheus server did not answer
+		return fail(env, ExitError, "%v", err), false
+	case ee.Of == "checks": // the error names the file and line
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage, false
-	case ee.Of != "":
-		return fail(env, ExitUsage, "--%s: %v", ee.Of, err), false
 	}
-	return fail(env, ExitError, "%v", err), false
+	return fail(env, ExitUsage, "--%s: %v", ee.Of, err), false
 }
 
 // control gives c its controller, from the flags: the search (users, or
