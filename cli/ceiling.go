@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/runner"
 	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/serverstats"
 )
 
 var ceilingHelp = `
@@ -209,7 +207,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		return code
 	}
 	defer l.stop()
-	code, ok = f.prepareChecks(ctx, env, c, sc)
+	code, ok = f.evaluation(ctx, env, c, sc)
 	if !ok {
 		l.abandon(env, out)
 		return code
@@ -227,8 +225,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 		if open != nil {
 			pr.unit = result.UnitRate
 		}
-		l.ui.watch(&pr.statusLine)
-		c.Progress = pr.update
+		l.ui.watch(&pr.statusLine, &c.Common, pr.update)
 	}
 	res, err := c.Run(ctx)
 	code = l.finish(env, out, res, err, f.noReport)
@@ -238,85 +235,46 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 	return code
 }
 
-// prepareChecks sets where c's checks are evaluated and which they are
-// (the defaults, the scenario's, --checks), refusing a check whose metric
-// no scraped endpoint exposes before any traffic.
-func (f *ceilingFlags) prepareChecks(ctx context.Context, env Env, c *runner.Ceiling, sc *scenario.Scenario) (code int, ok bool) {
-	exposed, defaultsHas, code, ok := f.evaluation(ctx, env, c)
-	if !ok {
-		return code, false
+// evaluation wires c's checks (runner.NewEvaluation) from the flags and
+// the scenario: where they run, which they are, refused before any
+// traffic when wrong.
+func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceiling, sc *scenario.Scenario) (code int, ok bool) {
+	e, err := runner.NewEvaluation(ctx, runner.CheckSource{
+		Prometheus: f.prometheus, Scrape: f.scrape, ServerLatency: f.serverLatency,
+		Window: f.window, Open: f.open, Scenario: sc.Checks, Add: f.checks, Only: f.onlyChecks,
+		Warn: func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
+	})
+	if err == nil {
+		c.Evaluation = *e
+		return 0, true
 	}
-	set, err := checksFor(*f, sc, defaultsHas)
-	if err == nil && exposed != nil {
-		err = set.checkMetrics(exposed, serverstats.WithFamilies(f.serverLatency), f.scrape)
-	}
-	if err != nil {
+	var ee *runner.EvaluationError
+	switch {
+	case !errors.As(err, &ee) || ee.Of == "": // the Prometheus server did not answer
+		return fail(env, ExitError, "%v", err), false
+	case ee.Of == "checks": // the error names the file and line
 		fmt.Fprintln(env.Stderr, err)
 		return ExitUsage, false
 	}
-	c.Checks = set.checks
-	return 0, true
+	return fail(env, ExitUsage, "--%s: %v", ee.Of, err), false
 }
 
-// control gives c its controller, from the flags and the checks' window:
-// the search (users, or arrival rates with --open) or the linear one.
+// control gives c its controller, from the flags: the search (users, or
+// arrival rates with --open) or the linear one.
 func (f *ceilingFlags) control(c *runner.Ceiling, open *runner.OpenLevels) {
+	c.Measure = f.measure
+	if f.controller == "linear" {
+		f.lin.Max = f.maxUsers
+		c.UseLinear(f.lin)
+		return
+	}
 	cfg := control.SearchConfig{Start: f.startUsers, Warm: f.warmUp, Max: f.maxUsers, Precision: float64(f.precision),
 		Settle: f.settle, Judge: f.judge, RampRate: f.rampRate, SetupTimeout: f.setupTimeout,
 		Confidence: f.confidence, MaxJudge: f.maxJudge}
 	if open != nil {
 		cfg.Start, cfg.Max = f.startRate, f.maxRate
 	}
-	cfg = runner.SearchConfig(cfg, c.Checks, open)
-	c.Settle, c.Measure = cfg.Settle, f.measure
-	if f.controller == "linear" {
-		f.lin.Max = f.maxUsers
-		c.Controller, c.Settle = control.NewLinear(f.lin), 0
-	} else {
-		c.Controller = control.NewSearch(cfg)
-	}
-}
-
-// evaluation sets where c's checks run (a real Prometheus, or the
-// embedded engine over its own store, fed the scrape) and what they can
-// see (c.Has). exposed is what the scrape's targets exposed before any
-// traffic (nil: not known). defaultsHas is for the default checks: with
-// nothing scraped nor queried no server metric exists, and only the client
-// checks apply; else nil, and the server's apply once a target exposes
-// their metric (a labelled histogram appears only at its first request).
-func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceiling) (exposed map[string]bool, defaultsHas func(string) bool, code int, ok bool) {
-	switch {
-	case f.prometheus != "":
-		remote, err := prom.NewRemote(f.prometheus)
-		if err != nil {
-			return nil, nil, fail(env, ExitUsage, "--prometheus: %v", err), false
-		}
-		if err := remote.Ping(ctx); err != nil {
-			return nil, nil, fail(env, ExitError, "%v", err), false
-		}
-		c.Evaluator, c.EvaluatorName = remote, "prometheus "+runner.Redact(f.prometheus)
-		c.Has = func(m string) bool {
-			_, err := remote.Query(ctx, "count("+m+")", time.Now())
-			return err == nil
-		}
-		return nil, nil, 0, true
-	}
-	c.Store = prom.NewStore(15 * time.Minute)
-	emb := prom.NewEmbedded(c.Store)
-	emb.Timeout = time.Second // one tick: a query slower than that fails closed instead of holding the run's clock
-	c.Evaluator, c.EvaluatorName = emb, "embedded"
-	if len(f.scrape) == 0 {
-		c.Has = func(string) bool { return false }
-		return nil, c.Has, 0, true
-	}
-	var err error
-	if c.Scraper, err = prom.NewScraper(c.Store, f.scrape, &http.Client{}); err != nil {
-		return nil, nil, fail(env, ExitUsage, "--scrape: %v", err), false
-	}
-	exposed = exposedBeforeTraffic(ctx, env, c.Scraper)
-	c.Scraper.Scrape(ctx, time.Now())
-	c.Has = c.Store.Has
-	return exposed, nil, 0, true
+	c.UseSearch(cfg)
 }
 
 func (f *ceilingFlags) validate(fs *flag.FlagSet) error {

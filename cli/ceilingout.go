@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
@@ -22,29 +23,33 @@ func newCeilingProgress(env Env) *ceilingProgress {
 	return &ceilingProgress{statusLine: newStatusLine(env)}
 }
 
-func (p *ceilingProgress) update(x runner.CeilingProgress) {
+func (p *ceilingProgress) update(t runner.Tick) {
+	x := t.Ceiling
+	if x == nil {
+		return
+	}
 	if x.Warning != "" {
-		p.event("%s warning: %s", clock(x.Elapsed), x.Warning)
+		p.event("%s warning: %s", clock(t.Elapsed), x.Warning)
 	}
 	if x.Decision != "" {
-		p.event("%s %s", clock(x.Elapsed), x.Decision)
+		p.event("%s %s", clock(t.Elapsed), x.Decision)
 	}
 	var b strings.Builder
 	if p.unit == result.UnitRate {
-		fmt.Fprintf(&b, "%s rate %d/s→%d/s, pool %d", clock(x.Elapsed), x.Users, x.Target, x.Pool)
-		if x.Users == 0 && x.Started > 0 {
+		fmt.Fprintf(&b, "%s rate %d/s→%d/s, pool %d", clock(t.Elapsed), x.Applied, t.Want, t.Users)
+		if x.Applied == 0 && x.Started > 0 {
 			b.WriteString(" (setting up)")
 		}
-		if x.Last.Dropped > 0 {
-			fmt.Fprintf(&b, "  dropped %d", x.Last.Dropped)
+		if t.Last.Dropped > 0 {
+			fmt.Fprintf(&b, "  dropped %d", t.Last.Dropped)
 		}
 	} else {
-		fmt.Fprintf(&b, "%s users %d→%d", clock(x.Elapsed), x.Users, x.Target)
-		if x.Started > x.Users { // some still setting up: not yet load
-			fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Users)
+		fmt.Fprintf(&b, "%s users %d→%d", clock(t.Elapsed), x.Applied, t.Want)
+		if x.Started > x.Applied { // some still setting up: not yet load
+			fmt.Fprintf(&b, " (%d setting up)", x.Started-x.Applied)
 		}
 	}
-	fmt.Fprintf(&b, "  req/s %.0f%s", x.Last.RPS, connectedLine(x.Last))
+	fmt.Fprintf(&b, "  req/s %.0f%s", t.Last.RPS, connectedLine(t.Last))
 	for _, r := range x.Results {
 		if r.Inactive {
 			continue
@@ -76,4 +81,19 @@ func value(r health.Result) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.3g", r.Value)
+}
+
+// printChecks lists the checks of a run as it starts.
+func printChecks(w io.Writer, checks []health.Check) {
+	for _, ch := range checks {
+		op := ">"
+		if ch.Below {
+			op = "<"
+		}
+		when := ""
+		if len(ch.Requires) > 0 {
+			when = " (once a target exposes " + strings.Join(ch.Requires, " or ") + ")"
+		}
+		fmt.Fprintf(w, "  %-28s fires when %s %g%s\n", ch.Name, op, ch.Threshold, when)
+	}
 }

@@ -9,10 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/result"
-	"github.com/headroom-dev/headroom/scenario"
-	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -139,47 +136,6 @@ func TestMisspelledMetricFailsBeforeTraffic(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s was written for a run that never started", out)
-	}
-}
-
-// Which names a user's check may use before traffic: what an endpoint
-// exposes or declares, headroom's own, and the samples of a latency family
-// headroom reads (it may appear only with the target's first request).
-// The defaults are never refused: one whose metric is missing is inactive.
-func TestCheckMetricsBeforeTraffic(t *testing.T) {
-	spec := func(name, query string, line int32) scenario.CheckSpec {
-		return scenario.CheckSpec{Name: name, Query: query, Path: "c.star", Line: line}
-	}
-	specs := []scenario.CheckSpec{
-		spec("exposed", "sum(rate(process_cpu_seconds_total[10s]))", 1),
-		spec("own", "sum(rate(loadtest_http_request_time_count[10s])) + min(up) + sum(scrape_duration_seconds)", 2),
-		spec("late", `sum(rate(mattermost_api_time_count{status_code="500"}[10s])) + sum(rate(myapp_rpc_seconds_bucket[10s]))`, 3),
-		spec("typo", "sum(rate(proces_cpu_seconds_total[10s]))", 4),
-		spec("unrelated", "sum(nginx_connections_active)", 5),
-	}
-	set := checkSet{checks: health.Defaults(0, nil), from: map[string]scenario.CheckSpec{}}
-	for _, s := range specs {
-		set.checks = append(set.checks, health.Check{Name: s.Name, Query: s.Query, Threshold: 1})
-		set.from[s.Name] = s
-	}
-	rpc, _ := serverstats.ParseFamily("myapp_rpc_seconds:rpc")
-	err := set.checkMetrics(map[string]bool{"process_cpu_seconds_total": true, "process_resident_memory_bytes": true},
-		serverstats.WithFamilies([]serverstats.Family{rpc}), []string{"http://user:secret@127.0.0.1:9/metrics"})
-	if err == nil {
-		t.Fatal("no error")
-	}
-	msg := err.Error()
-	for _, w := range []string{"c.star:4: check \"typo\": no scraped endpoint exposes proces_cpu_seconds_total\n  did you mean process_cpu_seconds_total?",
-		"c.star:5: check \"unrelated\": no scraped endpoint exposes nginx_connections_active\n  no metric they expose has a name close to it (2 names",
-		"xxxxx@127.0.0.1:9"} {
-		if !strings.Contains(msg, w) {
-			t.Errorf("error lacks %q:\n%s", w, msg)
-		}
-	}
-	for _, no := range []string{`"exposed"`, `"own"`, `"late"`, "node_cpu", "secret"} {
-		if strings.Contains(msg, no) {
-			t.Errorf("error names %s:\n%s", no, msg)
-		}
 	}
 }
 

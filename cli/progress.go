@@ -67,9 +67,13 @@ type progress struct {
 
 func newProgress(env Env) *progress { return &progress{statusLine: newStatusLine(env)} }
 
-func (p *progress) update(x runner.Progress) {
+func (p *progress) update(t runner.Tick) {
+	x := t.Run
+	if x == nil {
+		return
+	}
 	if p.open {
-		p.updateOpen(x)
+		p.updateOpen(t, x)
 		return
 	}
 	errPct := 0.0
@@ -81,13 +85,13 @@ func (p *progress) update(x runner.Progress) {
 		phase = "waiting for setup"
 	}
 	line := fmt.Sprintf("%s %s/%s  users %d/%d (%d set up)  req/s %.0f  p50 %s  p99 %s  errors %.2f%%  timeouts %d",
-		phase, clock(x.Elapsed), clock(x.Total), x.Users, x.Want, x.Ready, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
-	line += connectedLine(x.Last)
-	if n := x.Last.SetupErrors; n > 0 {
+		phase, clock(t.Elapsed), clock(x.Total), t.Users, t.Want, t.Ready, t.Last.RPS, ms(t.Last.P50Ms), ms(t.Last.P99Ms), errPct, x.Timeouts)
+	line += connectedLine(t.Last)
+	if n := t.Last.SetupErrors; n > 0 {
 		line += fmt.Sprintf("  setup errors %d/s", n)
 	}
 	if x.Phase == "stopping" {
-		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+		line = fmt.Sprintf("stopping: letting %d users finish their actions...", t.Users)
 	}
 	p.show(line, x.Phase == "stopping")
 }
@@ -95,22 +99,22 @@ func (p *progress) update(x runner.Progress) {
 // updateOpen is the line of a run of the open model: the arrivals the
 // schedule asked for and those that started, dropped and late, and the
 // latency from the intended start.
-func (p *progress) updateOpen(x runner.Progress) {
+func (p *progress) updateOpen(t runner.Tick, x *runner.RunTick) {
 	var line string
 	switch x.Phase {
 	case "stopping":
-		line = fmt.Sprintf("stopping: letting %d users finish their actions...", x.Users)
+		line = fmt.Sprintf("stopping: letting %d users finish their actions...", t.Users)
 	case "steady":
 		errPct := 0.0
 		if x.Requests > 0 {
 			errPct = 100 * float64(x.Errors) / float64(x.Requests)
 		}
 		line = fmt.Sprintf("open %s/%s  arrivals/s %.0f of %.0f  dropped %d  late %d  pool %d users  p50 %s  p99 %s (from intended start)  errors %.2f%%  timeouts %d",
-			clock(x.Elapsed), clock(x.Total), x.Started, x.Rate, x.Dropped, x.Late, x.Users, ms(x.Last.P50Ms), ms(x.Last.P99Ms), errPct, x.Timeouts)
-		line += connectedLine(x.Last)
+			clock(t.Elapsed), clock(x.Total), x.Started, x.Rate, x.Dropped, x.Late, t.Users, ms(t.Last.P50Ms), ms(t.Last.P99Ms), errPct, x.Timeouts)
+		line += connectedLine(t.Last)
 	default:
-		line = fmt.Sprintf("setting up the pool %s  users %d/%d set up", clock(x.Elapsed), x.Ready, x.Want)
-		if n := x.Last.SetupErrors; n > 0 {
+		line = fmt.Sprintf("setting up the pool %s  users %d/%d set up", clock(t.Elapsed), t.Ready, t.Want)
+		if n := t.Last.SetupErrors; n > 0 {
 			line += fmt.Sprintf("  setup errors %d/s", n)
 		}
 	}

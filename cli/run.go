@@ -130,8 +130,7 @@ func runCmd(ctx context.Context, env Env, args []string) int {
 	if !f.quiet || l.ui != nil {
 		pr = newProgress(f.progressEnv(env))
 		pr.open = open != nil
-		l.ui.watch(&pr.statusLine)
-		b.Progress = pr.update
+		l.ui.watch(&pr.statusLine, &b.Common, pr.update)
 	}
 	if open != nil {
 		fmt.Fprintf(env.Stderr, "running %s against %s: %s; seed %d\n", sc.Path, target.Redacted(), describeOpen(open), f.seed)

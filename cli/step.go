@@ -141,8 +141,7 @@ func stepCmd(ctx context.Context, env Env, args []string) int {
 	}
 	defer l.stop()
 	pr := newStepProgress(env, levels, f.quiet)
-	l.ui.watch(&pr.statusLine)
-	st.Progress = pr.update
+	l.ui.watch(&pr.statusLine, &st.Common, pr.update)
 	if open != nil {
 		pr.unit = result.UnitRate
 		fmt.Fprintf(env.Stderr, "stepping %s against %s: %s arrivals/s, each held %v after %v settling; open model, %s; seed %d\n",
@@ -169,7 +168,11 @@ func newStepProgress(env Env, levels []int, quiet bool) *stepProgress {
 	return &stepProgress{statusLine: newStatusLine(env), quiet: quiet, levels: levels}
 }
 
-func (p *stepProgress) update(x runner.StepProgress) {
+func (p *stepProgress) update(t runner.Tick) {
+	x := t.Step
+	if x == nil {
+		return
+	}
 	if x.Done != nil {
 		l := x.Done
 		dropped := ""
@@ -177,7 +180,7 @@ func (p *stepProgress) update(x runner.StepProgress) {
 			dropped = fmt.Sprintf(", dropped %.2f%%, late %d", a.DroppedPct, a.Late)
 		}
 		p.event("%s level %d/%d done: %s, %.1f req/s, mean %s, p95 %s, p99 %s, errors %.2f%%, timeouts %d%s",
-			clock(x.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), result.Amount(float64(l.Users), p.unit), l.Totals.RPS,
+			clock(t.Elapsed), levelIndex(p.levels, l.Users)+1, len(p.levels), result.Amount(float64(l.Users), p.unit), l.Totals.RPS,
 			ms(l.Totals.MeanMs), ms(l.Totals.P95Ms), ms(l.Totals.P99Ms), failedPct(l.Totals), l.Totals.Timeouts, dropped)
 	}
 	if p.quiet && p.ui == nil {
@@ -186,9 +189,9 @@ func (p *stepProgress) update(x runner.StepProgress) {
 	var what string
 	switch {
 	case x.Phase == runner.PhaseStarting && p.unit == result.UnitRate:
-		what = fmt.Sprintf("setting the pool up, %d users set up", x.Ready)
+		what = fmt.Sprintf("setting the pool up, %d users set up", t.Ready)
 	case x.Phase == runner.PhaseStarting:
-		what = fmt.Sprintf("starting, %d/%d users set up", x.Ready, x.Want)
+		what = fmt.Sprintf("starting, %d/%d users set up", t.Ready, t.Want)
 	case x.Phase == runner.PhaseSettling:
 		what = fmt.Sprintf("settling, %s left", clock(x.Left))
 	case x.Phase == runner.PhaseHolding:
@@ -196,12 +199,12 @@ func (p *stepProgress) update(x runner.StepProgress) {
 	case x.Phase == runner.PhaseStopping:
 		if !p.quiet {
 			p.clear()
-			fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", x.Users)
+			fmt.Fprintf(p.w, "stopping: letting %d users finish their actions...\n", t.Users)
 		}
 		return
 	}
 	line := fmt.Sprintf("%s level %d/%d, %s: %s | req/s %.0f  p50 %s  p95 %s  errors %d  timeouts %d%s",
-		clock(x.Elapsed), x.Level+1, len(p.levels), result.Amount(float64(x.Want), p.unit), what, x.Last.RPS, ms(x.Last.P50Ms), ms(x.Last.P95Ms), x.Last.Errors, x.Last.Timeouts, connectedLine(x.Last))
+		clock(t.Elapsed), x.Level+1, len(p.levels), result.Amount(float64(t.Want), p.unit), what, t.Last.RPS, ms(t.Last.P50Ms), ms(t.Last.P95Ms), t.Last.Errors, t.Last.Timeouts, connectedLine(t.Last))
 	if p.quiet { // --quiet --ui: the page's status only
 		p.ui.Status(line)
 		return

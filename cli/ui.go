@@ -40,7 +40,7 @@ func (f *loadFlags) startUI(env Env, kind string, c *runner.Common) (*liveUI, er
 	if err != nil {
 		return nil, err
 	}
-	c.Live = v.Tick
+	c.OnTick = v.Tick
 	fmt.Fprintf(env.Stderr, "live view: %s\n", srv.URL)
 	if warn != "" {
 		fmt.Fprintf(env.Stderr, "warning: %s; --ui %s keeps it on this machine\n", warn, "127.0.0.1:PORT")
@@ -57,10 +57,19 @@ func (f *loadFlags) progressEnv(env Env) Env {
 	return env
 }
 
-// watch has l's page show what s prints.
-func (l *liveUI) watch(s *statusLine) {
-	if l != nil {
-		s.ui = l.view
+// watch has l's page show what s prints, and has show, the terminal's
+// progress, read c's ticks before the page does (the page shows the
+// line the tick printed).
+func (l *liveUI) watch(s *statusLine, c *runner.Common, show func(runner.Tick)) {
+	page := c.OnTick
+	c.OnTick = show
+	if l == nil {
+		return
+	}
+	s.ui = l.view
+	c.OnTick = func(t runner.Tick) {
+		show(t)
+		page(t)
 	}
 }
 

@@ -36,6 +36,6 @@ func BenchmarkTick(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		v.Tick(runner.LiveTick{Res: res, Interval: snap, Total: total})
+		v.Tick(runner.Tick{Res: res, Interval: snap, Total: total})
 	}
 }

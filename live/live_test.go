@@ -369,7 +369,7 @@ func TestTickReachesTheViewer(t *testing.T) {
 		snap.Add(&metrics.Sample{Kind: metrics.Request, Name: "GET /x/{id}", Outcome: metrics.OK, Status: 200, Latency: 3 * time.Millisecond})
 		res := &result.Result{Kind: "run", Timeline: []metrics.Point{{T: 1, Users: 3, RPS: 1}}}
 		v.Status("steady 00:01/00:10")
-		v.Tick(runner.LiveTick{Res: res, Interval: snap})
+		v.Tick(runner.Tick{Res: res, Interval: snap})
 		synctest.Wait() // the update written
 		cancel()
 		<-done

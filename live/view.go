@@ -96,12 +96,16 @@ func (v *View) Event(line string) {
 	v.mu.Unlock()
 }
 
-// Tick takes one second of the run (runner.Common.Live) and, if a
-// browser watches, sends the page's new content.
+// Tick takes one second of the run (runner.Common.OnTick) and, if a
+// browser watches, sends the page's new content. A tick that holds no
+// second (a run stopping) changes nothing.
 //
 // Unwatched, it keeps nothing: the seconds are kept from a browser's
 // arrival on, so the first tables it sees cover fewer seconds.
-func (v *View) Tick(t runner.LiveTick) {
+func (v *View) Tick(t runner.Tick) {
+	if t.Interval == nil {
+		return
+	}
 	now := time.Now()
 	cpu := rusage.CPU()
 	cpuPct := 100 * (cpu - v.cpu).Seconds() / max(now.Sub(v.cpuAt).Seconds(), 1e-9)
@@ -149,13 +153,10 @@ func (v *View) Tick(t runner.LiveTick) {
 
 // generator is this process's own line: its CPU over the last second, and
 // how late and bunched its schedule was in it.
-func generator(cpuPct float64, t runner.LiveTick) string {
+func generator(cpuPct float64, t runner.Tick) string {
 	s := fmt.Sprintf("headroom: CPU %.0f%% of a core (%d cores)", cpuPct, runtime.GOMAXPROCS(0))
-	if tl := t.Res.Timeline; len(tl) > 0 {
-		p := tl[len(tl)-1]
-		if p.LateP99Ms > 0 || p.Max10ms > 0 {
-			s += fmt.Sprintf("; its starts in the last second: p99 %.2f ms late, at most %d in 10 ms (%d meant)", p.LateP99Ms, p.Max10ms, p.Meant10ms)
-		}
+	if p := t.Last; p.LateP99Ms > 0 || p.Max10ms > 0 {
+		s += fmt.Sprintf("; its starts in the last second: p99 %.2f ms late, at most %d in 10 ms (%d meant)", p.LateP99Ms, p.Max10ms, p.Meant10ms)
 	}
 	return s + "."
 }

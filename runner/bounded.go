@@ -30,28 +30,10 @@ type Bounded struct {
 	// user to finish setup; past it the window begins without the rest,
 	// and the result says so. Default 1 minute.
 	SetupTimeout time.Duration
-	Progress     func(Progress)
 	// Open, if set, makes the run one of the open model: arrivals at its
 	// rate on a pool of users, for as long as its stages last. Users,
 	// Ramp and Duration are then not used.
 	Open *Open
-}
-
-// Progress is what a run reports once a second.
-type Progress struct {
-	Elapsed, Total time.Duration
-	Phase          string // "ramp", "setup" (waiting for users to finish setup), "steady", "stopping"
-	Users, Want    int
-	Ready          int // users past setup
-	// The open model: the arrivals per second the schedule asks for now
-	// (0 for the closed model) and those that started over the last
-	// second; the arrivals dropped and started late so far.
-	Rate, Started float64
-	Dropped, Late int64
-	Last          metrics.Point // the last second
-	Requests      int64         // so far
-	Errors        int64
-	Timeouts      int64
 }
 
 // Run runs until the duration is over or ctx is done, and returns the
@@ -96,7 +78,7 @@ func (b *Bounded) Run(ctx context.Context) (*result.Result, error) {
 		b.SetupTimeout = time.Minute
 	}
 	r := &boundedRun{Bounded: b, s: s, users: users, total: b.Ramp + b.Duration, prev: s.start, started: s.mark(s.start),
-		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), draining: metrics.NewSnapshot()}
+		ramp: metrics.NewSnapshot(), steady: metrics.NewSnapshot(), draining: metrics.NewSnapshot(), sofar: metrics.NewStat()}
 	if b.Open != nil {
 		res.Config.Users, res.Config.Model, res.Config.Rate = 0, result.ModelOpen, b.Open.config()
 		if b.Open.Connections > 0 {
@@ -120,9 +102,7 @@ func (r *boundedRun) stopping(end time.Time, status string) string {
 	r.end = end
 	want, phase := r.want(end)
 	r.tick(context.Background(), end, want, phase)
-	if b := r.Bounded; b.Progress != nil {
-		b.Progress(Progress{Elapsed: time.Since(r.s.start), Total: r.total, Phase: "stopping", Users: r.s.eng.Users()})
-	}
+	r.s.publish(Tick{Elapsed: time.Since(r.s.start), Users: r.s.eng.Users(), Run: &RunTick{Total: r.total, Phase: "stopping"}})
 	if r.Open != nil {
 		_ = r.s.eng.SetPacer(nil)
 	}
@@ -180,7 +160,8 @@ type boundedRun struct {
 	// The open model: the schedule, and when it began (the window's start).
 	schedule      *engine.Schedule
 	paced         time.Time
-	dropped, late int64 // arrivals so far, for Progress
+	dropped, late int64         // arrivals so far, for the ticks
+	sofar         *metrics.Stat // the requests so far, for the ticks
 
 	end time.Time // when the ticks ended: the window's end
 }
@@ -242,7 +223,8 @@ func (r *boundedRun) step(ctx context.Context, now time.Time) bool {
 // under the ramp or the window.
 func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase string) {
 	s := r.s
-	p := s.collect()
+	t := s.collect()
+	p := t.Last
 	if !r.window.IsZero() {
 		if !r.marked { // the window began at the previous tick, with its scrape
 			r.from, r.marked = s.mark(r.prev), true
@@ -264,11 +246,12 @@ func (r *boundedRun) tick(ctx context.Context, now time.Time, want int, phase st
 	s.scrape(ctx, now)
 	r.prev = now
 	r.dropped, r.late = r.dropped+p.Dropped, r.late+p.Late
-	if r.Progress != nil {
-		tot := s.all.Total(metrics.Request, s.scratch)
-		r.Progress(Progress{Elapsed: now.Sub(s.start), Total: r.total, Phase: phase, Users: s.eng.Users(), Want: want,
-			Ready: p.Ready, Last: p, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts, Rate: r.rateAt(now),
-			Started: perSecond(p.Arrivals, s.interval.End.Sub(s.interval.Start)), Dropped: r.dropped, Late: r.late})
+	if s.c.OnTick != nil {
+		tot := s.all.Total(metrics.Request, r.sofar)
+		t.Elapsed, t.Want = now.Sub(s.start), want
+		t.Run = &RunTick{Total: r.total, Phase: phase, Requests: tot.Count, Errors: tot.Errors, Timeouts: tot.Timeouts, Rate: r.rateAt(now),
+			Started: perSecond(p.Arrivals, s.interval.End.Sub(s.interval.Start)), Dropped: r.dropped, Late: r.late}
+		s.publish(t)
 	}
 }
 

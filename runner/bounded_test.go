@@ -13,12 +13,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/scenario"
+	"github.com/headroom-dev/headroom/testbed"
 	"github.com/headroom-dev/headroom/transport"
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 )
@@ -445,4 +447,59 @@ func TestEveryRequestCountedOnceThroughCheckpoints(t *testing.T) {
 		t.Errorf("ramp %d + window %d + stopping %d = %d requests counted, the server answered %d", res.RampTotals.Count, res.Totals.Count,
 			res.StoppingTotals.Count, got, hits.Load())
 	}
+}
+
+// Every watcher reads one value a second (see Tick: the timeline's point,
+// /metrics's users set up, the kind's part; none in the stop's own ticks).
+func TestTicksAreTheSecondsEveryWatcherReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, target, dial := testbedInMemory(t, testbed.Config{Workers: 4, Scale: 10})
+		own := metrics.NewProm()
+		var seconds, stopping, last int
+		watch := func(tk Tick) {
+			switch {
+			case tk.Interval == nil:
+				if tk.Run == nil || tk.Run.Phase != "stopping" || tk.Total != nil {
+					t.Errorf("a tick with no second that is not the run stopping: %+v", tk)
+				}
+				stopping++
+			case tk.Run == nil:
+				last++
+			default:
+				seconds++
+				tl := tk.Res.Timeline
+				if tl[len(tl)-1] != tk.Last || tk.Total.Count != tk.Last.Requests {
+					t.Errorf("tick %v: point %+v (total %d), timeline's last %+v", tk.Elapsed, tk.Last, tk.Total.Count, tl[len(tl)-1])
+				}
+				if got := readyGauge(t, own); got != tk.Ready {
+					t.Errorf("tick %v: /metrics says %d users set up, the tick %d", tk.Elapsed, got, tk.Ready)
+				}
+			}
+		}
+		b := &Bounded{Common: Common{Scenario: load(t, postsScenario(100*time.Millisecond)), Target: target, Dial: dial, Prom: own,
+			Timeout: 5 * time.Second, Grace: time.Second, OnTick: watch}, Users: 5, Duration: 3 * time.Second}
+		res, err := b.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seconds < 3 || stopping != 1 || last != 1 || seconds+last != len(res.Timeline) {
+			t.Errorf("%d seconds, %d stopping, %d last ticks; %d timeline points", seconds, stopping, last, len(res.Timeline))
+		}
+	})
+}
+
+// readyGauge is loadtest_users_ready as /metrics serves it.
+func readyGauge(t *testing.T, p *metrics.Prom) int {
+	t.Helper()
+	mfs, err := p.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "loadtest_users_ready" {
+			return int(mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+	t.Fatal("no loadtest_users_ready")
+	return 0
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/internal/rusage"
 	"github.com/headroom-dev/headroom/metrics"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/serverstats"
 	"github.com/prometheus/prometheus/model/labels"
@@ -27,17 +26,10 @@ import (
 // supported users or MaxDuration runs out.
 type Ceiling struct {
 	Common
-	Checks     []health.Check
-	Controller control.Controller
-	// Evaluator runs the checks' queries: a prom.Embedded over Store, or
-	// a prom.Remote (a real Prometheus, which scrapes by itself).
-	Evaluator     health.Evaluator
-	EvaluatorName string
-	Store         *prom.Store // embedded mode: fed with headroom's own metrics every tick
-	// Has tells whether a metric exists, for checks that require one
-	// (health.Check.Requires); nil means every check is active.
-	Has         func(metric string) bool
-	Scraper     *prom.Scraper // embedded mode, optional: scrapes Common.Scrape into Store
+	// Evaluation is the checks and what evaluates them (NewEvaluation).
+	// Its Scraper, if any, is the run's one scraper of Common.Scrape.
+	Evaluation
+	Controller  control.Controller
 	MaxDuration time.Duration
 	// Settle is how long a user count must hold before its requests count
 	// towards the figures at a level (the search's settle time).
@@ -50,22 +42,7 @@ type Ceiling struct {
 	// Open, if set, makes it ceiling --open: the controller's levels are
 	// arrival rates on one pool of users (the Controller counts in
 	// arrivals per second), and the answer is the supported rate.
-	Open     *OpenLevels
-	Progress func(CeilingProgress)
-}
-
-// CeilingProgress is what a ceiling run reports every tick.
-type CeilingProgress struct {
-	Elapsed  time.Duration
-	Users    int // past setup (the open model: the rate running)
-	Started  int // running, setting up or past setup (the open model: the rate asked for)
-	Target   int
-	Pool     int // the open model: users in the pool
-	Results  []health.Result
-	Decision string // non-empty when the controller changed course
-	Last     metrics.Point
-	Estimate control.Estimate
-	Warning  string
+	Open *OpenLevels
 }
 
 // Run runs the search and returns the result (also written to Out).
@@ -76,6 +53,7 @@ func (c *Ceiling) Run(ctx context.Context) (*result.Result, error) {
 	if c.Prom == nil {
 		c.Prom = metrics.NewProm()
 	}
+	c.scraper = c.Scraper // the store's scrape is the result's too
 	s, err := c.open(ctx, "ceiling")
 	if err != nil {
 		return nil, err
@@ -145,10 +123,6 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
-	if c.Scraper != nil && s.watch != nil {
-		c.Scraper.Gathered = s.watch.Gathered
-		s.scraper = nil // c.Scraper scrapes for both
-	}
 	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)),
 		levels: map[int]*levelFigures{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
 		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
@@ -159,7 +133,8 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	el := now.Sub(r.s.start)
 	users := r.ld.applied() // users past setup (or the rate): the load really applied
-	p := r.s.collect()
+	t := r.s.collect()
+	p := t.Last
 	r.tr.second(now, r.s.interval.Wakes)
 	steady := r.account(now, users, p)
 	warning := r.feed(ctx, now)
@@ -180,16 +155,15 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 		r.s.eng.Hold(d.Hold)
 	}
 	r.ld.set(d.Users)
-	if r.c.Live != nil {
-		r.fillLevels()
-	}
 	r.selfCheck(now, users)
-	if r.c.Progress != nil {
-		r.c.Progress(CeilingProgress{Elapsed: el, Users: users, Started: obs.Started, Target: r.target, Pool: r.s.eng.Users(), Results: results,
-			Decision: d.Reason, Last: p, Estimate: r.c.Controller.Estimate(), Warning: warning})
+	if r.c.OnTick != nil {
+		r.fillLevels() // the live page shows them
+		t.Elapsed, t.Want, t.Users = el, r.target, r.s.eng.Users()
+		t.Ceiling = &CeilingTick{Applied: users, Started: obs.Started, Results: results, Decision: d.Reason, Estimate: r.c.Controller.Estimate(), Warning: warning}
+		r.s.publish(t)
 	}
 	if r.c.Scraper == nil {
-		r.s.scrape(ctx, now) // with --prometheus: for the result only
+		r.s.scrape(ctx, now) // with a real Prometheus: for the result only, in the background
 	}
 	r.checkpoint(now)
 	switch {
@@ -244,11 +218,10 @@ func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
 	if c.Scraper == nil {
 		return ""
 	}
-	errs := c.Scraper.Scrape(ctx, now)
+	errs := r.s.scraper.Scrape(ctx, now) // c.Scraper: into the store, and the result's server figures
+
 	r.scrapeFailed = slices.ContainsFunc(errs, timedOut)
-	if r.s.watch != nil {
-		r.s.watch.Attempted(errs)
-	}
+	r.s.attempted(errs)
 	for _, err := range errs {
 		msg := Redact(err.Error())
 		r.ci.ScrapeErrors = setErr(r.ci.ScrapeErrors, msg)
@@ -461,7 +434,7 @@ func setErr(m map[string]string, msg string) map[string]string {
 
 // fillLevels fills the result's levels from the controller's so far, with their
 // verdicts: at the end, at each checkpoint, and every tick while a live
-// view (Common.Live) shows them.
+// view (Common.OnTick) shows them.
 func (r *ceilingRun) fillLevels() {
 	r.ci.Levels = r.ci.Levels[:0]
 	for _, l := range r.c.Controller.Levels() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -55,17 +54,14 @@ func searchTestbed(t *testing.T, workers int, scale float64, think time.Duration
 	s := srv.ServiceTime("GetChannelPosts")
 	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, think+time.Duration(threshold*float64(time.Second))-s)
 
-	store := prom.NewStore(10 * time.Minute)
 	checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
 	settle := checks[0].Window() + 3*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, postsScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out,
 			Dial: dial},
-		Checks:      checks,
+		Evaluation:  evaluation(t, CheckSource{Given: checks}),
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-		Evaluator:   prom.NewEmbedded(store),
-		Store:       store,
 		MaxDuration: 6 * time.Minute,
 		Settle:      settle,
 		Measure:     10 * time.Second,

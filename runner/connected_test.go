@@ -10,7 +10,6 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -39,17 +38,14 @@ func connectedCeiling(t *testing.T) {
 	truth := srv.ConnectedCeiling(mix, think, time.Duration(threshold*float64(time.Second)), reach)
 	httpOnly := srv.Ceiling(mix, think+time.Duration(threshold*float64(time.Second))-srv.ServiceTime("CreatePost"))
 
-	store := prom.NewStore(10 * time.Minute)
 	checks := []health.Check{{Name: "mean latency (s)", Threshold: threshold,
 		Query: `sum(rate(loadtest_http_request_time_sum[5s])) / sum(rate(loadtest_http_request_time_count[5s]))`}}
 	settle := checks[0].Window() + 3*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
 		Common:      Common{Scenario: load(t, testbed.ConnectedScenario(think)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
-		Checks:      checks,
+		Evaluation:  evaluation(t, CheckSource{Given: checks}),
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.03, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-		Evaluator:   prom.NewEmbedded(store),
-		Store:       store,
 		MaxDuration: 6 * time.Minute,
 		Settle:      settle,
 		Measure:     10 * time.Second,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -45,17 +44,14 @@ func expensiveCeiling(t *testing.T, seed uint64) *result.Result {
 	const threshold = 0.1
 	srv, target, dial := testbedInMemory(t, testbed.Config{Workers: 4, Scale: 10, LoginCost: 500 * time.Millisecond})
 	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, time.Second+time.Duration(threshold*float64(time.Second))-srv.ServiceTime("GetChannelPosts"))
-	store := prom.NewStore(10 * time.Minute)
 	checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold}}
 	settle := checks[0].Window() + 3*time.Second
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: seed, Timeout: 10 * time.Second, Grace: time.Second,
 			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial},
-		Checks: checks,
+		Evaluation: evaluation(t, CheckSource{Given: checks}),
 		Controller: control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.05, Settle: settle, Judge: 5 * time.Second,
 			RampRate: 50, SetupTimeout: time.Minute}),
-		Evaluator:   prom.NewEmbedded(store),
-		Store:       store,
 		MaxDuration: 20 * time.Minute,
 		Settle:      settle,
 	}

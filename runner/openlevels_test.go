@@ -15,7 +15,6 @@ import (
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -43,17 +42,14 @@ func openSearchTestbed(t *testing.T) {
 		t.Fatalf("the testbed's model changed: capacity %.1f req/s; update this test", capacity)
 	}
 	const window = 2 * time.Second
-	store := prom.NewStore(10 * time.Minute)
 	checks := health.OpenDefaults(window, func(string) bool { return false })
 	settle := window + 2*time.Second
 	out := filepath.Join(t.TempDir(), "ceil")
 	c := &Ceiling{
-		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
-		Checks: checks,
+		Common:     Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second, Out: out, Dial: dial},
+		Evaluation: evaluation(t, CheckSource{Given: checks}),
 		Controller: control.NewSearch(control.SearchConfig{Start: 120, Max: 5000, Precision: 0.04, Settle: settle, Judge: 3 * time.Second,
 			RampRate: math.MaxInt32, Window: window, Unit: result.UnitRate, MaxFlag: "--max-rate"}),
-		Evaluator:   prom.NewEmbedded(store),
-		Store:       store,
 		MaxDuration: 4 * time.Minute,
 		Settle:      settle,
 		Measure:     4 * time.Second,

@@ -31,3 +31,17 @@ func SearchConfig(cfg control.SearchConfig, checks []health.Check, open *OpenLev
 	}
 	return cfg
 }
+
+// UseSearch gives c the search controller of cfg (a search's flags),
+// completed for c's checks and model by SearchConfig: set c's checks
+// first. c.Settle becomes the search's settle time.
+func (c *Ceiling) UseSearch(cfg control.SearchConfig) {
+	cfg = SearchConfig(cfg, c.Checks, c.Open)
+	c.Controller, c.Settle = control.NewSearch(cfg), cfg.Settle
+}
+
+// UseLinear gives c the linear controller (the reference coordinator's),
+// which steps on its own clock: no settle time.
+func (c *Ceiling) UseLinear(cfg control.LinearConfig) {
+	c.Controller, c.Settle = control.NewLinear(cfg), 0
+}

@@ -66,12 +66,12 @@ type Common struct {
 	Print    func(int, string) // optional: where scenario print() goes
 	Warn     func(string)      // optional: told at once of what the result's notes will say went wrong (a failed checkpoint)
 	OnAction func(int, string) // optional: see engine.Config
-	// Live, if set, is given each tick as it is collected (the live
-	// view, --ui), on the run's goroutine: it must not keep what it is
-	// given, nor take long.
-	Live func(LiveTick)
-	Tick time.Duration // collection period; default 1 s
-	Save time.Duration // checkpoint period; default 10 s
+	// OnTick, if set, is given every tick of the run (the terminal's
+	// progress, the live view), on the run's goroutine: it must not keep
+	// what it is given, nor take long. See Tick.
+	OnTick func(Tick)
+	Tick   time.Duration // collection period; default 1 s
+	Save   time.Duration // checkpoint period; default 10 s
 
 	// FS is where the result is written; nil is the real file system.
 	FS result.FS
@@ -101,6 +101,10 @@ type Common struct {
 	// test serves the target in memory, in virtual time (testing/synctest).
 	// nil: the network.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// scraper, if set, is the scraper of Scrape the run uses (a ceiling's
+	// into its store, Evaluation.Scraper); nil: the session makes one.
+	scraper *prom.Scraper
 
 	addBudget time.Duration // how long setUsers may add users at a time; default 50 ms (tests set less)
 	memEvery  time.Duration // between memory samples; default 20 ms
@@ -179,9 +183,10 @@ type session struct {
 	failedSaves int
 	saveNote    string
 
-	watch    *serverstats.Watch // nil without Common.Scrape
-	scraper  *prom.Scraper      // for runs that do not scrape for checks
-	scraping sync.WaitGroup     // the scrape in flight, if any
+	watch   *serverstats.Watch // nil without Common.Scrape
+	scraper *prom.Scraper      // the run's one scraper of Common.Scrape; nil without
+
+	scraping sync.WaitGroup // the scrape in flight, if any
 	busy     atomic.Bool
 }
 
@@ -237,7 +242,7 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 		s.cancel(err)
 		return nil, fmt.Errorf("init failed: %w", err)
 	}
-	if len(c.Scrape) > 0 {
+	if len(c.Scrape) > 0 || c.scraper != nil {
 		if err := s.startScrape(); err != nil {
 			s.cancel(err)
 			return nil, err
@@ -260,22 +265,35 @@ func (c *Common) open(ctx context.Context, kind string) (*session, error) {
 
 // startScrape starts watching the run's --scrape endpoints, with a
 // baseline taken before any user starts, so the first window counts only
-// this run's requests.
+// this run's requests. Common.scraper is the scraper when given (it then
+// feeds a ceiling's store too); else one is made for the watch alone.
 func (s *session) startScrape() error {
 	c := s.c
-	s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
-	var client *http.Client
-	if c.Dial != nil {
-		client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+	sc := c.scraper
+	if sc == nil {
+		var client *http.Client
+		if c.Dial != nil {
+			client = &http.Client{Transport: &http.Transport{DialContext: c.Dial}}
+		}
+		var err error
+		if sc, err = prom.NewScraper(nil, c.Scrape, client); err != nil {
+			return err
+		}
 	}
-	sc, err := prom.NewScraper(nil, c.Scrape, client)
-	if err != nil {
-		return err
+	if len(c.Scrape) > 0 {
+		s.watch = serverstats.New(c.Scrape, s.start, c.ServerLatency...)
+		sc.Gathered = s.watch.Gathered
 	}
-	sc.Gathered = s.watch.Gathered
 	s.scraper = sc
-	s.watch.Attempted(sc.Scrape(context.Background(), time.Now()))
+	s.attempted(sc.Scrape(context.Background(), time.Now()))
 	return nil
+}
+
+// attempted tells the watch, if any, how a scrape went.
+func (s *session) attempted(errs []error) {
+	if s.watch != nil {
+		s.watch.Attempted(errs)
+	}
 }
 
 // configTypes records what the users of sc do: the actions and think
@@ -324,8 +342,10 @@ func (s *session) setUsers(n int) {
 }
 
 // collect drains what users recorded since the last tick into s.interval
-// and s.all, and appends a timeline point.
-func (s *session) collect() metrics.Point {
+// and s.all, appends a timeline point and returns the second as a tick,
+// which headroom's /metrics takes at once; the kind adds its part and
+// publishes it.
+func (s *session) collect() Tick {
 	s.interval.Reset()
 	s.eng.Drain(s.interval)
 	s.interval.Seal() // the second's burstiness, kept as the worst of the windows it merges into
@@ -340,35 +360,24 @@ func (s *session) collect() metrics.Point {
 		s.degraded.Merge(s.interval)
 		s.degradedS += s.interval.End.Sub(s.interval.Start).Seconds()
 	}
-	if s.c.Prom != nil {
-		s.c.Prom.SetReady(p.Ready)
-		if _, agents := s.eng.(agentsFleet); !agents { // agents expose their own
-			s.c.Prom.AddWakes(s.interval.Wakes)
-		}
-	}
 	s.res.Timeline = append(s.res.Timeline, p)
-	if s.c.Live != nil {
-		t := LiveTick{Res: s.res, Interval: s.interval, Total: s.scratch} // PointOf left the second's total there
-		if a, ok := s.eng.(agentsFleet); ok {
-			t.Agents = a.Agents(s.degradedS)
-		}
-		s.c.Live(t)
-	}
-	return p
+	t := Tick{Elapsed: s.interval.End.Sub(s.start), Users: p.Users, Ready: p.Ready, Last: p, Interval: s.interval,
+		Total: s.scratch} // PointOf left the second's total there
+	s.expose(t)
+	return t
 }
 
-// LiveTick is one tick of a run, for a live view (Common.Live): the
-// run's own, read on its goroutine, valid during the call only.
-type LiveTick struct {
-	// Res is the result so far: the timeline, a ceiling's checks and
-	// decisions, a step's levels done.
-	Res *result.Result
-	// Interval is the second's figures, per name; Total its requests,
-	// all names merged.
-	Interval *metrics.Snapshot
-	Total    *metrics.Stat
-	// Agents are the agents' figures now; nil without agents.
-	Agents *result.Agents
+// expose gives headroom's /metrics what t says of the second: the users
+// set up and, but on agents (which expose their own), how late the
+// generator's starts were.
+func (s *session) expose(t Tick) {
+	if s.c.Prom == nil {
+		return
+	}
+	s.c.Prom.SetReady(t.Ready)
+	if _, agents := s.eng.(agentsFleet); !agents {
+		s.c.Prom.AddWakes(t.Interval.Wakes)
+	}
 }
 
 // scrape scrapes the system under test in the background, unless the
@@ -383,7 +392,7 @@ func (s *session) scrape(ctx context.Context, now time.Time) {
 		defer s.scraping.Done()
 		defer s.busy.Store(false)
 		defer s.recover("the scrape of " + strings.Join(s.c.Scrape, ", "))
-		s.watch.Attempted(s.scraper.Scrape(ctx, now))
+		s.attempted(s.scraper.Scrape(ctx, now))
 	}()
 }
 
@@ -430,10 +439,10 @@ func (s *session) stop() {
 	if len(s.c.Scenario.Types) > 1 {
 		s.res.UsersByType = s.eng.UsersByType()
 	}
-	s.collect()
+	s.publish(s.collect()) // the last second: no kind's part, the users stopped
 	s.scraping.Wait()
 	if s.scraper != nil { // the state at the end of the window
-		s.watch.Attempted(s.scraper.Scrape(context.Background(), time.Now()))
+		s.attempted(s.scraper.Scrape(context.Background(), time.Now()))
 	}
 }
 

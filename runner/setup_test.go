@@ -100,10 +100,14 @@ func (e *scripted) Query(_ context.Context, _ string, _ time.Time) (float64, err
 	return 0, nil
 }
 
-func (e *scripted) progress(x CeilingProgress) {
+func (e *scripted) progress(t Tick) {
+	x := t.Ceiling
+	if x == nil {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.users = x.Users
+	e.users = x.Applied
 	switch {
 	case strings.Contains(x.Decision, "to measure them"):
 		e.holding = true
@@ -121,12 +125,12 @@ func TestCeilingHoldThatIsUnhealthyTakesTheAnswerBack(t *testing.T) {
 	ev := &scripted{from: 8}
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, "def a(user):\n    user.http.get('/get', name='get')\nactions = [action('A', a)]\nthink_time = think.constant('200ms')\n"),
-			Target: target, Timeout: 5 * time.Second, Grace: time.Second, Tick: 100 * time.Millisecond},
-		Checks: []health.Check{{Name: "scripted", Query: "scripted", Threshold: 1}},
+			Target: target, Timeout: 5 * time.Second, Grace: time.Second, Tick: 100 * time.Millisecond, OnTick: ev.progress},
+		Evaluation: Evaluation{Checks: []health.Check{{Name: "scripted", Query: "scripted", Threshold: 1}}, Evaluator: ev, EvaluatorName: "scripted"},
 		Controller: control.NewSearch(control.SearchConfig{Start: 4, Max: 20, Precision: 0.05, Settle: 300 * time.Millisecond,
 			Judge: 500 * time.Millisecond, RampRate: 1000, Window: 100 * time.Millisecond}),
-		Evaluator: ev, EvaluatorName: "scripted", MaxDuration: time.Minute,
-		Settle: 300 * time.Millisecond, Measure: 500 * time.Millisecond, Progress: ev.progress,
+		MaxDuration: time.Minute,
+		Settle:      300 * time.Millisecond, Measure: 500 * time.Millisecond,
 	}
 	res, err := c.Run(context.Background())
 	if err != nil {

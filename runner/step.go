@@ -36,31 +36,7 @@ type Step struct {
 	// Open, if set, makes it step --rates: Levels are arrival rates
 	// (whole arrivals per second), each a constant rate on one pool of
 	// users set up before the first level; RampRate does not apply.
-	Open     *OpenLevels
-	Progress func(StepProgress)
-}
-
-// Phases of a level, as StepProgress reports them.
-const (
-	PhaseStarting = "starting" // users being added, or still in setup
-	PhaseSettling = "settling" // every user set up; not measured yet
-	PhaseHolding  = "holding"  // the measured window
-	PhaseStopping = "stopping" // the run is over; users finish their actions
-)
-
-// StepProgress is what a step run reports every tick.
-type StepProgress struct {
-	Elapsed time.Duration
-	Level   int    // index of the current level in Step.Levels
-	Phase   string // PhaseStarting, PhaseSettling, PhaseHolding, PhaseStopping
-	Left    time.Duration
-	// Want is the current level's users (or rate); Users are running,
-	// Ready past setup (the open model: the pool's users).
-	Want, Users, Ready int
-	Last               metrics.Point // the last tick
-	// Done is the level that finished holding at this tick, with its
-	// figures; nil at other ticks.
-	Done *result.StepLevel
+	Open *OpenLevels
 }
 
 // DefaultStepSettle is a step level's settle time when none is given:
@@ -147,12 +123,12 @@ func (r *stepRun) onTick(now time.Time) bool {
 	for !r.nextTick.After(now) {
 		r.nextTick = r.nextTick.Add(st.Tick)
 	}
-	p := s.collect()
+	t := s.collect()
 	s.scrape(s.ctx, now)
-	r.degraded = p.Degraded
+	r.degraded = t.Last.Degraded
 	done, more := r.advance(now)
-	if st.Progress != nil {
-		st.Progress(r.progress(now, p, done))
+	if s.c.OnTick != nil {
+		s.publish(r.tick(now, t, done))
 	}
 	if !now.Before(r.nextSave) {
 		r.finishLevels(result.Running)
@@ -167,9 +143,7 @@ func (r *stepRun) stopping(_ time.Time, status string) string {
 	if status == result.Completed && r.stopped != "" {
 		status = result.Stopped
 	}
-	if st := r.Step; st.Progress != nil {
-		st.Progress(StepProgress{Elapsed: time.Since(r.s.start), Level: r.i, Phase: PhaseStopping, Want: st.Levels[r.i], Users: r.s.eng.Users()})
-	}
+	r.s.publish(Tick{Elapsed: time.Since(r.s.start), Want: r.Levels[r.i], Users: r.s.eng.Users(), Step: &StepTick{Level: r.i, Phase: PhaseStopping}})
 	return status
 }
 
@@ -314,10 +288,12 @@ func (r *stepRun) startHold(now time.Time) {
 	l.hold, l.cpu0, l.from, r.phase = now, rusage.CPU(), r.s.mark(now), PhaseHolding
 }
 
-func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) StepProgress {
+// tick adds the step's part to the second's tick t: the level, its
+// phase and time left, the level done at it.
+func (r *stepRun) tick(now time.Time, t Tick, done *stepLevel) Tick {
 	l := r.cur()
-	x := StepProgress{Elapsed: now.Sub(r.s.start), Level: r.i, Phase: r.phase, Want: l.users,
-		Users: r.s.eng.Users(), Ready: r.s.eng.Ready(), Last: p}
+	x := &StepTick{Level: r.i, Phase: r.phase}
+	t.Elapsed, t.Want, t.Users, t.Ready, t.Step = now.Sub(r.s.start), l.users, r.s.eng.Users(), r.s.eng.Ready(), x
 	switch r.phase {
 	case PhaseSettling:
 		x.Left = max(0, r.Settle-now.Sub(l.settle))
@@ -328,7 +304,7 @@ func (r *stepRun) progress(now time.Time, p metrics.Point, done *stepLevel) Step
 		sl := r.summary(done)
 		x.Done = &sl
 	}
-	return x
+	return t
 }
 
 // summary reduces a level to its part of the result.

@@ -63,8 +63,8 @@ func stepTestbedKnee(t *testing.T) {
 		Levels: []int{5, 10, 20, 40, 60}, Hold: hold, Settle: settle,
 	}
 	var lines []string
-	st.Progress = func(x StepProgress) {
-		if x.Done != nil {
+	st.OnTick = func(t Tick) {
+		if x := t.Step; x != nil && x.Done != nil {
 			lines = append(lines, fmt.Sprintf("%d users: %.1f req/s p95 %.1f ms", x.Done.Users, x.Done.Totals.RPS, x.Done.Totals.P95Ms))
 		}
 	}
@@ -212,9 +212,9 @@ func stepInterrupted(t *testing.T) {
 	}
 	var checkpoint *result.Result
 	var checkpointErr error
-	st.Progress = func(x StepProgress) {
+	st.OnTick = func(t Tick) {
 		// one tick into the second level's hold
-		if x.Level == 1 && x.Phase == PhaseHolding && x.Left < st.Hold-st.Tick/2 && checkpoint == nil {
+		if x := t.Step; x != nil && x.Level == 1 && x.Phase == PhaseHolding && x.Left < st.Hold-st.Tick/2 && checkpoint == nil {
 			checkpoint, checkpointErr = result.Read(out)
 			cancel()
 		}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
-	"github.com/headroom-dev/headroom/prom"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -61,11 +60,6 @@ func scrapeGaps(t *testing.T, refuse bool) {
 	truth := srv.Ceiling(map[string]float64{"GetChannelPosts": 1}, time.Second+time.Duration(threshold*float64(time.Second))-srv.ServiceTime("GetChannelPosts"))
 	var users atomic.Int64 // the users past setup, as the search's progress says
 	metrics := &busyMetrics{busyAt: busyAt, refuse: refuse, users: func() int { return int(users.Load()) }}
-	store := prom.NewStore(10 * time.Minute)
-	scraper, err := prom.NewScraper(store, []string{"http://127.0.0.1:9/metrics"}, &http.Client{Transport: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
 	checks := []health.Check{
 		{Name: "mean latency (s)", Query: meanLatency, Threshold: threshold},
 		{Name: "server CPU (cores)", Query: `rate(process_cpu_seconds_total[5s])`, Threshold: 50},
@@ -73,15 +67,15 @@ func scrapeGaps(t *testing.T, refuse bool) {
 	settle := checks[0].Window() + 3*time.Second
 	c := &Ceiling{
 		Common: Common{Scenario: load(t, postsScenario(time.Second)), Target: target, Seed: 1, Timeout: 5 * time.Second, Grace: time.Second,
-			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial},
-		Checks:      checks,
+			Out: filepath.Join(t.TempDir(), "ceil"), Dial: dial, OnTick: func(t Tick) {
+				if t.Ceiling != nil {
+					users.Store(int64(t.Ceiling.Applied))
+				}
+			}},
+		Evaluation:  evaluation(t, CheckSource{Given: checks, Scrape: []string{"http://127.0.0.1:9/metrics"}, Client: &http.Client{Transport: metrics}}),
 		Controller:  control.NewSearch(control.SearchConfig{Start: 16, Max: 2000, Precision: 0.05, Settle: settle, Judge: 5 * time.Second, RampRate: 50}),
-		Evaluator:   prom.NewEmbedded(store),
-		Store:       store,
-		Scraper:     scraper,
 		MaxDuration: 15 * time.Minute,
 		Settle:      settle,
-		Progress:    func(p CeilingProgress) { users.Store(int64(p.Users)) },
 	}
 	res, err := c.Run(context.Background())
 	if err != nil {

@@ -19,7 +19,7 @@ func TestHugeUserCountStaysResponsive(t *testing.T) {
 	b := &Bounded{Common: Common{Scenario: sc, Target: target, Grace: time.Second, addBudget: 5 * time.Millisecond},
 		Users: 10_000_000, Duration: time.Minute}
 	most := 0
-	b.Progress = func(p Progress) { most = max(most, p.Users) }
+	b.OnTick = func(t Tick) { most = max(most, t.Users) }
 	got, err := b.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
