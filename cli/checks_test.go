@@ -163,8 +163,11 @@ func TestCheckWithoutSourceIsInactive(t *testing.T) {
 	if c.Checks[i].Name != "server 5xx errors (%)" || len(c.Checks[i].Requires) < 2 {
 		t.Fatalf("check %d: %+v, want the server 5xx check, waiting for any known family", i, c.Checks[i])
 	}
-	if b := c.Bottleneck[i]; !c.NoSource(i) || b.Evaluations == 0 || b.Inactive != b.Evaluations || b.Fired != 0 {
-		t.Errorf("bottleneck %+v: want inactive in every one of its evaluations", b)
+	// Inactive in every second evaluated, judged or not: on a busy
+	// machine a level's seconds may all be kept out of judging (the load
+	// was not true), and then no evaluation is judged at all.
+	if b := c.Bottleneck[i]; !c.NoSource(i) || len(c.CheckTimeline) == 0 || b.Inactive != b.Evaluations || b.Fired != 0 {
+		t.Errorf("bottleneck %+v over %d seconds evaluated: want inactive in every one of its evaluations", b, len(c.CheckTimeline))
 	}
 	if c.NoSource(0) || c.NoSource(len(c.Checks)-1) {
 		t.Error("a client check or the firing one reported inactive")

@@ -15,13 +15,14 @@ import (
 	"github.com/headroom-dev/headroom/compare"
 )
 
-// pythonServer is a Python HTTP server (http.server, one thread, a
-// connection at a time) whose every request answers body, a Python
-// expression, after main's statements set it up; its port is the first
-// argument. hash_password is real CPU, in a function a profile names
+// pythonServer is a Python HTTP server (http.server's server, one
+// thread and a connection at a time, or ThreadingHTTPServer, a thread a
+// connection) whose every request answers body, a Python expression,
+// after main's statements set it up; its port is the first argument.
+// hash_password is real CPU, in a function a profile names
 // hash_password (server.py).
-func pythonServer(body, main string) string {
-	return `import http.server, subprocess, sys
+func pythonServer(server, body, main string) string {
+	return `import http.server, queue, subprocess, sys
 
 def hash_password(password, rounds):
     h = 5381
@@ -41,13 +42,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 ` + main + `
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+http.server.` + server + `(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 `
 }
 
 // hashServer is pythonServer hashing a password at the rounds of its
 // second argument a request.
-var hashServer = pythonServer(`str(hash_password("correct-horse", ROUNDS)).encode()`, `ROUNDS = int(sys.argv[2])`)
+var hashServer = pythonServer("HTTPServer", `str(hash_password("correct-horse", ROUNDS)).encode()`, `ROUNDS = int(sys.argv[2])`)
 
 // TestProfilerNamesAPythonFunction: a Python server (http.server, one
 // thread, a connection at a time: py-spy counts a thread that waits for
