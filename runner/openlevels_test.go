@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/engine"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -166,21 +168,29 @@ func stepRatesTestbed(t *testing.T) {
 // nothing in flight (the target's backlog is done), so the lower level is
 // not judged on the one before; meanwhile no arrival comes and the level
 // is not reached (applied 0).
+//
+// In virtual time, the target in memory: synctest.Wait lets every request
+// already handed out reach the target before the drain is watched (with
+// a real socket one sent just before the lower rate could arrive after).
 func TestLowerRateWaitsForTheTargetToDrain(t *testing.T) {
+	synctest.Test(t, lowerRateWaits)
+}
+
+func lowerRateWaits(t *testing.T) {
 	var held atomic.Bool
 	held.Store(true)
 	var served atomic.Int64
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
-	target := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	dial := memhttp.Dial(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		if held.Load() {
 			<-release
 		}
-	})
-	t.Cleanup(free) // before the server's Close, which waits for its handlers
-	c := &Common{Scenario: load(t, loginThenGet), Target: target, Timeout: 10 * time.Second, Grace: time.Second}
+	}))
+	t.Cleanup(free) // before the server's Close
+	c := &Common{Scenario: load(t, loginThenGet), Target: &url.URL{Scheme: "http", Host: "target.invalid"}, Timeout: 10 * time.Second, Grace: time.Second, Dial: dial}
 	s, err := c.open(context.Background(), "step")
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +209,7 @@ func TestLowerRateWaitsForTheTargetToDrain(t *testing.T) {
 	if r.applied() != 0 {
 		t.Fatalf("a lower rate was applied (%d) while the target held %d requests", r.applied(), busy(s.eng.Doing()))
 	}
+	synctest.Wait() // what was handed out before has reached the target
 	before := served.Load()
 	time.Sleep(300 * time.Millisecond)
 	r.set(10)
