@@ -31,8 +31,11 @@
 #             scheduler makes fewer without dropping)
 #   vegeta    requests sent at least 99% of rate × TRIAL and its achieved rate at least 99% of the
 #             rate asked (vegeta reports no lateness: its pacer falls behind instead)
-#   wrk2      -t1 -c64 -R rate: its requests/s at least 99% of the rate and its p99 (from the intended
-#             start, as headroom's; it never drops, it falls behind, which its latency shows) under 10 ms
+#   wrk2      -t1 -c64 -R rate, 15 s at least (its first seconds calibrate; in 5 s trials it made 80% of
+#             20,908/s with a p99 of 3.4 ms, 2026-11-29): its p99 (from the intended start, as headroom's; it never drops, it falls
+#             behind, which its latency shows) under 10 ms, and its requests/s at least 90% of the rate (its
+#             requests/s counts its start-up, connections and calibration: 97% of the rate in a 5 s trial
+#             with a p99 of 3.5 ms, 2026-11-29)
 # The search doubles the rate from 10% of wrk's until a trial fails, then bisects five times. Printed:
 # every trial, then each tool's highest rate held and its ratio to wrk's rate. Then (COST=1), per tool, one
 # trial at 0.25 and one at 0.5 of wrk's rate: the client's CPU a request (user + system, /usr/bin/time) and
@@ -137,7 +140,7 @@ run_tool() {
 		"$VEGETA_BIN" report -type json <"$dir/results.bin" >"$dir/report.json" 2>>"$dir/out.txt" || true
 		;;
 	wrk2)
-		"${timed[@]}" "$WRK2_BIN" -t1 -c64 -d"${TRIAL}s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
+		"${timed[@]}" "$WRK2_BIN" -t1 -c64 -d"$((TRIAL > 15 ? TRIAL : 15))s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
 		;;
 	esac
 }
@@ -190,8 +193,8 @@ trial() {
 		achieved=${achieved:-0}
 		P99=$(wrk2_p99 "$dir")
 		P99=${P99:-0}
-		DONE=$(awk -v a="$achieved" -v t="$TRIAL" 'BEGIN { printf "%d", a * t }')
-		OK=$(awk -v a="$achieved" -v r="$rate" -v p="$P99" 'BEGIN { print (a >= 0.99 * r && p > 0 && p < 10) ? 1 : 0 }')
+		DONE=$(awk -v a="$achieved" -v t="$((TRIAL > 15 ? TRIAL : 15))" 'BEGIN { printf "%d", a * t }')
+		OK=$(awk -v a="$achieved" -v r="$rate" -v p="$P99" 'BEGIN { print (a >= 0.9 * r && p > 0 && p < 10) ? 1 : 0 }')
 		WHY="achieved $(printf '%.0f' "$achieved")/s, p99 $P99 ms from the intended start"
 		;;
 	esac
