@@ -241,7 +241,7 @@ func (f *ceilingFlags) run(ctx context.Context, env Env, args []string, sc *scen
 func (f *ceilingFlags) evaluation(ctx context.Context, env Env, c *runner.Ceiling, sc *scenario.Scenario) (code int, ok bool) {
 	e, err := runner.NewEvaluation(ctx, runner.CheckSource{
 		Prometheus: f.prometheus, Scrape: f.scrape, ServerLatency: f.serverLatency,
-		Window: f.window, Open: f.open, Scenario: sc.Checks, Add: f.checks, Only: f.onlyChecks,
+		Window: f.window, Open: f.open, Scenario: sc.Checks, Add: f.checks, Only: f.onlyChecks, Client: env.client(),
 		Warn: func(msg string) { fmt.Fprintf(env.Stderr, "warning: %s\n", msg) },
 	})
 	if err == nil {

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -74,6 +76,11 @@ type Env struct {
 	// Limits returns what this process may use; nil: nothing is known and
 	// nothing is checked.
 	Limits func() Limits
+	// Dial, if set, makes every connection of a run (its users', its
+	// scrapes') instead of the network: a test serves the target in memory
+	// and runs a command in virtual time (testing/synctest;
+	// internal/testing/memhttp). nil: the network.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Limits is what the machine allows this process.
@@ -274,4 +281,13 @@ func testHook(env Env) func(user int, action string) {
 		}
 	}
 	return nil
+}
+
+// client is the HTTP client of a run's scrapes: nil (a plain one) unless
+// Dial makes the connections.
+func (env Env) client() *http.Client {
+	if env.Dial == nil {
+		return nil
+	}
+	return &http.Client{Transport: &http.Transport{DialContext: env.Dial}}
 }

@@ -244,6 +244,7 @@ func (f *loadFlags) common(env Env, cmd string, args []string, sc *scenario.Scen
 		OnAction:  testHook(env),
 		MaxMemory: f.maxMemory(env),
 		MaxBody:   int(f.maxBody.bytes), SourceAddrs: f.sources.addrs,
+		Dial: env.Dial,
 	}
 }
 
