@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -87,15 +89,19 @@ func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
 
 // ceiling --repeat 2 --warm-up: each search warms up first (its decisions
 // say so, nothing judged there), each writes its own result, and the
-// repeats' account names both answers and their span.
+// repeats' account names both answers and their span. In virtual time,
+// the testbed in memory (Env.Dial).
 func TestCeilingRepeatsWarmedSearches(t *testing.T) {
+	synctest.Test(t, repeatsWarmed)
+}
+
+func repeatsWarmed(t *testing.T) {
 	dir := t.TempDir()
-	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
-	defer tb.Close()
+	dial := memhttp.Dial(t, testbed.New(testbed.Config{}).Handler())
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	checks := write(t, dir, "checks.star", `checks = [check("users", "loadtest_users_ready", threshold=3)]`+"\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--only-checks", checks, "--window", "1s", "--settle", "1s", "--judge", "1s",
+	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", "http://127.0.0.1:18065", "--only-checks", checks, "--window", "1s", "--settle", "1s", "--judge", "1s",
 		"--start-users", "2", "--warm-up", "6", "--max-users", "8", "--measure", "0", "--max-duration", "1m", "--repeat", "2", "--out", out, "--quiet", "--no-report")
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)

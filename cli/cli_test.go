@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,8 +20,14 @@ import (
 
 func headroom(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return headroomDialing(nil, args...)
+}
+
+// headroomDialing is headroom with Env.Dial: a test in virtual time gives
+// memhttp.Dial, the target in memory.
+func headroomDialing(dial func(ctx context.Context, network, addr string) (net.Conn, error), args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
-	code = Main(context.Background(), Env{Args: args, Stdout: &o, Stderr: &e})
+	code = Main(context.Background(), Env{Args: args, Stdout: &o, Stderr: &e, Dial: dial})
 	return code, o.String(), e.String()
 }
 
