@@ -49,6 +49,8 @@ func main() {
 // end to end: its record and script, the folding, the phases, the diff.
 func TestProfilerNamesANativeFunction(t *testing.T) {
 	t.Parallel()
+	sampling.Lock()
+	defer sampling.Unlock()
 	perf, err := exec.LookPath("perf")
 	if err != nil {
 		t.Fatal("perf is needed: scripts/test.sh installs linux-perf")

@@ -45,6 +45,8 @@ def query():
 // end to end.
 func TestProfilesSayWhichProcessMoved(t *testing.T) {
 	t.Parallel() // beside the rest: what is judged is CPU sampled, not time
+	sampling.Lock()
+	defer sampling.Unlock()
 	pyspy := pySpyPath(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
