@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,11 +46,7 @@ func TestProfilesSayWhichProcessMoved(t *testing.T) {
 	t.Parallel() // beside the rest: what is judged is CPU sampled, not time
 	sampling.Lock()
 	defer sampling.Unlock()
-	pyspy := pySpyPath(t)
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed (scripts/test.sh installs it)")
-	}
+	python, pyspy := pythonAndPySpy(t)
 	db := startMariaDB(t)
 	if os.Geteuid() == 0 { // ahead of the other tests, as the server and the profilers: CPU sampled is what is judged
 		if err := syscall.Setpriority(syscall.PRIO_PROCESS, db.Process.Pid, -10); err != nil {

@@ -64,11 +64,7 @@ func TestProfilerNamesAPythonFunction(t *testing.T) {
 	t.Parallel() // beside the rest: what is judged is CPU sampled, not time
 	sampling.Lock()
 	defer sampling.Unlock()
-	pyspy := pySpyPath(t)
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed (scripts/test.sh installs it)")
-	}
+	python, pyspy := pythonAndPySpy(t)
 	dir := t.TempDir()
 	server := filepath.Join(dir, "server.py")
 	if err := os.WriteFile(server, []byte(hashServer), 0o644); err != nil {
@@ -215,6 +211,18 @@ think_time = think.constant("0s")
 // test sampled 0.46 s a side beside the database's, under the 1 s compare
 // names a cause from.
 var sampling sync.Mutex
+
+// pythonAndPySpy are python3 and the py-spy scripts/py-spy.sh installed;
+// the test fails, and does not skip, without them: the test command
+// installs both.
+func pythonAndPySpy(t *testing.T) (python, pyspy string) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed (scripts/test.sh installs it)")
+	}
+	return python, pySpyPath(t)
+}
 
 // pySpyPath is the py-spy scripts/py-spy.sh installed; the test fails,
 // and does not skip, when it is not: the test command installs it.
