@@ -7,6 +7,7 @@
 #   env USERS=            chat users (default: the most this machine holds, at most 100,000: 25,000 a
 #                         headroom core, 200 KB of memory each, and what the open-files limit allows)
 #       TESTBED_CORES=    cores for the testbed (default: a quarter, at least 1); headroom gets the rest
+#       AGENTS=           local agents, one a core, on the cores after the testbed's (default: all of them)
 #       DURATION=30       seconds measured once every user is set up
 #       RAMP=             the ramp (default: USERS / 400 seconds, at least 20 s)
 #       SETUP_WAIT=300    seconds to wait for every user to be set up; past it the users set up are measured
@@ -33,8 +34,9 @@ calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
 CORES=$(nproc)
 [ "$CORES" -ge 2 ] || die "needs 2 cores at least: the testbed and headroom apart"
 TESTBED_CORES=${TESTBED_CORES:-$(( CORES / 4 > 0 ? CORES / 4 : 1 ))}
-AGENTS=$((CORES - TESTBED_CORES))
-[ "$AGENTS" -ge 1 ] || die "TESTBED_CORES=$TESTBED_CORES leaves no core for headroom on $CORES"
+AGENTS=${AGENTS:-$((CORES - TESTBED_CORES))}
+[ "$AGENTS" -ge 1 ] && [ $((TESTBED_CORES + AGENTS)) -le "$CORES" ] ||
+	die "TESTBED_CORES=$TESTBED_CORES and AGENTS=$AGENTS do not fit $CORES cores (at least one agent)"
 mem_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
 hard=$(ulimit -Hn)
 # Each user holds 2 connections: 2 descriptors in headroom's agents (split among them) and 2 in the testbed,
@@ -107,7 +109,7 @@ ticks() { [ -r "/proc/$1/stat" ] && sed 's/.*) //' "/proc/$1/stat" | awk '{ prin
 children() { cat /proc/"$1"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -v '^$' || true; }
 
 tb_cpus="0-$((TESTBED_CORES - 1))"
-hr_cpus="$TESTBED_CORES-$((CORES - 1))"
+hr_cpus="$TESTBED_CORES-$((TESTBED_CORES + AGENTS - 1))"
 log "$CORES cores: testbed on $tb_cpus, headroom on $hr_cpus ($AGENTS local agents); $USERS users, ramp $RAMP;" \
 	"open files $need_fds (hard $hard); ports $lo-$hi, $addrs source address(es)"
 tport=$(free_port)

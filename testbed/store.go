@@ -331,6 +331,15 @@ func (st *store) readable(userID, channelID string) (*channel, error) {
 	return ch, nil
 }
 
+// mayRead says whether userID may read the channel (readable), under mu: for callers that hold it not,
+// as a WebSocket's typing event, while other users' requests create direct channels.
+func (st *store) mayRead(userID, channelID string) error {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	_, err := st.readable(userID, channelID)
+	return err
+}
+
 // memberOf returns the channel and the membership of userID in it. Callers hold mu.
 func (st *store) memberOf(userID, channelID string) (*channel, *member, error) {
 	ch := st.byID[channelID]

@@ -294,7 +294,7 @@ func (s *Server) act(userID string, a wsAction) wsReply {
 			ParentID  string `json:"parent_id"`
 		}
 		_ = json.Unmarshal(a.Data, &in)
-		if _, err := s.store.readable(userID, in.ChannelID); err != nil {
+		if err := s.store.mayRead(userID, in.ChannelID); err != nil {
 			return wsReply{Status: "FAIL", SeqReply: a.Seq, Error: map[string]any{"message": err.Error()}}
 		}
 		s.broadcast(nil, in.ChannelID, userID, event{Event: "typing", Data: map[string]any{"user_id": userID, "parent_id": in.ParentID}})

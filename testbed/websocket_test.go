@@ -3,6 +3,7 @@ package testbed
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -248,4 +249,43 @@ func TestWebSocketCostsInVirtualTime(t *testing.T) {
 			t.Errorf("2 typing events took %v of a worker, want %v", got, 2*eventCost)
 		}
 	})
+}
+
+// TestTypingWhileDirectChannelsAreMade types over WebSocket in one goroutine while another creates
+// direct channels: the typing check reads the store's channels under its lock. It read them without,
+// which the race detector finds here, and which a testbed on 8 cores found as a crash ("concurrent map
+// read and map write") with 9,000 chat users (bench/many-cores.sh).
+func TestTypingWhileDirectChannelsAreMade(t *testing.T) {
+	s := New(Config{Scale: 0.001, EventCost: -1})
+	alice, err := s.store.createUser("alice", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.store.myChannels(alice.ID)[0].ID
+	others := make([]string, 100)
+	for i := range others {
+		u, err := s.store.createUser(fmt.Sprintf("u%d", i), "pw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		others[i] = u.ID
+	}
+	done := make(chan error, 1)
+	go func() {
+		for _, id := range others {
+			if _, created, err := s.store.directChannel(alice.ID, alice.ID, id); err != nil || !created {
+				done <- fmt.Errorf("direct channel with %s: created %v, %v", id, created, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range len(others) {
+		if r := s.act(alice.ID, wsAction{Seq: 1, Action: "user_typing", Data: json.RawMessage(`{"channel_id":"` + ch + `"}`)}); r.Status != "OK" {
+			t.Fatalf("user_typing: %+v", r)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
