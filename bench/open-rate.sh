@@ -2,12 +2,15 @@
 # open-rate.sh — the highest arrival rate one client core holds on time: headroom's open model
 # (run --rate) beside k6's constant-arrival-rate executor, vegeta and wrk2 (Gil Tene's constant-throughput
 # wrk), as a ratio to wrk's closed-loop rate; then what a request costs each at a quarter and half of it.
+# gofloor -rate (bench/gofloor: 64 goroutines, each its own connection and its share of the schedule,
+# time.Sleep until each request is due, no scenario, no metrics) is the least a Go process does for a
+# paced request: the floor under headroom's figures, as wrk2 is under C's.
 #
 # Usage: bash bench/open-rate.sh
 #   env TRIAL=5          seconds of each trial at one rate
 #       POOL=256         users (headroom --max-users and --pre-users), VUs (k6 preAllocatedVUs = maxVUs),
 #                        workers (vegeta -workers = -max-workers): the connections each may hold
-#       TOOLS="headroom k6 vegeta wrk2"
+#       TOOLS="headroom gofloor k6 vegeta wrk2"
 #       SERVER_CPU=0     core nginx is pinned to
 #       CLIENT_CPU=1     core each client is pinned to, one at a time (GOMAXPROCS=1 for the Go ones)
 #       HEADROOM=path    use this binary instead of building ./cmd/headroom
@@ -31,6 +34,8 @@
 #             scheduler makes fewer without dropping)
 #   vegeta    requests sent at least 99% of rate × TRIAL and its achieved rate at least 99% of the
 #             rate asked (vegeta reports no lateness: its pacer falls behind instead)
+#   gofloor   -c 64 -rate rate: it sent at least 99% of rate × TRIAL, with a p99 from the intended start
+#             under 10 ms (as wrk2, below)
 #   wrk2      -t1 -c64 -R rate, 15 s at least (its first seconds calibrate; in 5 s trials it made 80% of
 #             20,908/s with a p99 of 3.4 ms, 2026-11-29): its p99 (from the intended start, as headroom's; it never drops, it falls
 #             behind, which its latency shows) under 10 ms, and its requests/s at least 90% of the rate (its
@@ -39,13 +44,13 @@
 # The search doubles the rate from 10% of wrk's until a trial fails, then bisects five times. Printed:
 # every trial, then each tool's highest rate held and its ratio to wrk's rate. Then (COST=1), per tool, one
 # trial at 0.25 and one at 0.5 of wrk's rate: the client's CPU a request (user + system, /usr/bin/time) and
-# the p99 (headroom and wrk2 from the intended start; k6 and vegeta from the send, all they measure).
+# the p99 (headroom, gofloor and wrk2 from the intended start; k6 and vegeta from the send, all they measure).
 # Traffic: 127.0.0.1 only.
 set -euo pipefail
 
 TRIAL=${TRIAL:-5}
 POOL=${POOL:-256}
-TOOLS=${TOOLS:-headroom k6 vegeta wrk2}
+TOOLS=${TOOLS:-headroom gofloor k6 vegeta wrk2}
 COST=${COST:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -77,7 +82,11 @@ for t in $TOOLS; do
 		log "using wrk2 ($WRK2_BIN)"
 		;;
 	headroom) ;;
-	*) die "unknown tool $t (TOOLS: headroom k6 vegeta wrk2)" ;;
+	gofloor)
+		need go golang-go
+		go build -o "$WORK/gofloor" ./bench/gofloor || die "cannot build bench/gofloor"
+		;;
+	*) die "unknown tool $t (TOOLS: headroom gofloor k6 vegeta wrk2)" ;;
 	esac
 	tools="$tools $t"
 done
@@ -139,6 +148,9 @@ run_tool() {
 			-workers "$POOL" -max-workers "$POOL" -keepalive >"$dir/results.bin" 2>"$dir/out.txt" || true
 		"$VEGETA_BIN" report -type json <"$dir/results.bin" >"$dir/report.json" 2>>"$dir/out.txt" || true
 		;;
+	gofloor)
+		"${timed[@]}" "$WORK/gofloor" -addr "127.0.0.1:$PORT" -c 64 -d "${TRIAL}s" -rate "$rate" >"$dir/out.txt" 2>&1 || true
+		;;
 	wrk2)
 		"${timed[@]}" "$WRK2_BIN" -t1 -c64 -d"$((TRIAL > 15 ? TRIAL : 15))s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
 		;;
@@ -186,6 +198,11 @@ trial() {
 		OK=$(awk -v n="$requests" -v a="$achieved" -v r="$rate" -v t="$TRIAL" -v s="$success" \
 			'BEGIN { print (n >= 0.99 * r * t && a >= 0.99 * r && s >= 0.99) ? 1 : 0 }')
 		WHY="requests $requests, achieved $(printf '%.0f' "$achieved")/s, success $success"
+		;;
+	gofloor)
+		read -r DONE P99 <<<"$(awk '/^requests / { n = $2 } /^from the intended start/ { p = $8 } END { print n + 0, p + 0 }' "$dir/out.txt")"
+		OK=$(awk -v n="$DONE" -v r="$rate" -v t="$TRIAL" -v p="$P99" 'BEGIN { print (n >= 0.99 * r * t && p > 0 && p < 10) ? 1 : 0 }')
+		WHY="requests $DONE, p99 $P99 ms from the intended start"
 		;;
 	wrk2)
 		local achieved
@@ -255,7 +272,7 @@ for frac in 0.25 0.5; do
 		trial "$t" "$rate" cost
 		printf '%-10s %-10s %-12s %-14s %s\n' "$t" "$frac" "$rate" \
 			"$(awk -v c="$CPU" -v n="$DONE" 'BEGIN { if (n > 0) printf "%.1f us", 1e6 * c / n; else print "-" }')" \
-			"$(printf '%.2f' "$P99")$([ "$t" = k6 ] || [ "$t" = vegeta ] && echo ' (from the send)')"
+			"$(printf '%.2f' "$P99")$({ [ "$t" = k6 ] || [ "$t" = vegeta ]; } && echo ' (from the send)')"
 	done
 done
 echo "CPU a request: the client's user + system seconds over its requests, setup and start-up included (a ${TRIAL} s trial)"

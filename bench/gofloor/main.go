@@ -10,6 +10,14 @@
 //	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 10s
 //	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8443 -c 64 -d 10s -h2
 //
+// With -rate R the requests are paced, as wrk2's are: connection i sends its k-th request at
+// (i + k·c + ½)/R from the start, sleeping until then (time.Sleep, the runtime's timers), or at once
+// when it is late; it also prints the p50, p99 and p99.9 of the latency from each request's intended
+// start and of its lateness (the send after the intended start). That is the least a Go process does
+// for one paced request: bench/open-rate.sh's question (issue 54) without headroom's layers.
+//
+//	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 15s -rate 21500
+//
 // It sends only to a loopback address, and prints "requests N rps R".
 package main
 
@@ -24,6 +32,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,10 +47,11 @@ func main() {
 	dur := flag.Duration("d", 10*time.Second, "how long to send")
 	h2 := flag.Bool("h2", false, "HTTP/2 over TLS (x/net/http2), one stream at a time a connection")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	rate := flag.Float64("rate", 0, "requests a second over all connections, paced from the start (0: each connection back to back)")
 	flag.Parse()
 	ap, err := netip.ParseAddrPort(*addr)
-	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute {
-		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m")
+	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute || *rate < 0 || (*rate > 0 && *h2) {
+		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m, -rate 0 or more (HTTP/1.1 only)")
 		os.Exit(2)
 	}
 	if *profile != "" {
@@ -59,12 +69,71 @@ func main() {
 	if *h2 {
 		loop = h2Loop
 	}
+	start := time.Now()
+	if *rate > 0 {
+		p := &paced{start: start, rate: *rate, conns: *conns, late: make([][]time.Duration, *conns), took: make([][]time.Duration, *conns)}
+		for i := range *conns {
+			wg.Go(func() { p.loop(i, *addr, stop, &done) })
+		}
+		wg.Wait()
+		fmt.Printf("requests %d rps %.0f\n", done.Load(), float64(done.Load())/time.Since(start).Seconds())
+		fmt.Printf("from the intended start %s; late %s\n", quantiles(p.took), quantiles(p.late))
+		return
+	}
 	for range *conns {
 		wg.Go(func() { loop(*addr, stop, &done) })
 	}
-	start := time.Now()
 	wg.Wait()
 	fmt.Printf("requests %d rps %.0f\n", done.Load(), float64(done.Load())/time.Since(start).Seconds())
+}
+
+// paced is -rate's schedule, and each connection's latencies from the intended start and
+// lateness, one slice a connection.
+type paced struct {
+	start      time.Time
+	rate       float64
+	conns      int
+	late, took [][]time.Duration
+}
+
+// loop is connection i's share of the schedule: its k-th request at (i + k·conns + ½)/rate.
+func (p *paced) loop(i int, addr string, stop time.Time, done *atomic.Int64) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gofloor:", err)
+		return
+	}
+	defer c.Close()
+	req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+	buf := make([]byte, 4096)
+	for k := 0; k < 100_000_000; k++ {
+		due := p.start.Add(time.Duration((float64(i+k*p.conns) + 0.5) / p.rate * 1e9))
+		if due.After(stop) {
+			return
+		}
+		time.Sleep(time.Until(due))
+		sent := time.Now()
+		if _, err := c.Write(req); err != nil || !response(c, buf) {
+			return
+		}
+		p.late[i] = append(p.late[i], sent.Sub(due))
+		p.took[i] = append(p.took[i], time.Since(due))
+		done.Add(1)
+	}
+}
+
+// quantiles is "p50 A p99 B p99.9 C ms" of all the durations.
+func quantiles(per [][]time.Duration) string {
+	var all []time.Duration
+	for _, d := range per {
+		all = append(all, d...)
+	}
+	if len(all) == 0 {
+		return "none"
+	}
+	slices.Sort(all)
+	q := func(f float64) float64 { return float64(all[min(int(f*float64(len(all))), len(all)-1)]) / 1e6 }
+	return fmt.Sprintf("p50 %.3f p99 %.3f p99.9 %.3f ms", q(0.5), q(0.99), q(0.999))
 }
 
 // h1Loop sends GET / over one keep-alive connection of its own until stop, each response read
