@@ -55,8 +55,13 @@ func (p *ceilingProgress) update(t runner.Tick) {
 			continue
 		}
 		mark := "ok"
-		if r.Fired {
+		switch {
+		case r.Fired:
 			mark = "FIRED"
+		case r.Unknown:
+			mark = "unknown"
+		case math.IsNaN(r.Value):
+			mark = "no data"
 		}
 		fmt.Fprintf(&b, " | %s %s/%g %s", short(r.Name), value(r), r.Threshold, mark)
 	}

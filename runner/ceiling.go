@@ -99,7 +99,7 @@ type ceilingRun struct {
 	heldSince    time.Time             // since when lastUsers have held, steady
 	lastUsers    int                   // -1: not steady
 	target       int                   // what the controller last asked for
-	traffic      bool                  // a request has ended
+	trafficAt    time.Duration         // when a request first ended (elapsed); -1: none yet
 	scrapeFailed bool                  // a scrape of the target timed out this second: its checks are unknown, not fired
 	warned       map[string]bool
 	nextSave     time.Time
@@ -123,7 +123,7 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
-	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)),
+	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)), trafficAt: -1,
 		levels: map[int]*levelFigures{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
 		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
 }
@@ -237,16 +237,27 @@ func (r *ceilingRun) feed(ctx context.Context, now time.Time) (warning string) {
 var self = labels.FromStrings("job", "headroom", "instance", "headroom")
 
 // evaluate evaluates the checks and adds them to the check timeline.
-// Before any request has ended, no data is no news, not a firing.
+// Before any request has ended, no data is no news, not a firing; nor is
+// it, for a check on headroom's own series, while the first requests are
+// younger than the check's window and a second (rate() needs two samples
+// in its window; the store takes one a second). Later, no data fires:
+// requests that stopped ending are news, and so is a target's metrics
+// missing (a scrape refused fails closed; one timed out is unknown).
 func (r *ceilingRun) evaluate(ctx context.Context, now time.Time, el time.Duration, users int, p metrics.Point) []health.Result {
 	results := r.c.evaluate(ctx, now)
-	r.traffic = r.traffic || p.Requests > 0
+	if r.trafficAt < 0 && p.Requests > 0 {
+		r.trafficAt = el
+	}
 	for i := range results {
 		res := &results[i]
 		switch {
 		case !res.Fired || !math.IsNaN(res.Value): // evaluated
-		case !r.traffic:
+		case r.trafficAt < 0:
 			res.Fired, res.Err = false, "no data yet: no request has ended"
+		case !onTarget(r.c.Checks[i]) && el-r.trafficAt <= r.c.Checks[i].Window()+time.Second:
+			res.Fired = false
+			res.Err = fmt.Sprintf("no data yet: the first requests ended %v ago, within the check's window (%v) and a second (%s)",
+				(el - r.trafficAt).Round(time.Second), r.c.Checks[i].Window(), res.Err)
 		case r.scrapeFailed && onTarget(r.c.Checks[i]):
 			// A busy target whose scrape timed out: its metrics are
 			// missing, not its health. The level's verdict counts it

@@ -15,6 +15,9 @@ import (
 
 	"github.com/headroom-dev/headroom/control"
 	"github.com/headroom-dev/headroom/health"
+	"github.com/headroom-dev/headroom/metrics"
+	"github.com/headroom-dev/headroom/prom"
+	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
 
@@ -106,5 +109,59 @@ func scrapeGaps(t *testing.T, refuse bool) {
 	}
 	if !said {
 		t.Errorf("no level past %d users says it was judged mostly on unknowns: %+v", busyAt, res.Ceiling.Levels)
+	}
+}
+
+// noData answers every query with no value: NaN, or no series at all.
+type noData struct{ empty bool }
+
+func (n noData) Query(context.Context, string, time.Time) (float64, error) {
+	if n.empty {
+		return 0, fmt.Errorf("%w", prom.ErrNoData)
+	}
+	return math.NaN(), nil
+}
+
+// A check on headroom's own series with no value is no news before any
+// request has ended, and while the first requests are younger than its
+// window and a second (rate needs two samples in its window); after that,
+// no value fires, fail closed. The demo's first level showed its checks
+// FIRED at 6 s for a value of "?". A check on the target's metrics with no
+// value fires once requests have ended, young or not (a scrape refused).
+func TestNoDataWhileTheFirstRequestsAreYoung(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: 0.1},
+			{Name: "app cpu (%)", Query: `sum(rate(process_cpu_seconds_total[5s])) * 100`, Threshold: 85}}
+		window := checks[0].Window()
+		if window != 5*time.Second {
+			t.Fatalf("the check's window is %v, want the 5s the test is written for", window)
+		}
+		r := &ceilingRun{c: &Ceiling{Evaluation: Evaluation{Checks: checks, Evaluator: noData{empty}}}, ci: &result.Ceiling{}, trafficAt: -1}
+		for _, step := range []struct {
+			el       time.Duration
+			requests int64
+			fired    bool
+		}{
+			{0, 0, false},
+			{3 * time.Second, 0, false},                      // users setting up: nothing ended
+			{4 * time.Second, 7, false},                      // the first requests: the window holds one sample
+			{4*time.Second + window + time.Second, 9, false}, // the window and a second after them: still young
+			{5*time.Second + window + time.Second, 9, true},  // older: no value is news
+			{6*time.Second + window + time.Second, 0, true},  // requests that stopped ending fire too
+		} {
+			res := r.evaluate(context.Background(), time.Now(), step.el, 10, metrics.Point{Requests: step.requests})
+			if res[0].Fired != step.fired || !math.IsNaN(res[0].Value) {
+				t.Errorf("empty=%v at %v with %d requests: fired %v (%s), want %v", empty, step.el, step.requests, res[0].Fired, res[0].Err, step.fired)
+			}
+			if !step.fired && !strings.HasPrefix(res[0].Err, "no data yet: ") {
+				t.Errorf("empty=%v at %v: %q, want it said as no data yet", empty, step.el, res[0].Err)
+			}
+			if target := step.requests > 0 || step.fired; res[1].Fired != target {
+				t.Errorf("empty=%v at %v with %d requests: the target's check fired %v (%s), want %v", empty, step.el, step.requests, res[1].Fired, res[1].Err, target)
+			}
+		}
+		if n := len(r.ci.CheckTimeline); n != 6 {
+			t.Errorf("%d evaluations in the check timeline, want 6", n)
+		}
 	}
 }
