@@ -14,9 +14,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-dev/headroom/engine"
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -274,10 +276,15 @@ func TestRunHelpTeachesTheRate(t *testing.T) {
 // 54 and 64 ms at 40 and 120/s).
 func TestStepAtRatesOnTheExampleAPI(t *testing.T) {
 	t.Parallel()
-	tb := httptest.NewServer(testbed.New(testbed.Config{Workers: 8, Scale: 10}).Handler())
-	defer tb.Close()
+	synctest.Test(t, stepAtRates)
+}
+
+// stepAtRates runs in virtual time, the testbed in memory (Env.Dial): the
+// generator is never late there, so the knee is always the run's to find.
+func stepAtRates(t *testing.T) {
+	dial := memhttp.Dial(t, testbed.New(testbed.Config{Workers: 8, Scale: 10}).Handler())
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := headroom(t, "step", filepath.Join("..", "examples", "api.star"), "--target", tb.URL,
+	code, stdout, stderr := headroomDialing(dial, "step", filepath.Join("..", "examples", "api.star"), "--target", "http://127.0.0.1:18065",
 		"--rates", "40,120,360", "--hold", "2s", "--settle", "1s", "--max-users", "120", "--out", out, "--no-report", "--quiet")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -285,18 +292,11 @@ func TestStepAtRatesOnTheExampleAPI(t *testing.T) {
 	for _, want := range []string{
 		"arrivals/s req/s mean (ms) p50 (ms) p95 (ms) p99 (ms) errors held dropped late service p95 (ms)",
 		"Latencies count from each arrival's intended start; the service time from the request's actual send.",
+		"knee at 120/s: from 120 to 360/s (+200%)",
 	} {
 		if !says(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
-	}
-	knee := says(stdout, "knee at 120/s: from 120 to 360/s (+200%)")
-	untrue := says(stdout, "the load was not what headroom meant to send (the generator's starts were late") && says(stdout, "the level is left out of the knee")
-	switch {
-	case !knee && !untrue:
-		t.Errorf("stdout lacks the knee at 120/s, and says no level's load was untrue:\n%s", stdout)
-	case !knee:
-		t.Logf("no knee: the generator was late on this busy machine, and the run says so")
 	}
 	if !strings.Contains(stderr, "40, 120, 360 arrivals/s, each held 2s after 1s settling; open model, even arrivals; a pool of up to 120 users (120 set up first)") {
 		t.Errorf("stderr does not say what runs:\n%s", stderr)

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -16,11 +18,17 @@ import (
 // step result on disk.
 func TestStepChatAgainstTestbed(t *testing.T) {
 	t.Parallel()
-	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
-	defer tb.Close()
+	synctest.Test(t, stepChat)
+}
+
+// stepChat runs in virtual time, the testbed in memory (Env.Dial), its
+// WebSockets and its scraped page too: every level's scrapes come back.
+func stepChat(t *testing.T) {
+	dial := memhttp.Dial(t, testbed.New(testbed.Config{}).Handler())
+	const target = "http://127.0.0.1:18065"
 	out := filepath.Join(t.TempDir(), "step")
-	code, stdout, stderr := headroom(t, "step", "../examples/chat.star", "--target", tb.URL,
-		"--levels", "20, 40", "--hold", "2s", "--out", out, "--scrape", tb.URL+"/metrics")
+	code, stdout, stderr := headroomDialing(dial, "step", "../examples/chat.star", "--target", target,
+		"--levels", "20, 40", "--hold", "2s", "--out", out, "--scrape", target+"/metrics")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
