@@ -375,8 +375,8 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	}
 	timePhases(&s, &resp.Phases, resp.Status > 0)
 	u.fromIntended(&s)
-	if s.Intended { // a wait for a shared connection is not the target's time
-		s.Service -= resp.Queued
+	if s.Intended { // a wait for a shared connection is not the target's time, nor a response waiting for headroom to read it
+		s.Service = max(s.Service-resp.Queued-resp.Held, 0)
 	}
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)

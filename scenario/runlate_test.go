@@ -8,11 +8,12 @@ import (
 	"github.com/headroom-dev/headroom/transport"
 )
 
-// servedIn answers after a fixed service time.
-type servedIn struct{ service time.Duration }
+// servedIn answers after a fixed service time, its response read held
+// after it arrived (transport.Response.Held).
+type servedIn struct{ service, held time.Duration }
 
 func (d servedIn) Do(_ *transport.Request, resp *transport.Response) {
-	*resp = transport.Response{Status: 200, Latency: d.service}
+	*resp = transport.Response{Status: 200, Latency: d.service + d.held, Held: d.held}
 }
 func (servedIn) Cookies() map[string]string { return nil }
 
@@ -20,6 +21,7 @@ func (servedIn) Cookies() map[string]string { return nil }
 // 300 ms late records its requests and itself from the intended start,
 // each shifted by the lateness alone, with the service time beside it;
 // a long poll keeps its time waited; Run, after it, is the closed model's.
+// The service time leaves out the time a response waited to be read.
 func TestRunLateCountsFromTheIntendedStart(t *testing.T) {
 	sc, err := load("u.star", `
 def act(user):
@@ -32,7 +34,7 @@ actions = [action("A", act)]
 		t.Fatal(err)
 	}
 	rec := &samples{}
-	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: servedIn{20 * time.Millisecond}, Record: rec})
+	u := NewUser(sc, Env{ID: 1, Seed: 1, HTTP: servedIn{service: 20 * time.Millisecond, held: 5 * time.Millisecond}, Record: rec})
 	if out := u.RunLate(sc.Actions[0], 300*time.Millisecond); out != metrics.OK {
 		t.Fatalf("outcome %v", out)
 	}
@@ -42,11 +44,11 @@ actions = [action("A", act)]
 	}
 	for _, name := range []string{"a", "b"} {
 		s := byName[name]
-		if !s.Intended || s.Latency != 320*time.Millisecond || s.Service != 20*time.Millisecond {
-			t.Errorf("request %s: intended %v, latency %v, service %v; want true, 320ms, 20ms", name, s.Intended, s.Latency, s.Service)
+		if !s.Intended || s.Latency != 325*time.Millisecond || s.Service != 20*time.Millisecond {
+			t.Errorf("request %s: intended %v, latency %v, service %v; want true, 325ms, 20ms (the 5 ms its response was held unread is the generator's)", name, s.Intended, s.Latency, s.Service)
 		}
 	}
-	if s := byName["sync"]; s.Intended || s.Latency != 20*time.Millisecond {
+	if s := byName["sync"]; s.Intended || s.Latency != 25*time.Millisecond {
 		t.Errorf("the long poll: intended %v, latency %v; want its time waited alone", s.Intended, s.Latency)
 	}
 	if a := byName["A"]; !a.Intended || a.Latency != a.Service+300*time.Millisecond {

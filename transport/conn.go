@@ -120,6 +120,10 @@ func (t *trip) end() {
 	*t = trip{}
 }
 
+// readHook, when set (tests only), runs before each read of a response:
+// a generator that reads late.
+var readHook func()
+
 // ready is RawConn.Read's callback for rawTrip: true ends the trip (or
 // hands a partial write back to rawTrip), false waits for readiness.
 func (c *connection) ready(fd uintptr) bool {
@@ -142,8 +146,11 @@ func (c *connection) ready(fd uintptr) bool {
 		t.written()
 		return false // wait until the response starts to arrive
 	}
+	if readHook != nil {
+		readHook()
+	}
 	for {
-		n, err := rawio.Read(fd, t.p.space())
+		n, arrived, err := c.stamps.ReadStamped(fd, t.p.space())
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -153,11 +160,19 @@ func (c *connection) ready(fd uintptr) bool {
 			t.err = os.NewSyscallError("read", err)
 			return true
 		}
+		var now time.Time // the raw path is real sockets': no clock but the wall's, as the kernel's stamps
 		if n > 0 && t.p.first.IsZero() {
-			t.p.first = time.Now() // the raw path is real sockets': no clock but the wall's
+			now = time.Now()
+			t.p.first = now
 		}
 		t.resp.BytesIn += int64(n)
 		t.done, t.err = t.p.advance(n, n == 0)
+		if t.done && !arrived.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			t.resp.Held = max(now.Sub(arrived), 0)
+		}
 		if t.done || t.err != nil {
 			return true
 		}
@@ -237,6 +252,7 @@ func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadli
 	if tc, ok := raw.(*net.TCPConn); ok && rawio.Supported {
 		if rc, err := tc.SyscallConn(); err == nil {
 			conn.raw, conn.onReady = rc, conn.ready
+			_ = rc.Control(func(fd uintptr) { _ = rawio.StampArrivals(fd) }) // Response.Held; without it, 0
 		}
 	}
 	return conn, nil
@@ -503,11 +519,12 @@ type connection struct {
 	counted  *counted          // HTTP/2: the bytes read and written below TLS
 	onReady  func(fd uintptr) bool
 	trip     trip
-	deadline time.Time // the deadline last set on it
-	used     time.Time // when it was dialed or last finished a request
-	pool     *Pool     // the shared pool it belongs to; nil: a client's own
-	streams  int       // pooled HTTP/2: streams open on it (pool.mu)
-	muxed    bool      // pooled HTTP/2: among the pool's shared ones (pool.mu)
+	stamps   rawio.Stamps // rawTrip's reads, which say when a response's end arrived (Response.Held)
+	deadline time.Time    // the deadline last set on it
+	used     time.Time    // when it was dialed or last finished a request
+	pool     *Pool        // the shared pool it belongs to; nil: a client's own
+	streams  int          // pooled HTTP/2: streams open on it (pool.mu)
+	muxed    bool         // pooled HTTP/2: among the pool's shared ones (pool.mu)
 }
 
 // Close closes the connection (an HTTP/2 one's streams with it).

@@ -75,6 +75,13 @@ type Response struct {
 	URL       string
 	// HTTP2: the response came over HTTP/2 (else HTTP/1.x).
 	HTTP2 bool
+	// Held is the part of Latency the response's last bytes waited in the
+	// kernel, arrived, for headroom to read them: the generator's own delay
+	// (a saturated core, a stall), not the target's. The kernel stamps each
+	// segment as it arrives (SO_TIMESTAMPNS); plain HTTP/1.1 on Linux only,
+	// 0 elsewhere and until the kernel stamps (a moment after a run's first
+	// connection asks). With redirects, the last response's.
+	Held time.Duration
 	// Phases are where Latency went; with redirects, the sums over the hops.
 	Phases Phases
 }

@@ -2,6 +2,7 @@ package rawio
 
 import (
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -47,3 +48,53 @@ func Peek(fd uintptr, p []byte) (int, error) {
 // Supported reports whether Read, Write and Peek work on this system's
 // sockets.
 const Supported = true
+
+// Stamps is what ReadStamped needs for one socket, kept with it so that a read allocates
+// nothing: the message header the kernel fills, and room for its timestamp.
+type Stamps struct {
+	iov syscall.Iovec
+	msg syscall.Msghdr
+	oob [64]byte
+}
+
+// StampArrivals turns SO_TIMESTAMPNS on for fd: the kernel then stamps each segment as it
+// arrives, and ReadStamped says when the last of the bytes it read did.
+func StampArrivals(fd uintptr) error {
+	return syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+}
+
+// ReadStamped is Read, and when the last of the bytes read arrived in the kernel (its
+// CLOCK_REALTIME, the wall clock time.Now reads): zero when the socket is not stamped
+// (StampArrivals) or nothing was read.
+func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
+	s.iov.Base = &zero
+	if len(p) > 0 {
+		s.iov.Base = &p[0]
+	}
+	s.iov.SetLen(len(p))
+	s.msg = syscall.Msghdr{Iov: &s.iov, Iovlen: 1, Control: &s.oob[0]}
+	s.msg.SetControllen(len(s.oob))
+	n, _, e := syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&s.msg)), 0)
+	if e != 0 {
+		return 0, time.Time{}, e
+	}
+	return int(n), s.stamp(), nil
+}
+
+// stamp finds the SCM_TIMESTAMPNS message among what recvmsg left in oob.
+func (s *Stamps) stamp() time.Time {
+	head := syscall.CmsgLen(0)
+	for i := 0; i+head <= int(s.msg.Controllen); {
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&s.oob[i]))
+		size := int(h.Len)
+		if size < head || i+size > int(s.msg.Controllen) {
+			return time.Time{}
+		}
+		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SO_TIMESTAMPNS && size-head >= int(unsafe.Sizeof(syscall.Timespec{})) {
+			ts := (*syscall.Timespec)(unsafe.Pointer(&s.oob[i+head]))
+			return time.Unix(int64(ts.Sec), int64(ts.Nsec))
+		}
+		i += syscall.CmsgSpace(size - head)
+	}
+	return time.Time{}
+}

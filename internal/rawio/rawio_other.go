@@ -2,7 +2,10 @@
 
 package rawio
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // Read is read(2) on a non-blocking fd: syscall.EAGAIN when nothing is there.
 func Read(fd uintptr, p []byte) (int, error) { return syscall.Read(int(fd), p) }
@@ -20,3 +23,15 @@ func Peek(fd uintptr, p []byte) (int, error) {
 // Supported reports whether Read, Write and Peek work on this system's
 // sockets.
 const Supported = true
+
+// Stamps is what ReadStamped needs for one socket: here, nothing.
+type Stamps struct{}
+
+// StampArrivals does nothing here: the arrival stamps are Linux's (SO_TIMESTAMPNS).
+func StampArrivals(fd uintptr) error { return nil }
+
+// ReadStamped is Read, with no stamp.
+func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
+	n, err := Read(fd, p)
+	return n, time.Time{}, err
+}

@@ -1,6 +1,9 @@
 package rawio
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Supported reports whether Read, Write and Peek work on this system's
 // sockets: not on Windows, whose sockets the runtime drives through I/O
@@ -17,3 +20,14 @@ func Write(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
 
 // Peek is not available on Windows (see Supported).
 func Peek(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
+
+// Stamps is what ReadStamped needs for one socket: here, nothing.
+type Stamps struct{}
+
+// StampArrivals is not available on Windows (see Supported).
+func StampArrivals(fd uintptr) error { return errUnsupported }
+
+// ReadStamped is not available on Windows (see Supported).
+func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
+	return 0, time.Time{}, errUnsupported
+}

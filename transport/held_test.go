@@ -1,0 +1,57 @@
+package transport
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestHeldIsTheGeneratorsReadDelay: a response read 30 ms after it arrived
+// (readHook: a generator busy elsewhere) says so in Held, at least the 30 ms
+// and no more than its latency; the target's part, Latency - Held, is what
+// is left. Read at once, Held is a sliver of the latency. Linux stamps only.
+func TestHeldIsTheGeneratorsReadDelay(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("arrival stamps are Linux's (SO_TIMESTAMPNS)")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(Options{Target: u})
+	defer c.Close()
+	// The kernel stamps a moment after the first socket asks
+	// (rawio.StampArrivals): until then Held is 0.
+	var r Response
+	for i := 0; ; i++ {
+		c.Do(&Request{Method: "GET", URL: "/"}, &r)
+		if r.Err != nil || r.Status != 200 {
+			t.Fatalf("GET: %d, %v", r.Status, r.Err)
+		}
+		if r.Held > 0 {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("no response was stamped in 1,000 requests, a millisecond apart")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r.Held > r.Latency {
+		t.Errorf("read at once: held %v of a latency of %v", r.Held, r.Latency)
+	}
+
+	readHook = func() { time.Sleep(30 * time.Millisecond) }
+	defer func() { readHook = nil }()
+	c.Do(&Request{Method: "GET", URL: "/"}, &r)
+	if r.Err != nil || r.Status != 200 {
+		t.Fatalf("GET: %d, %v", r.Status, r.Err)
+	}
+	if r.Held < 30*time.Millisecond || r.Held > r.Latency {
+		t.Errorf("read 30 ms late: held %v of a latency of %v, want 30 ms at least and no more than the latency", r.Held, r.Latency)
+	}
+}
