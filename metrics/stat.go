@@ -146,18 +146,22 @@ type Sample struct {
 type Phase int
 
 // The phases, as k6 names them: resolving the host's name, connecting,
-// the TLS handshake, waiting for the first byte, receiving the rest.
+// the TLS handshake, waiting for the first byte, receiving the rest; and
+// unread, a part of the wait and receive: how long the response's end
+// waited, arrived in the kernel, for headroom to read it (the generator's
+// own delay, transport.Response.Held; only where the kernel stamps it).
 const (
 	PhaseDNS Phase = iota
 	PhaseConnect
 	PhaseTLS
 	PhaseWait
 	PhaseReceive
+	PhaseUnread
 	NumPhases
 )
 
 // PhaseNames are the phases' names in results.
-var PhaseNames = [NumPhases]string{"dns", "connect", "tls", "wait", "receive"}
+var PhaseNames = [NumPhases]string{"dns", "connect", "tls", "wait", "receive", "unread"}
 
 // MaxMessages bounds the kinds of error messages kept per name (see
 // MessageKind); the rest are counted under "other".

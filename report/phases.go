@@ -27,19 +27,26 @@ func phaseBlocks(ps result.Phases, setup bool) []Block {
 	}
 	slices.Sort(names)
 	names = append(names, "all requests")
-	// The connections' phases that any request went through, then the
-	// wait and receive, whose every column stays.
+	// The connections' phases that any request went through.
 	var conns []string
 	for _, p := range metrics.PhaseNames[:metrics.PhaseWait] {
 		if ps[p] != nil {
 			conns = append(conns, p)
 		}
 	}
+	// The wait and receive, whose every column stays, and unread where
+	// the kernel stamped any response.
+	timed := []string{metrics.PhaseNames[metrics.PhaseWait], metrics.PhaseNames[metrics.PhaseReceive]}
+	if unread := metrics.PhaseNames[metrics.PhaseUnread]; ps[unread] != nil {
+		timed = append(timed, unread)
+	}
 	t := &Table{Header: []string{"request"}}
 	for _, p := range conns {
 		t.Header = append(t.Header, p+" (ms)")
 	}
-	t.Header = append(t.Header, "wait p50 (ms)", "wait p99 (ms)", "receive p50 (ms)", "receive p99 (ms)")
+	for _, p := range timed {
+		t.Header = append(t.Header, p+" p50 (ms)", p+" p99 (ms)")
+	}
 	for i := 1; i < len(t.Header); i++ {
 		t.Right = append(t.Right, i)
 	}
@@ -48,7 +55,7 @@ func phaseBlocks(ps result.Phases, setup bool) []Block {
 		for _, p := range conns {
 			row = append(row, made(phaseOf(ps, p, name)))
 		}
-		for _, p := range metrics.PhaseNames[metrics.PhaseWait:] {
+		for _, p := range timed {
 			s := phaseOf(ps, p, name)
 			if s == nil {
 				row = append(row, "", "")
@@ -64,7 +71,7 @@ func phaseBlocks(ps result.Phases, setup bool) []Block {
 	}
 	return []Block{&Heading{Level: 3, Text: heading},
 		&Para{Text: "wait: from sending the request to the response's first byte; receive: from it to the response's end; dns, connect, " +
-			"tls (where any request made a connection " + where + "): the mean of those that did, how many in brackets (docs/HTTP.md)."},
+			"tls (where any request made a connection " + where + "): the mean of those that did, how many in brackets (docs/HTTP.md)." + unreadNote(ps)},
 		t}
 }
 
@@ -109,4 +116,13 @@ func phaseOf(ps result.Phases, p, name string) *metrics.Summary {
 		}
 	}
 	return nil
+}
+
+// unreadNote says what the unread columns are, where there are any.
+func unreadNote(ps result.Phases) string {
+	if ps[metrics.PhaseNames[metrics.PhaseUnread]] == nil {
+		return ""
+	}
+	return " unread, a part of the wait and receive: how long the response's end waited, arrived in the kernel, for headroom to read it: " +
+		"its own delay, not the target's (a busy generator)."
 }

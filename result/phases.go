@@ -8,10 +8,12 @@ import (
 )
 
 // Phases are where the window's requests spent their time, by phase
-// (metrics.PhaseNames: "dns", "connect", "tls", "wait", "receive"): dns,
-// connect and tls of the requests that made a connection (dns when their
-// host is a name, tls over https), wait (the time to first byte) and
-// receive of those that got a response. A phase no request went through
+// (metrics.PhaseNames: "dns", "connect", "tls", "wait", "receive",
+// "unread"): dns, connect and tls of the requests that made a connection
+// (dns when their host is a name, tls over https), wait (the time to first
+// byte) and receive of those that got a response, and unread, of those the
+// kernel stamped, how long the response's end waited for headroom to read
+// it (a part of the wait and receive: the generator's own delay). A phase no request went through
 // is absent; nil when none was timed (a result of an older headroom).
 type Phases map[string]*PhaseTable
 

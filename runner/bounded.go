@@ -302,6 +302,9 @@ func (r *boundedRun) finishWindow(status string) {
 		res.Setup.PerS = r.setupPerS
 	}
 	res.Notes = s.notes()
+	if note := unreadShare(res.Phases, res.Totals); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if r.setupShort != "" {
 		res.Notes = append(res.Notes, r.setupShort)
 	}

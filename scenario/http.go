@@ -374,6 +374,9 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 		s.Outcome, s.Message = metrics.Failed, fmt.Sprintf("status %d", resp.Status)
 	}
 	timePhases(&s, &resp.Phases, resp.Status > 0)
+	if resp.Held > 0 && resp.Status > 0 {
+		s.Phases[metrics.PhaseUnread], s.Timed = resp.Held, s.Timed|1<<metrics.PhaseUnread
+	}
 	u.fromIntended(&s)
 	if s.Intended { // a wait for a shared connection is not the target's time, nor a response waiting for headroom to read it
 		s.Service = max(s.Service-resp.Queued-resp.Held, 0)

@@ -52,8 +52,9 @@ import (
 // formatVersion is the first byte of every encoding; MergeEncoded reads this
 // version only. 2: the open model's arrivals, dropped counts and service
 // times. 3: the generator's wakes. 4: decoded body bytes (BodyIn), HTTP/2
-// responses, requests' phases. 5: setups' requests' phases.
-const formatVersion = 5
+// responses, requests' phases. 5: setups' requests' phases. 6: the unread
+// phase (metrics.PhaseUnread).
+const formatVersion = 6
 
 // ErrVersion is what MergeEncoded's error wraps for a snapshot encoded
 // in a version of the format it does not read: an agent running another

@@ -41,17 +41,17 @@ func wireOf(parts ...any) []byte {
 // request is a snapshot of one Stat in Requests made of parts; socket one
 // of one SocketStat.
 func request(parts ...any) []byte {
-	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 func socket(parts ...any) []byte {
-	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 1}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 // wakes is a snapshot of nothing but wakes made of parts: the one Stat
 // (from its count on) and the slots.
 func wakes(parts ...any) []byte {
-	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
+	return wireOf(append(append([]any{formatVersion, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, wakeName}, parts...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)
 }
 
 // okWake is Wakes.Late of 2 starts, in bucket 100.
@@ -102,7 +102,7 @@ func hostileInputs() []struct {
 		{"a slot gap of 0", "slot gap 0", wakes(append(okWake, 2, int64(5), 1, 1, 0, 1, 1)...)},
 		{"too many slots", "slots, at most", wakes(append(okWake, maxSlots+1)...)},
 		{"a slot count past int64", "largest int64", wakes(append(okWake, 1, int64(5), uint64(1)<<63, 0)...)},
-		{"names out of order", "out of order", wireOf(append(append(append([]any{formatVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
+		{"names out of order", "out of order", wireOf(append(append(append([]any{formatVersion, 7, 0, 0, 2, "b"}, okStat[1:]...), okStat...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)...)},
 		{"a bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 1, metrics.NumBuckets, 2)...)},
 		{"a later bucket past the last", "past the last", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 1, metrics.NumBuckets-101, 1)...)},
 		{"an empty bucket", "bucket of 0", request(counts(2, 0, 0, 0, 0, 0, 0, 0, 1, 200, 2, 0, 2, 100, 0, 0, 2)...)},

@@ -134,8 +134,8 @@ func made(p **metrics.Snapshot) *metrics.Snapshot {
 
 // phaseFlags name the phases' sections in errors.
 var (
-	phaseFlags      = [metrics.NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive"}
-	setupPhaseFlags = [metrics.NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive"}
+	phaseFlags      = [metrics.NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive", "phase unread"}
+	setupPhaseFlags = [metrics.NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive", "setup phase unread"}
 )
 
 // flagged reads a flag (0 or 1) from each decoder of m and returns those
