@@ -81,6 +81,17 @@ func unfair(b *result.Burstiness) string {
 	return ""
 }
 
+// Unread says why a second whose responses waited, arrived, p99Ms for the
+// generator to read them (metrics.PhaseUnread) was untrue, or "": past
+// lateLimit, the latencies the checks judged were partly the generator's
+// own (a busy core), not the target's.
+func Unread(p99Ms float64) string {
+	if time.Duration(p99Ms*float64(time.Millisecond)) <= lateLimit {
+		return ""
+	}
+	return fmt.Sprintf("the generator read its responses late: p99 %.0f ms after they arrived, past %v", p99Ms, lateLimit)
+}
+
 // lateLimit is the least lateness (p99) that makes load untrue.
 const lateLimit = 50 * time.Millisecond
 

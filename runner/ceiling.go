@@ -123,7 +123,9 @@ func newCeilingRun(c *Ceiling, s *session, ld knob) *ceilingRun {
 		ci.Checks = append(ci.Checks, result.CheckDef{Name: ch.Name, Query: ch.Query, Threshold: ch.Threshold, Below: ch.Below, Requires: ch.Requires})
 		ci.Bottleneck = append(ci.Bottleneck, result.Bottleneck{Check: ch.Name, FirstAt: -1})
 	}
-	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: newTruth(s.think, checksWindow(c.Checks)), trafficAt: -1,
+	tr := newTruth(s.think, checksWindow(c.Checks))
+	tr.latency = latencyChecks(c.Checks)
+	return &ceilingRun{c: c, s: s, ld: ld, ci: ci, tr: tr, trafficAt: -1,
 		levels: map[int]*levelFigures{}, heldSince: s.start, lastUsers: -1, warned: map[string]bool{}, nextSave: s.start.Add(c.Save),
 		from: s.mark(s.start), cpuMark: rusage.CPU(), cpuAt: time.Now()}
 }
@@ -135,7 +137,7 @@ func (r *ceilingRun) tick(ctx context.Context, now time.Time) bool {
 	users := r.ld.applied() // users past setup (or the rate): the load really applied
 	t := r.s.collect()
 	p := t.Last
-	r.tr.second(now, r.s.interval.Wakes)
+	r.tr.second(now, r.s.interval.Wakes, r.s.interval.Phases[metrics.PhaseUnread])
 	steady := r.account(now, users, p)
 	warning := r.feed(ctx, now)
 	results := r.evaluate(ctx, now, el, users, p)
@@ -308,8 +310,7 @@ func named(results []health.Result, such func(health.Result) bool) []string {
 // it runs; none (the target kept) for a second kept out (an agent lost,
 // or the generator's load untrue); else the controller's.
 func (r *ceilingRun) decide(now time.Time, obs control.Observation, steady, degraded bool) control.Decision {
-	fired := len(obs.Fired) > 0
-	switch {
+	switch fired := obs.Fired; {
 	case r.measuring:
 		d := control.Decision{Users: r.target}
 		h := r.levels[r.target]

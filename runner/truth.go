@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/headroom-dev/headroom/analysis"
@@ -19,13 +21,33 @@ import (
 // and counted at its level with the reason. Evaluations that passed count
 // as ever: bunched load is harsher than meant, so a target healthy under
 // it is healthy. Not safe for concurrent use.
+//
+// A second whose responses waited to be read (analysis.Unread: a busy
+// generator) taints only the checks on headroom's own latencies
+// (latency): a firing of those alone is kept out; an error check's counts,
+// since a response read late is no less an error.
 type truth struct {
-	think  time.Duration // the scenario's mean think time (0: the open model)
-	window time.Duration // the checks' longest window: how long a second weighs on them
-	until  time.Time     // evaluations before it see an untrue second
-	why    string        // that second's reason
-	kept   map[int]*keptOut
-	cpu    string // why the generator's CPU may have been the limit, if it was saturated
+	think     time.Duration // the scenario's mean think time (0: the open model)
+	window    time.Duration // the checks' longest window: how long a second weighs on them
+	until     time.Time     // evaluations before it see an untrue second
+	why       string        // that second's reason
+	readUntil time.Time     // evaluations before it see a second of responses read late
+	readWhy   string        // that second's reason
+	latency   map[string]bool
+	kept      map[int]*keptOut
+	cpu       string // why the generator's CPU may have been the limit, if it was saturated
+}
+
+// latencyChecks names the checks on headroom's own latency series
+// (loadtest_http_request_time), which a response read late inflates.
+func latencyChecks(checks []health.Check) map[string]bool {
+	out := map[string]bool{}
+	for _, ch := range checks {
+		if slices.ContainsFunc(ch.Metrics(), func(m string) bool { return strings.HasPrefix(m, "loadtest_http_request_time") }) {
+			out[ch.Name] = true
+		}
+	}
+	return out
 }
 
 // checksWindow is the longest window of checks.
@@ -48,18 +70,35 @@ func newTruth(think, window time.Duration) *truth {
 }
 
 // second takes the generator's figures of the second that ended at now
-// (a sealed snapshot's Wakes, nil if it started nothing).
-func (t *truth) second(now time.Time, w *metrics.Wakes) {
+// (a sealed snapshot's Wakes, nil if it started nothing; its requests'
+// unread phase, nil if the kernel stamped none).
+func (t *truth) second(now time.Time, w *metrics.Wakes, unread *metrics.Snapshot) {
 	if why := analysis.Untrue(result.LatenessOf(w), result.BurstinessOf(w), t.think); why != "" {
 		t.until, t.why = now.Add(t.window), why
 	}
+	if unread != nil {
+		if st := unread.Total(metrics.Request, metrics.NewStat()); st.Count > 0 {
+			if why := analysis.Unread(st.Summarize("unread", time.Second).P99Ms); why != "" {
+				t.readUntil, t.readWhy = now.Add(t.window), why
+			}
+		}
+	}
 }
 
-// counts reports whether an evaluation at now, at users, counts towards
-// the search; a firing one that sees an untrue second does not, and is
-// counted at users as kept out.
-func (t *truth) counts(now time.Time, users int, fired bool) bool {
-	if !fired || !now.Before(t.until) {
+// counts reports whether an evaluation at now, at users, with the checks
+// fired (none: it passed) counts towards the search; a firing one that
+// sees an untrue second does not, nor one that sees responses read late
+// with latency checks alone fired; either is counted at users as kept out.
+func (t *truth) counts(now time.Time, users int, fired []string) bool {
+	why := ""
+	switch {
+	case len(fired) == 0:
+		return true
+	case now.Before(t.until):
+		why = t.why
+	case now.Before(t.readUntil) && !slices.ContainsFunc(fired, func(name string) bool { return !t.latency[name] }):
+		why = t.readWhy
+	default:
 		return true
 	}
 	k := t.kept[users]
@@ -68,7 +107,7 @@ func (t *truth) counts(now time.Time, users int, fired bool) bool {
 		t.kept[users] = k
 	}
 	k.n++
-	k.why = t.why
+	k.why = why
 	return false
 }
 

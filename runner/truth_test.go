@@ -7,9 +7,13 @@ import (
 
 	"github.com/headroom-dev/headroom/analysis"
 	"github.com/headroom-dev/headroom/control"
+	"github.com/headroom-dev/headroom/health"
 	"github.com/headroom-dev/headroom/metrics"
 	"github.com/headroom-dev/headroom/result"
 )
+
+// fired is an evaluation's fired checks: one of any kind.
+var fired = []string{"client 5xx errors (%)"}
 
 // second makes a sealed second of 300 starts, n of them woken together
 // by a stall of the generator at its middle.
@@ -37,19 +41,19 @@ func second(t0 time.Time, bunched int) *metrics.Snapshot {
 func TestTruthKeepsOutWhatUntrueLoadFired(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	tr := newTruth(time.Second, 5*time.Second)
-	tr.second(t0, second(t0, 0).Wakes)
-	if !tr.counts(t0, 100, true) {
+	tr.second(t0, second(t0, 0).Wakes, nil)
+	if !tr.counts(t0, 100, fired) {
 		t.Fatal("a firing on true load kept out")
 	}
 	t1 := t0.Add(time.Second)
-	tr.second(t1, second(t1, 60).Wakes)
-	if !tr.counts(t1, 100, false) {
+	tr.second(t1, second(t1, 60).Wakes, nil)
+	if !tr.counts(t1, 100, nil) {
 		t.Error("a passing evaluation on bunched load kept out")
 	}
-	if tr.counts(t1.Add(4*time.Second), 100, true) {
+	if tr.counts(t1.Add(4*time.Second), 100, fired) {
 		t.Error("a firing 4 s after a bunched second, within the 5 s window, counted")
 	}
-	if !tr.counts(t1.Add(5*time.Second), 100, true) {
+	if !tr.counts(t1.Add(5*time.Second), 100, fired) {
 		t.Error("a firing past the window kept out")
 	}
 	l := tr.level(control.Level{Users: 100, Evaluations: 1, Verdict: "unhealthy"}, &levelFigures{snap: second(t0, 60)})
@@ -132,20 +136,20 @@ func collapsed(t0 time.Time, n int) *metrics.Snapshot {
 func TestTruthKeepsOutACollapsedSchedule(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	tr := newTruth(time.Second, 5*time.Second)
-	tr.second(t0, collapsed(t0, 0).Wakes)
-	if !tr.counts(t0, 250, true) {
+	tr.second(t0, collapsed(t0, 0).Wakes, nil)
+	if !tr.counts(t0, 250, fired) {
 		t.Fatal("a firing on a fair schedule kept out")
 	}
 	t1 := t0.Add(time.Second)
-	tr.second(t1, collapsed(t1, 30).Wakes) // 30 meant for one 10 ms at 300 a second: random phases put ~8
-	if tr.counts(t1, 250, true) || tr.counts(t1.Add(4*time.Second), 250, true) {
+	tr.second(t1, collapsed(t1, 30).Wakes, nil) // 30 meant for one 10 ms at 300 a second: random phases put ~8
+	if tr.counts(t1, 250, fired) || tr.counts(t1.Add(4*time.Second), 250, fired) {
 		t.Error("a firing on a collapsed schedule, within the checks' window, counted")
 	}
 	for s := 2; s <= 6; s++ { // spread again: fair seconds
 		ts := t0.Add(time.Duration(s) * time.Second)
-		tr.second(ts, collapsed(ts, 0).Wakes)
+		tr.second(ts, collapsed(ts, 0).Wakes, nil)
 	}
-	if !tr.counts(t1.Add(5*time.Second), 250, true) {
+	if !tr.counts(t1.Add(5*time.Second), 250, fired) {
 		t.Error("a firing once the window holds only fair seconds kept out: the level is never judged")
 	}
 	l := tr.level(control.Level{Users: 250, Evaluations: 2, Verdict: "unhealthy"}, &levelFigures{snap: collapsed(t1, 30)})
@@ -156,5 +160,54 @@ func TestTruthKeepsOutACollapsedSchedule(t *testing.T) {
 		Levels: []result.Level{l, tr.level(control.Level{Users: 242, Evaluations: 5, Verdict: "healthy"}, &levelFigures{snap: collapsed(t0, 0)})}}
 	if why := tr.untrusted(ci); !strings.Contains(why, "at 250 users") || !strings.Contains(why, "schedule bunched") {
 		t.Errorf("untrusted: %q", why)
+	}
+}
+
+// unread is a second's unread phase: n requests whose responses waited
+// each for d to be read.
+func unread(n int, d time.Duration) *metrics.Snapshot {
+	s := metrics.NewSnapshot()
+	rec := metrics.NewRecorder(1, nil, time.Now)
+	for range n {
+		rec.Shard(0).Record(metrics.Sample{Kind: metrics.Request, Name: "GET /", Latency: d})
+	}
+	rec.Drain(s)
+	return s
+}
+
+// A second whose responses waited to be read past 50 ms at p99 (a busy
+// generator: its latencies partly its own) keeps out a firing of the
+// latency checks alone, within the checks' window; an error check's firing
+// counts (a response read late is no less an error). 20 ms, or no stamped
+// response, taints nothing.
+func TestTruthKeepsOutWhatUnreadResponsesFired(t *testing.T) {
+	checks := []health.Check{{Name: "mean latency (s)", Query: meanLatency, Threshold: 0.1},
+		{Name: "5xx (%)", Query: `sum(rate(loadtest_http_errors_total[5s]))`, Threshold: 1}}
+	latency, errs := []string{"mean latency (s)"}, []string{"5xx (%)"}
+	t0 := time.Unix(1_700_000_000, 0)
+	tr := newTruth(time.Second, 5*time.Second)
+	tr.latency = latencyChecks(checks)
+	if len(tr.latency) != 1 || !tr.latency["mean latency (s)"] {
+		t.Fatalf("latency checks %v, want the mean latency's alone", tr.latency)
+	}
+	tr.second(t0, second(t0, 0).Wakes, unread(100, 20*time.Millisecond))
+	tr.second(t0, second(t0, 0).Wakes, nil)
+	if !tr.counts(t0, 100, latency) {
+		t.Fatal("a latency check's firing with responses read 20 ms late kept out")
+	}
+	t1 := t0.Add(time.Second)
+	tr.second(t1, second(t1, 0).Wakes, unread(100, 80*time.Millisecond))
+	if !tr.counts(t1, 100, errs) || !tr.counts(t1, 100, append(latency, errs...)) {
+		t.Error("an error check's firing with responses read 80 ms late kept out")
+	}
+	if tr.counts(t1.Add(4*time.Second), 100, latency) {
+		t.Error("a latency check's firing 4 s after responses read 80 ms late, within the 5 s window, counted")
+	}
+	if !tr.counts(t1.Add(5*time.Second), 100, latency) {
+		t.Error("a firing past the window kept out")
+	}
+	l := tr.level(control.Level{Users: 100, Evaluations: 1, Verdict: "unhealthy"}, nil)
+	if l.KeptOut != 1 || !strings.Contains(l.Untrue, "the generator read its responses late: p99 80 ms after they arrived, past 50ms") {
+		t.Errorf("level: %+v", l)
 	}
 }

@@ -126,14 +126,14 @@ func TestOpenModelSeesAFreeze(t *testing.T) {
 			t.Errorf("service-time p90 %.1f ms; want the freeze, as each request was sent on time and held by the server", p90)
 		}
 		// Waiting for a user would start the freezes' arrivals (a fifth of
-		// all) up to a second late: a mean lateness near 100 ms (94 ms in
-		// the test above). With a user free for each, the lateness is the
-		// dispatcher's own wake-ups: 1.6 ms on average on half a busy core.
-		// (How many came 10 ms late says how busy the machine is: 16 to 74
-		// of ~1,000 there, beside ~200 waiting for a user.)
-		if a := res.Arrivals; a.Lateness.MeanMs > 30 {
-			t.Errorf("arrivals %.1f ms late on average (%d of them past %.0f ms, at most %.0f ms) with a user free for each",
-				a.Lateness.MeanMs, a.Late, a.LateAfterMs, a.Lateness.MaxMs)
+		// all, ~200) more than 10 ms late, up to a second (192 in the test
+		// above). With a user free for each, only the machine's own stalls
+		// make one late: 0 on a quiet machine, 16 to 74 of ~1,000 on a busy
+		// one (a stall of 1.3 s, the whole suite running twice at once, made
+		// 67, with a mean lateness of 46 ms: so the count, not the mean).
+		if a := res.Arrivals; a.Late > 100 {
+			t.Errorf("%d arrivals past %.0f ms late (mean %.1f ms, at most %.0f ms) with a user free for each; want the few a busy machine makes, not the ~200 of the freezes",
+				a.Late, a.LateAfterMs, a.Lateness.MeanMs, a.Lateness.MaxMs)
 		}
 	})
 	t.Run("the closed model warns", func(t *testing.T) {
