@@ -230,14 +230,15 @@ func TestLatenessShareOfTheP99(t *testing.T) {
 }
 
 // A run whose responses waited unread for a busy headroom for a visible
-// share of the latency's p99 says so, with both figures; a sliver, under a
-// millisecond, or no stamped response says nothing.
+// share of the latency's p99 says so, with both figures; a sliver, under 5
+// ms (a light run's wake-ups: p99 1.3 ms of a 4.6 ms p99 at 200 chat users
+// on one agent), or no stamped response says nothing.
 func TestUnreadShareOfTheP99(t *testing.T) {
 	phases := func(p50, p99 float64) result.Phases {
 		return result.Phases{"wait": {}, "unread": {Totals: metrics.Summary{P50Ms: p50, P99Ms: p99}}}
 	}
 	note := unreadShare(phases(11, 23.9), metrics.Summary{P99Ms: 24.1})
-	for _, want := range []string{"up to 23.9 ms (p99; p50 11.00 ms)", "99% of the latency's p99 of 24.1 ms", "its own, not the target's"} {
+	for _, want := range []string{"up to 23.9 ms (p99; p50 11.00 ms)", "99% of the latency's p99 of 24.1 ms", "headroom's own (its process busy, or stalled), not the target's"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("unread 23.9 of a p99 of 24.1: note %q; want it to say %q", note, want)
 		}
@@ -247,7 +248,7 @@ func TestUnreadShareOfTheP99(t *testing.T) {
 		p99 float64
 	}{
 		{phases(0.1, 1.5), 16.7},          // under a tenth
-		{phases(0.1, 0.8), 2},             // under a millisecond
+		{phases(0.06, 1.3), 4.6},          // under 5 ms
 		{phases(5, 8.9), 0},               // no latency measured
 		{result.Phases{"wait": {}}, 16.7}, // nothing stamped
 	} {
