@@ -98,14 +98,11 @@ type paced struct {
 
 // loop is connection i's share of the schedule: its k-th request at (i + k·conns + ½)/rate.
 func (p *paced) loop(i int, addr string, stop time.Time, done *atomic.Int64) {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gofloor:", err)
+	c, req, buf := h1Dial(addr)
+	if c == nil {
 		return
 	}
 	defer c.Close()
-	req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
-	buf := make([]byte, 4096)
 	for k := 0; k < 100_000_000; k++ {
 		due := p.start.Add(time.Duration((float64(i+k*p.conns) + 0.5) / p.rate * 1e9))
 		if due.After(stop) {
@@ -139,20 +136,28 @@ func quantiles(per [][]time.Duration) string {
 // h1Loop sends GET / over one keep-alive connection of its own until stop, each response read
 // to its end.
 func h1Loop(addr string, stop time.Time, done *atomic.Int64) {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gofloor:", err)
+	c, req, buf := h1Dial(addr)
+	if c == nil {
 		return
 	}
 	defer c.Close()
-	req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
-	buf := make([]byte, 4096)
 	for n := 0; time.Now().Before(stop) && n < 100_000_000; n++ {
 		if _, err := c.Write(req); err != nil || !response(c, buf) {
 			return
 		}
 		done.Add(1)
 	}
+}
+
+// h1Dial connects to addr and returns the connection, the request to send on it and a buffer
+// for its responses; a nil connection (said on stderr) when it cannot.
+func h1Dial(addr string) (net.Conn, []byte, []byte) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gofloor:", err)
+		return nil, nil, nil
+	}
+	return c, []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"), make([]byte, 4096)
 }
 
 // response reads one response with a Content-Length body into buf; false on an error or a

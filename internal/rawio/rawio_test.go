@@ -10,21 +10,7 @@ import (
 // says EAGAIN to Read and Peek, Peek leaves what arrived for Read, and Write's
 // bytes are Read's.
 func TestReadWritePeek(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := loopbackPair(t)
 	raw := func(conn net.Conn) syscall.RawConn {
 		rc, err := conn.(*net.TCPConn).SyscallConn()
 		if err != nil {
@@ -70,4 +56,24 @@ func TestReadWritePeek(t *testing.T) {
 	if n, err := Read(^uintptr(0), buf); err != syscall.EBADF || n != 0 {
 		t.Errorf("Read of a bad fd: %d, %v; want 0, EBADF", n, err)
 	}
+}
+
+// loopbackPair is a connected pair of loopback TCP sockets, closed when
+// the test ends: the client's end and the server's.
+func loopbackPair(t *testing.T) (c, s net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if s, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return c, s
 }

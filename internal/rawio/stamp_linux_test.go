@@ -14,21 +14,7 @@ import (
 // Until the kernel stamps (a moment after the first socket asks), reads say
 // no stamp: the caller counts nothing then.
 func TestReadStampedSaysWhenBytesArrived(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := loopbackPair(t)
 	rs, err := s.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
