@@ -513,6 +513,9 @@ func (r *ceilingRun) finishSearch(status string) *metrics.Snapshot {
 	if note := s.generator(snap); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+	if note := unreadShare(res.Phases, res.Totals); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if note := s.namesNote(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

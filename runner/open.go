@@ -164,23 +164,6 @@ func latenessShare(a *result.Arrivals, latency metrics.Summary, service *result.
 		100*a.Lateness.P99Ms/latency.P99Ms, a.Lateness.P99Ms, latency.P99Ms, service.Totals.P99Ms)
 }
 
-// unreadShare says, when the responses' wait to be read (the unread phase:
-// arrived in the kernel, not yet read by a busy headroom) is a visible
-// share of the latency's p99 (a tenth or more, and 5 ms at least: a
-// process woken from idle reads a millisecond late, which is noise),
-// both figures: that part of every latency is the generator's, in either
-// model. "" otherwise, and where the kernel stamped no response.
-func unreadShare(ps result.Phases, latency metrics.Summary) string {
-	u := ps[metrics.PhaseNames[metrics.PhaseUnread]]
-	if u == nil || latency.P99Ms <= 0 || u.Totals.P99Ms < 5 || u.Totals.P99Ms < 0.1*latency.P99Ms {
-		return ""
-	}
-	return fmt.Sprintf("responses waited, arrived, up to %.1f ms (p99; p50 %.2f ms) for headroom to read them, %.0f%% of the latency's p99 of %.1f ms: "+
-		"that part of each latency is headroom's own (its process busy, or stalled), not the target's (the unread phase, docs/HTTP.md). "+
-		"Give headroom more cores, or fewer users or arrivals a core, for latencies that are the target's alone",
-		u.Totals.P99Ms, u.Totals.P50Ms, 100*u.Totals.P99Ms/latency.P99Ms, latency.P99Ms)
-}
-
 // arrivalsNote says what the arrivals that did not start as scheduled
 // mean, or "".
 func arrivalsNote(a *result.Arrivals, o *Open) string {

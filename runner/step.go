@@ -384,6 +384,9 @@ func (r *stepRun) finishLevels(status string) {
 	if note := r.s.generator(nil); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
+	if note := unreadShare(res.Phases, res.Totals); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
 	if note := r.s.namesNote(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
