@@ -50,11 +50,12 @@ func Peek(fd uintptr, p []byte) (int, error) {
 const Supported = true
 
 // Stamps is what ReadStamped needs for one socket, kept with it so that a read allocates
-// nothing: the message header the kernel fills, and room for its timestamp.
+// nothing: the message header the kernel fills, and room for its timestamp (one control
+// message: a header and a timespec, 32 bytes on 64-bit Linux, 20 on 32-bit).
 type Stamps struct {
 	iov syscall.Iovec
 	msg syscall.Msghdr
-	oob [64]byte
+	oob [32]byte
 }
 
 // StampArrivals turns SO_TIMESTAMPNS on for fd: the kernel then stamps each segment as it
