@@ -13,8 +13,9 @@ import (
 // (dns when their host is a name, tls over https), wait (the time to first
 // byte) and receive of those that got a response, and unread, of those the
 // kernel stamped, how long the response's end waited for headroom to read
-// it (a part of the wait and receive: the generator's own delay). A phase no request went through
-// is absent; nil when none was timed (a result of an older headroom).
+// it (a part of the wait and receive: the generator's own delay). A phase
+// no request went through is absent; nil when none was timed (a result of
+// an older headroom).
 type Phases map[string]*PhaseTable
 
 // PhaseTable is one phase's times, over all requests and by request name.

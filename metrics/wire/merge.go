@@ -132,11 +132,14 @@ func made(p **metrics.Snapshot) *metrics.Snapshot {
 	return *p
 }
 
-// phaseFlags name the phases' sections in errors.
-var (
-	phaseFlags      = [metrics.NumPhases]string{"phase dns", "phase connect", "phase tls", "phase wait", "phase receive", "phase unread"}
-	setupPhaseFlags = [metrics.NumPhases]string{"setup phase dns", "setup phase connect", "setup phase tls", "setup phase wait", "setup phase receive", "setup phase unread"}
-)
+// phaseFlags name the phases' sections in errors: "phase dns", "setup
+// phase dns", ... from metrics.PhaseNames.
+var phaseFlags, setupPhaseFlags = func() (main, setup [metrics.NumPhases]string) {
+	for p, name := range metrics.PhaseNames {
+		main[p], setup[p] = "phase "+name, "setup phase "+name
+	}
+	return main, setup
+}()
 
 // flagged reads a flag (0 or 1) from each decoder of m and returns those
 // whose flag says the section what follows.
