@@ -381,6 +381,7 @@ func (u *User) send(name string, req *transport.Request, expect []int, kind metr
 	if s.Intended { // a wait for a shared connection is not the target's time, nor a response waiting for headroom to read it
 		s.Service = max(s.Service-resp.Queued-resp.Held, 0)
 	}
+	u.generators += resp.Queued + resp.Held // nor the action's
 	u.env.Record.Record(s)
 	u.noteRequest(name, &s)
 	return rv

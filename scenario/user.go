@@ -119,6 +119,7 @@ type User struct {
 	why              string
 	slept            time.Duration // in sleep(): left out of the action's latency
 	sent             int           // requests it sent
+	generators       time.Duration // its requests' waits for a shared connection and responses unread: left out of its service time
 	// intended: it runs for an arrival of the open model that began late
 	// after its intended start (RunLate).
 	intended bool
@@ -306,6 +307,9 @@ func (u *User) Close() {
 func (u *User) call(name string, fn starlark.Callable) metrics.Outcome {
 	_, s := u.invoke(name, fn)
 	u.fromIntended(&s)
+	if s.Intended { // as its requests' (send): the generator's part is not the target's
+		s.Service = max(s.Service-u.generators, 0)
+	}
 	u.env.Record.Record(s)
 	return s.Outcome
 }
@@ -322,7 +326,7 @@ func (u *User) invoke(name string, fn starlark.Callable) (starlark.Value, metric
 
 // invokeWith is invoke with other arguments than (user,).
 func (u *User) invokeWith(name string, fn starlark.Callable, args starlark.Tuple) (starlark.Value, metrics.Sample) {
-	u.failed, u.timedOut, u.overSteps, u.why, u.slept, u.sent = false, false, false, "", 0, 0
+	u.failed, u.timedOut, u.overSteps, u.why, u.slept, u.sent, u.generators = false, false, false, "", 0, 0, 0
 	u.thread.Steps = 0 // the step limit is per call
 	u.thread.SetMaxExecutionSteps(u.sc.Limits.withDefaults().MaxSteps)
 	start := u.env.Now()
