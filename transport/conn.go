@@ -44,6 +44,9 @@ func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline
 	if conn.raw != nil && len(*wb) <= bufSize {
 		return rawTrip(conn, wb, p, resp, &c.canceled)
 	}
+	if conn.arrivals != nil {
+		conn.arrivals.last = time.Time{} // what it says next is this response's
+	}
 	n, err := conn.Write(*wb)
 	putBuf(wb)
 	resp.BytesOut += int64(n)
@@ -61,6 +64,9 @@ func (c *Client) roundTrip(conn *connection, wb *[]byte, p *respParser, deadline
 			return err
 		}
 		done, perr := p.advance(n, eof)
+		if done && perr == nil && conn.arrivals != nil && !conn.arrivals.last.IsZero() { // wall clocks both, as rawTrip's
+			resp.Held = max(time.Since(conn.arrivals.last), 0)
+		}
 		if perr != nil || done {
 			return perr
 		}
@@ -120,9 +126,9 @@ func (t *trip) end() {
 	*t = trip{}
 }
 
-// readHook, when set (tests only), runs before each read of a response:
-// a generator that reads late.
-var readHook func()
+// readHook, when set (tests only), runs before each read of a response
+// from the socket fd: a generator that reads late.
+var readHook func(fd uintptr)
 
 // ready is RawConn.Read's callback for rawTrip: true ends the trip (or
 // hands a partial write back to rawTrip), false waits for readiness.
@@ -147,7 +153,7 @@ func (c *connection) ready(fd uintptr) bool {
 		return false // wait until the response starts to arrive
 	}
 	if readHook != nil {
-		readHook()
+		readHook(fd)
 	}
 	for {
 		n, arrived, err := c.stamps.ReadStamped(fd, t.p.space())
@@ -241,7 +247,7 @@ func (c *Client) connect(addr string, isTLS bool, serverName string, now, deadli
 		raw.Close()
 		return nil, os.ErrDeadlineExceeded
 	}
-	conn := &connection{Conn: raw, used: now}
+	conn := &connection{Conn: raw, used: now, arrivals: stampedUnder(raw)}
 	if h2Conn(raw, isTLS, c.opt.Settings) {
 		if err := newH2(conn); err != nil {
 			raw.Close()
@@ -442,6 +448,9 @@ func (c *Client) dial(addr string, isTLS bool, serverName string, deadline time.
 			raw, err = dial(ctx, "tcp", addr)
 		}
 		ph.Connect = now().Sub(t) - ph.DNS
+		if tc, ok := raw.(*net.TCPConn); ok && err == nil && isTLS { // Response.Held over TLS, as rawTrip's
+			raw = stampReads(tc)
+		}
 		if err == nil && count {
 			raw = &counted{Conn: raw}
 		}
@@ -520,6 +529,7 @@ type connection struct {
 	onReady  func(fd uintptr) bool
 	trip     trip
 	stamps   rawio.Stamps // rawTrip's reads, which say when a response's end arrived (Response.Held)
+	arrivals *stamped     // TLS: the socket under it, which says the same of roundTrip's reads; nil otherwise
 	deadline time.Time    // the deadline last set on it
 	used     time.Time    // when it was dialed or last finished a request
 	pool     *Pool        // the shared pool it belongs to; nil: a client's own
