@@ -8,8 +8,12 @@
 #
 # Usage: bash bench/open-rate.sh
 #   env TRIAL=5          seconds of each trial at one rate
-#       POOL=256         users (headroom --max-users and --pre-users), VUs (k6 preAllocatedVUs = maxVUs),
-#                        workers (vegeta -workers = -max-workers): the connections each may hold
+#       POOL=64          the connections every client may hold: headroom's users (--max-users, --pre-users),
+#                        k6's VUs (preAllocatedVUs = maxVUs), vegeta's workers (-workers = -max-workers),
+#                        gofloor's and wrk2's connections (-c). 64 as wrk's closed loop (-c64): headroom's pool
+#                        takes arrivals in turn, so it uses every connection it holds, and 256 cost it more a
+#                        request than 64: 35.5 µs against 24.8 in a closed loop, 52 against 46 paced at
+#                        18,800/s (2026-11-30, BENCHMARKS-LOG.md)
 #       TOOLS="headroom gofloor k6 vegeta wrk2"
 #       SERVER_CPU=0     core nginx is pinned to
 #       CLIENT_CPU=1     core each client is pinned to, one at a time (GOMAXPROCS=1 for the Go ones)
@@ -23,6 +27,7 @@
 #       QUIET_WAIT=60    seconds to wait, before each trial, for the machine to be idle
 #       ROUNDS=1         rounds, each with its own wrk run and searches; medians of the ratios printed
 #       MAX_DROPPED=0.1  headroom: a held rate also drops at most this percent of its arrivals (issue 36's bar)
+#       START=0.4        the search's first rate, a fraction of wrk's
 #
 # One nginx (one worker, 13-byte body) on SERVER_CPU. wrk (-t1 -c64, 10 s) gives the closed-loop rate
 # one core sends. Then, per tool, trials of TRIAL seconds at a constant rate of GET /: a rate is *held*
@@ -34,14 +39,17 @@
 #             scheduler makes fewer without dropping)
 #   vegeta    requests sent at least 99% of rate × TRIAL and its achieved rate at least 99% of the
 #             rate asked (vegeta reports no lateness: its pacer falls behind instead)
-#   gofloor   -c 64 -rate rate: it sent at least 99% of rate × TRIAL, with a p99 from the intended start
+#   gofloor   -c POOL -rate rate: it sent at least 99% of rate × TRIAL, with a p99 from the intended start
 #             under 10 ms (as wrk2, below)
-#   wrk2      -t1 -c64 -R rate, 15 s at least (its first seconds calibrate; in 5 s trials it made 80% of
+#   wrk2      -t1 -cPOOL -R rate, 15 s at least (its first seconds calibrate; in 5 s trials it made 80% of
 #             20,908/s with a p99 of 3.4 ms, 2026-11-29): its p99 (from the intended start, as headroom's; it never drops, it falls
 #             behind, which its latency shows) under 10 ms, and its requests/s at least 90% of the rate (its
 #             requests/s counts its start-up, connections and calibration: 97% of the rate in a 5 s trial
 #             with a p99 of 3.5 ms, 2026-11-29)
-# The search doubles the rate from 10% of wrk's until a trial fails, then bisects five times. Printed:
+# The search starts at START of wrk's rate and goes up while held, or down until held, then bisects five
+# times (search, below): not up from a low rate to the first failure, since a core that idles wakes late on
+# some machines (a VM), and a low rate then fails that a higher one holds (wrk2, 2026-11-30: not held at
+# 3,300/s, p99 13 ms from the intended start, held at 16,502/s and 33,004/s). Printed:
 # every trial, then each tool's highest rate held and its ratio to wrk's rate. Then (COST=1), per tool, one
 # trial at 0.25 and one at 0.5 of wrk's rate: the client's CPU a request (user + system, /usr/bin/time) and
 # the p99 (headroom, gofloor and wrk2 from the intended start; k6 and vegeta from the send, all they measure).
@@ -49,7 +57,7 @@
 set -euo pipefail
 
 TRIAL=${TRIAL:-5}
-POOL=${POOL:-256}
+POOL=${POOL:-64}
 TOOLS=${TOOLS:-headroom gofloor k6 vegeta wrk2}
 COST=${COST:-1}
 SERVER_CPU=${SERVER_CPU:-0}
@@ -57,6 +65,7 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 QUIET_WAIT=${QUIET_WAIT:-60}
 ROUNDS=${ROUNDS:-1}
 MAX_DROPPED=${MAX_DROPPED:-0.1}
+START=${START:-0.4}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -149,10 +158,10 @@ run_tool() {
 		"$VEGETA_BIN" report -type json <"$dir/results.bin" >"$dir/report.json" 2>>"$dir/out.txt" || true
 		;;
 	gofloor)
-		"${timed[@]}" "$WORK/gofloor" -addr "127.0.0.1:$PORT" -c 64 -d "${TRIAL}s" -rate "$rate" >"$dir/out.txt" 2>&1 || true
+		"${timed[@]}" "$WORK/gofloor" -addr "127.0.0.1:$PORT" -c "$POOL" -d "${TRIAL}s" -rate "$rate" >"$dir/out.txt" 2>&1 || true
 		;;
 	wrk2)
-		"${timed[@]}" "$WRK2_BIN" -t1 -c64 -d"$((TRIAL > 15 ? TRIAL : 15))s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
+		"${timed[@]}" "$WRK2_BIN" -t1 -c"$POOL" -d"$((TRIAL > 15 ? TRIAL : 15))s" -R "$rate" --latency "$URL/" >"$dir/out.txt" 2>&1 || true
 		;;
 	esac
 }
@@ -218,22 +227,27 @@ trial() {
 	log "$tool at $rate/s: $([ "$OK" = 1 ] && echo held || echo NOT held) ($WHY)"
 }
 
-# search TOOL: sets BEST, the highest rate held.
+# search TOOL: sets BEST, the highest rate held: from START of wrk's rate, up by half again while held
+# (to 4 times wrk's), or else down by halves until held (to 1% of it), then five bisections between the
+# highest rate held and the lowest above it that was not.
 search() {
 	local tool=$1 lo=0 hi=0 rate
-	rate=$(awk -v w="$WRK_RPS" 'BEGIN { printf "%d", w / 10 }')
-	while :; do
-		trial "$tool" "$rate"
-		if [ "$OK" = 1 ]; then
-			lo=$rate
-			rate=$((rate * 2))
-			[ "$rate" -le $((WRK_RPS_INT * 4)) ] || break
-		else
-			hi=$rate
-			break
-		fi
-	done
-	if [ "$hi" -gt 0 ]; then
+	rate=$(awk -v w="$WRK_RPS" -v f="$START" 'BEGIN { printf "%d", w * f }')
+	trial "$tool" "$rate"
+	if [ "$OK" = 1 ]; then
+		lo=$rate
+		while rate=$((rate * 3 / 2)) && [ "$rate" -le $((WRK_RPS_INT * 4)) ]; do
+			trial "$tool" "$rate"
+			if [ "$OK" = 1 ]; then lo=$rate; else hi=$rate && break; fi
+		done
+	else
+		hi=$rate
+		while rate=$((rate / 2)) && [ "$rate" -ge $((WRK_RPS_INT / 100)) ]; do
+			trial "$tool" "$rate"
+			if [ "$OK" = 1 ]; then lo=$rate && break; else hi=$rate; fi
+		done
+	fi
+	if [ "$hi" -gt 0 ] && [ "$lo" -gt 0 ]; then
 		for _ in 1 2 3 4 5; do
 			rate=$(((lo + hi) / 2))
 			[ "$rate" -gt "$lo" ] || break
