@@ -56,6 +56,7 @@ type Stamps struct {
 	iov syscall.Iovec
 	msg syscall.Msghdr
 	oob [32]byte
+	fd  uintptr // Recv's socket (Bind)
 }
 
 // StampArrivals turns SO_TIMESTAMPNS on for fd: the kernel then stamps each segment as it
@@ -68,19 +69,42 @@ func StampArrivals(fd uintptr) error {
 // CLOCK_REALTIME, the wall clock time.Now reads): zero when the socket is not stamped
 // (StampArrivals) or nothing was read.
 func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
+	if s.fd != fd || s.msg.Iov == nil {
+		s.Bind(fd)
+	}
+	n, err := s.Recv(p)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return n, s.stamp(), nil
+}
+
+// Recv is ReadStamped without the stamp, from the socket Bind gave,
+// which Arrived then finds: a caller deep in a goroutine's stack (a
+// reader that parks there) reads with the least of it, and looks for
+// the stamp once back up.
+func (s *Stamps) Recv(p []byte) (int, error) {
 	s.iov.Base = &zero
 	if len(p) > 0 {
 		s.iov.Base = &p[0]
 	}
 	s.iov.SetLen(len(p))
-	s.msg = syscall.Msghdr{Iov: &s.iov, Iovlen: 1, Control: &s.oob[0]}
 	s.msg.SetControllen(len(s.oob))
-	n, _, e := syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&s.msg)), 0)
+	n, _, e := syscall.RawSyscall(syscall.SYS_RECVMSG, s.fd, uintptr(unsafe.Pointer(&s.msg)), 0)
 	if e != 0 {
-		return 0, time.Time{}, e
+		return 0, e
 	}
-	return int(n), s.stamp(), nil
+	return int(n), nil
 }
+
+// Bind makes s Recv's for the socket fd.
+func (s *Stamps) Bind(fd uintptr) {
+	s.fd = fd
+	s.msg = syscall.Msghdr{Iov: &s.iov, Iovlen: 1, Control: &s.oob[0]}
+}
+
+// Arrived is ReadStamped's stamp of what the last Recv that succeeded read.
+func (s *Stamps) Arrived() time.Time { return s.stamp() }
 
 // stamp finds the SCM_TIMESTAMPNS message among what recvmsg left in oob.
 func (s *Stamps) stamp() time.Time {

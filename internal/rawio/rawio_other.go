@@ -25,7 +25,7 @@ func Peek(fd uintptr, p []byte) (int, error) {
 const Supported = true
 
 // Stamps is what ReadStamped needs for one socket: here, nothing.
-type Stamps struct{}
+type Stamps struct{ fd uintptr }
 
 // StampArrivals does nothing here: the arrival stamps are Linux's (SO_TIMESTAMPNS).
 func StampArrivals(fd uintptr) error { return nil }
@@ -35,3 +35,12 @@ func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
 	n, err := Read(fd, p)
 	return n, time.Time{}, err
 }
+
+// Recv is ReadStamped without the stamp (Arrived), from the socket Bind gave.
+func (s *Stamps) Recv(p []byte) (int, error) { return Read(s.fd, p) }
+
+// Bind makes s Recv's for the socket fd.
+func (s *Stamps) Bind(fd uintptr) { s.fd = fd }
+
+// Arrived is zero: no stamp here.
+func (s *Stamps) Arrived() time.Time { return time.Time{} }

@@ -22,7 +22,7 @@ func Write(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
 func Peek(fd uintptr, p []byte) (int, error) { return 0, errUnsupported }
 
 // Stamps is what ReadStamped needs for one socket: here, nothing.
-type Stamps struct{}
+type Stamps struct{ fd uintptr }
 
 // StampArrivals is not available on Windows (see Supported).
 func StampArrivals(fd uintptr) error { return errUnsupported }
@@ -31,3 +31,12 @@ func StampArrivals(fd uintptr) error { return errUnsupported }
 func (s *Stamps) ReadStamped(fd uintptr, p []byte) (int, time.Time, error) {
 	return 0, time.Time{}, errUnsupported
 }
+
+// Recv is ReadStamped without the stamp (Arrived), from the socket Bind gave.
+func (s *Stamps) Recv(p []byte) (int, error) { return 0, errUnsupported }
+
+// Bind makes s Recv's for the socket fd.
+func (s *Stamps) Bind(fd uintptr) { s.fd = fd }
+
+// Arrived is zero: no stamp here.
+func (s *Stamps) Arrived() time.Time { return time.Time{} }

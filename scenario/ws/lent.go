@@ -1,11 +1,15 @@
 package ws
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/headroom-dev/headroom/internal/rawio"
 )
@@ -27,6 +31,9 @@ type lentConn struct {
 	buf  *[]byte               // borrowed; nil while nothing is unread
 	r, w int                   // what is unread: (*buf)[r:w]
 	err  error                 // the read's error, when it brought no bytes
+
+	stamps rawio.Stamps // the reads', which say when the bytes they read arrived in the kernel
+	last   time.Time    // when the newest bytes read arrived; zero until the kernel stamps
 }
 
 // wsReadBuffer is gorilla's own read buffer beside a lentConn's; gorilla takes no less than 125 bytes
@@ -45,6 +52,10 @@ func lend(c net.Conn) net.Conn {
 	}
 	l := &lentConn{TCPConn: tc, raw: raw}
 	l.fill = l.readable
+	_ = raw.Control(func(fd uintptr) {
+		l.stamps.Bind(fd)
+		_ = rawio.StampArrivals(fd) // arrived; without it, when read
+	})
 	return l
 }
 
@@ -53,7 +64,7 @@ func lend(c net.Conn) net.Conn {
 func (l *lentConn) readable(fd uintptr) bool {
 	b := readBuffers.Get().(*[]byte)
 	for {
-		n, err := rawio.Read(fd, *b)
+		n, err := l.stamps.Recv(*b) // its stamp found in Read, where the stack is shallower
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -85,6 +96,11 @@ func (l *lentConn) Read(p []byte) (int, error) {
 			}
 			return 0, err
 		}
+		if l.buf != nil {
+			if at := l.stamps.Arrived(); !at.IsZero() {
+				l.last = at
+			}
+		}
 		if l.buf == nil {
 			if l.err == io.EOF {
 				return 0, io.EOF
@@ -98,4 +114,19 @@ func (l *lentConn) Read(p []byte) (int, error) {
 		l.buf = nil
 	}
 	return n, nil
+}
+
+// arrived returns when the message ws just read arrived: the kernel's stamp of the read that brought its
+// end, where its connection is stamped (a lentConn, also under TLS) and the stamp is before now; else now,
+// when it was read. A reader that comes late (a busy core) is then not counted in the message's
+// delivery.
+func arrived(ws *websocket.Conn, now time.Time) time.Time {
+	c := ws.NetConn()
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if l, ok := c.(*lentConn); ok && !l.last.IsZero() && l.last.Before(now) {
+		return l.last
+	}
+	return now
 }

@@ -23,7 +23,7 @@ type Message struct {
 	binary bool
 	typ    string // what it is counted under: its type_field value, or "text" or "binary"
 	data   []byte
-	at     time.Time // when it was read
+	at     time.Time // when it arrived (arrived), or else when it was read
 	// gap, when set, makes this a gap for on_gap instead of a message:
 	// the sequence number expected and the one that came.
 	gap [2]int64
@@ -200,7 +200,7 @@ func (c *Conn) read(ws *websocket.Conn) {
 			c.ended(ws, err)
 			return
 		}
-		c.got(typ, data, &next)
+		c.got(ws, typ, data, &next)
 	}
 }
 
@@ -210,7 +210,7 @@ func (c *Conn) read(ws *websocket.Conn) {
 // server that numbers each connection from 0).
 //
 //go:noinline
-func (c *Conn) got(typ int, data []byte, next *int64) {
+func (c *Conn) got(ws *websocket.Conn, typ int, data []byte, next *int64) {
 	w := c.w
 	mt, seq, hasSeq := c.fields(typ, data)
 	w.u.Record(metrics.Sample{Kind: metrics.MessageIn, Name: c.name, Type: mt, BytesIn: int64(len(data))})
@@ -218,7 +218,7 @@ func (c *Conn) got(typ int, data []byte, next *int64) {
 		if *next >= 0 && seq > *next {
 			w.u.Record(metrics.Sample{Kind: metrics.Gap, Name: c.name, N: seq - *next})
 			if c.onGap != nil {
-				w.deliver(&Message{conn: c, gap: [2]int64{*next, seq}, at: w.u.Now()})
+				w.deliver(&Message{conn: c, gap: [2]int64{*next, seq}, at: arrived(ws, w.u.Now())})
 			}
 		}
 		*next = seq + 1
@@ -226,7 +226,7 @@ func (c *Conn) got(typ int, data []byte, next *int64) {
 	if c.handlerOf(mt) == nil { // counted above, and no handler wants it: nothing to build
 		return
 	}
-	w.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: w.u.Now()})
+	w.deliver(&Message{conn: c, binary: typ == websocket.BinaryMessage, typ: mt, data: data, at: arrived(ws, w.u.Now())})
 }
 
 // readMessage is ws.ReadMessage, but the message is read into a pooled buffer and copied out at its
