@@ -185,7 +185,9 @@ func (v *vu) begin(spread time.Duration) bool {
 	since, retries := time.Now(), 0
 	for {
 		v.doing.Store(&setupName)
-		ok := v.user.Setup() == metrics.OK
+		var out metrics.Outcome
+		v.warm.do(func() { out = v.user.Setup() }) // as an action after a pause: the user's own stack stays small while it waits
+		ok := out == metrics.OK
 		v.doing.Store(nil)
 		if ok {
 			if v.connect {

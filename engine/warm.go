@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 )
 
-// warm runs users' actions and message handlers on a few goroutines kept from one call to
-// the next, instead of on each user's own goroutine.
+// warm runs users' setups, actions and message handlers on a few goroutines kept from one
+// call to the next, instead of on each user's own goroutine.
 //
 // Why: a Starlark action runs deep (the interpreter, the scenario's calls, headroom's
 // builtins, the transport), so a goroutine needs ~16 KB of stack for it, but a user spends
@@ -16,6 +16,9 @@ import (
 // a quarter of theirs; so on its own goroutine every action grew a stack the collector had
 // just shrunk, three copies of ~16 KB an action: 5.5% of a chat user's CPU. A worker grows its
 // stack once and keeps it through thousands of actions; the users' goroutines stay at 2 KB.
+// A setup on the user's own goroutine left it the stack the setup grew until enough collections
+// had halved it, and an idle process collects seldom: 20.6 KB an idle user against 14.2 with the
+// setup on a worker, 30.5 against 21.7 holding a WebSocket too (bench/idle-memory.sh, 2026-11-30).
 // The hand-over costs two goroutine switches (~0.3 µs, BenchmarkWarm), so an action that
 // follows another without a pause runs on the user's goroutine: no collection shrank its stack
 // in between, and a bare request is ~8 µs (vu.run). The code of one user still runs one call at
