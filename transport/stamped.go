@@ -12,7 +12,7 @@ import (
 )
 
 // stamped is the TCP connection under TLS, read as rawTrip reads plain
-// TCP: with recvmsg and the kernel's arrival stamps (rawio.ReadStamped),
+// TCP: with recvmsg and the kernel's arrival stamps (rawio.Stamps),
 // through the runtime's poller, so deadlines and Cancel hold as on any
 // net.Conn. last is when the newest bytes read arrived: what a response's
 // end waited unread over TLS (Response.Held), as on the raw path.
@@ -25,7 +25,6 @@ type stamped struct {
 	// one Read's, for onReady (made once: a closure a read would allocate)
 	p       []byte
 	n       int
-	at      time.Time
 	err     error
 	onReady func(fd uintptr) bool
 }
@@ -37,10 +36,13 @@ func stampReads(tc *net.TCPConn) net.Conn {
 		return tc
 	}
 	rc, err := tc.SyscallConn()
-	if err != nil || rc.Control(func(fd uintptr) { err = rawio.StampArrivals(fd) }) != nil || err != nil {
+	if err != nil {
 		return tc
 	}
 	s := &stamped{Conn: tc, rc: rc}
+	if rc.Control(func(fd uintptr) { s.stamps.Bind(fd); err = rawio.StampArrivals(fd) }) != nil || err != nil {
+		return tc
+	}
 	s.onReady = s.ready
 	return s
 }
@@ -63,7 +65,7 @@ func (s *stamped) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	s.p, s.n, s.at, s.err = p, 0, time.Time{}, nil
+	s.p, s.n, s.err = p, 0, nil
 	err := s.rc.Read(s.onReady)
 	s.p = nil
 	if err == nil && s.err != nil {
@@ -75,8 +77,8 @@ func (s *stamped) Read(p []byte) (int, error) {
 	case s.n == 0:
 		return 0, io.EOF
 	}
-	if !s.at.IsZero() {
-		s.last = s.at
+	if at := s.stamps.Arrived(); !at.IsZero() {
+		s.last = at
 	}
 	return s.n, nil
 }
@@ -88,7 +90,7 @@ func (s *stamped) ready(fd uintptr) bool {
 		readHook(fd)
 	}
 	for {
-		s.n, s.at, s.err = s.stamps.ReadStamped(fd, s.p)
+		s.n, s.err = s.stamps.Recv(s.p)
 		if s.err != syscall.EINTR {
 			return s.err != syscall.EAGAIN
 		}
