@@ -17,19 +17,22 @@ func (d servedIn) Do(_ *transport.Request, resp *transport.Response) {
 }
 func (servedIn) Cookies() map[string]string { return nil }
 
+// twoAndALongPoll is an action of two requests and a long poll.
+const twoAndALongPoll = `
+def act(user):
+    user.http.get("/a", name="a")
+    user.http.get("/b", name="b")
+    user.http.get("/sync", name="sync", long_poll=True)
+actions = [action("A", act)]
+`
+
 // TestRunLateCountsFromTheIntendedStart: an action run for an arrival
 // 300 ms late records its requests and itself from the intended start,
 // each shifted by the lateness alone, with the service time beside it;
 // a long poll keeps its time waited; Run, after it, is the closed model's.
 // The service time leaves out the time a response waited to be read.
 func TestRunLateCountsFromTheIntendedStart(t *testing.T) {
-	sc, err := load("u.star", `
-def act(user):
-    user.http.get("/a", name="a")
-    user.http.get("/b", name="b")
-    user.http.get("/sync", name="sync", long_poll=True)
-actions = [action("A", act)]
-`)
+	sc, err := load("u.star", twoAndALongPoll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +84,7 @@ func (d clockedIn) Do(req *transport.Request, resp *transport.Response) {
 // in the generator, the long poll's too: three requests of 20 ms each
 // held 5 ms are an action of 75 ms and a service time of 60.
 func TestActionServiceLeavesOutUnreadResponses(t *testing.T) {
-	sc, err := load("u.star", `
-def act(user):
-    user.http.get("/a", name="a")
-    user.http.get("/b", name="b")
-    user.http.get("/sync", name="sync", long_poll=True)
-actions = [action("A", act)]
-`)
+	sc, err := load("u.star", twoAndALongPoll)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package ws
 
 import (
-	"context"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,28 +16,16 @@ import (
 // least before it was read, so a delivery it carries leaves the reader's
 // delay out. Linux only: the stamps are its (SO_TIMESTAMPNS).
 func TestMessagesArriveWhenTheKernelSaysSo(t *testing.T) {
-	up := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := up.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	srv := serveWS(func(c *websocket.Conn) {
 		for { // each message back as it came
 			typ, m, err := c.ReadMessage()
 			if err != nil || c.WriteMessage(typ, m) != nil {
 				return
 			}
 		}
-	}))
+	})
 	defer srv.Close()
-	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return lend(c), nil
-	}}
+	d := lentDialer()
 	ws, _, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +40,10 @@ func TestMessagesArriveWhenTheKernelSaysSo(t *testing.T) {
 		}
 		if late > 0 { // a reader busy elsewhere: it reads late what has arrived
 			var b [1]byte
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-				n := 0
-				_ = l.raw.Control(func(fd uintptr) { n, _ = rawio.Peek(fd, b[:]) })
-				if n > 0 || time.Now().After(deadline) {
-					break
-				}
-			}
+			_ = l.raw.Read(func(fd uintptr) bool { // the poller wakes it when bytes have come
+				n, _ := rawio.Peek(fd, b[:])
+				return n > 0
+			})
 			seen = time.Now()
 			time.Sleep(late)
 		}

@@ -56,13 +56,7 @@ func TestIdleReadersKeepTheSmallestStack(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	d := websocket.Dialer{ReadBufferSize: wsReadBuffer, NetDial: func(network, addr string) (net.Conn, error) {
-		c, err := net.Dial(network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return lend(c), nil
-	}}
+	d := lentDialer()
 	const n = 500
 	conns := make([]*websocket.Conn, n)
 	for i := range conns {

@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,18 +79,37 @@ func connect(t *testing.T, c *Client, path string, kw ...starlark.Tuple) starlar
 	return v
 }
 
-// A flood the handler cannot keep up with: the inbox keeps the first
-// inboxSize messages, in order, the rest are dropped and counted, and its
-// room is given back once they are taken.
-func TestAFloodTheHandlerCannotKeepUpWith(t *testing.T) {
-	const flood, sent = 5000, `{"event":"posted"}`
+// serveWS is a WebSocket server on 127.0.0.1 that upgrades each request and
+// hands the connection to talk, closing it when talk returns.
+func serveWS(talk func(c *websocket.Conn)) *httptest.Server {
 	up := websocket.Upgrader{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
 		}
 		defer c.Close()
+		talk(c)
+	}))
+}
+
+// lentDialer dials WebSockets over lent connections, as Conn.handshake does.
+func lentDialer() *websocket.Dialer {
+	return &websocket.Dialer{ReadBufferSize: wsReadBuffer, NetDial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return lend(c), nil
+	}}
+}
+
+// A flood the handler cannot keep up with: the inbox keeps the first
+// inboxSize messages, in order, the rest are dropped and counted, and its
+// room is given back once they are taken.
+func TestAFloodTheHandlerCannotKeepUpWith(t *testing.T) {
+	const flood, sent = 5000, `{"event":"posted"}`
+	srv := serveWS(func(c *websocket.Conn) {
 		for range flood {
 			if c.WriteMessage(websocket.TextMessage, []byte(sent)) != nil {
 				return
@@ -100,7 +120,7 @@ func TestAFloodTheHandlerCannotKeepUpWith(t *testing.T) {
 				return
 			}
 		}
-	}))
+	})
 	defer srv.Close()
 	target, _ := url.Parse(srv.URL)
 	u := newFakeUser(target, func(n map[metrics.Kind]int64) bool { return n[metrics.MessageIn] == flood })
