@@ -127,8 +127,9 @@ func (t *trip) end() {
 }
 
 // readHook, when set (tests only), runs before each read of a response
-// from the socket fd: a generator that reads late.
-var readHook func(fd uintptr)
+// from the socket fd: a generator that reads late. Atomic: a reader a
+// test left behind (an HTTP/2 connection's) reads it while another sets it.
+var readHook atomic.Pointer[func(fd uintptr)]
 
 // ready is RawConn.Read's callback for rawTrip: true ends the trip (or
 // hands a partial write back to rawTrip), false waits for readiness.
@@ -152,8 +153,8 @@ func (c *connection) ready(fd uintptr) bool {
 		t.written()
 		return false // wait until the response starts to arrive
 	}
-	if readHook != nil {
-		readHook(fd)
+	if h := readHook.Load(); h != nil {
+		(*h)(fd)
 	}
 	for {
 		n, arrived, err := c.stamps.ReadStamped(fd, t.p.space())

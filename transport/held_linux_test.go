@@ -65,7 +65,7 @@ func heldReadLate(t *testing.T, c *Client) {
 	}
 
 	// Each read waits until bytes have arrived, then 30 ms more.
-	readHook = func(fd uintptr) {
+	hook := func(fd uintptr) {
 		var b [1]byte
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
 			if n, _ := rawio.Peek(fd, b[:]); n > 0 {
@@ -74,7 +74,8 @@ func heldReadLate(t *testing.T, c *Client) {
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
-	defer func() { readHook = nil }()
+	readHook.Store(&hook)
+	defer readHook.Store(nil)
 	c.Do(&Request{Method: "GET", URL: "/"}, &r)
 	if r.Err != nil || r.Status != 200 {
 		t.Fatalf("GET: %d, %v", r.Status, r.Err)

@@ -86,8 +86,8 @@ func (s *stamped) Read(p []byte) (int, error) {
 // ready is RawConn.Read's callback: true when it read or failed, false
 // to wait for the socket to be readable.
 func (s *stamped) ready(fd uintptr) bool {
-	if readHook != nil {
-		readHook(fd)
+	if h := readHook.Load(); h != nil {
+		(*h)(fd)
 	}
 	for {
 		s.n, s.err = s.stamps.Recv(s.p)
