@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 
@@ -58,13 +61,24 @@ func TestCeilingBadInputFailsBeforeTraffic(t *testing.T) {
 // An unreachable scrape endpoint is a warning with its URL; checks on its
 // metrics fail closed, and the result says which and why.
 func TestCeilingUnreachableScrapeFailsClosed(t *testing.T) {
+	synctest.Test(t, unreachableScrape)
+}
+
+// unreachableScrape runs in virtual time: the testbed in memory, and the
+// scrape's address refusing every connection, as a port nothing listens on.
+func unreachableScrape(t *testing.T) {
 	dir := t.TempDir()
-	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
-	defer tb.Close()
+	target := memhttp.Dial(t, testbed.New(testbed.Config{}).Handler())
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == "127.0.0.1:1" {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		return target(ctx, network, addr)
+	}
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	checks := write(t, dir, "checks.star", `checks = [check("app cpu (%)", 'sum(rate(process_cpu_seconds_total{job="scrape"}[5s])) * 100', threshold=85)]`+"\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroom(t, "ceiling", sc, "--target", tb.URL, "--scrape", "http://127.0.0.1:1/metrics", "--only-checks", checks,
+	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", "http://127.0.0.1:18065", "--scrape", "http://127.0.0.1:1/metrics", "--only-checks", checks,
 		"--start-users", "1", "--max-users", "4", "--settle", "1s", "--judge", "3s", "--max-duration", "30s", "--out", out, "--quiet")
 	if code != ExitError {
 		t.Errorf("exit %d, want %d (no ceiling: unhealthy from the start)", code, ExitError)

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/headroom-dev/headroom/internal/testing/memhttp"
 	"github.com/headroom-dev/headroom/result"
 	"github.com/headroom-dev/headroom/testbed"
 )
@@ -227,13 +229,11 @@ func TestOutHoldingAResultNeedsForce(t *testing.T) {
 
 // A run that measured nothing (every request failed: https to a plain
 // port; or no user finished setup) has its own status and exit code, and
-// the terminal says so plainly.
+// the terminal says so plainly. Each case in virtual time, the testbed in
+// memory: TLS spoken to it fails its handshake, as to any plain port.
 func TestMeasuredNothingExits4(t *testing.T) {
-	t.Parallel()
-	tb := httptest.NewServer(testbed.New(testbed.Config{}).Handler())
-	defer tb.Close()
+	const target, tlsTarget = "http://127.0.0.1:18065", "https://127.0.0.1:18065"
 	dir := t.TempDir()
-	tlsTarget := strings.Replace(tb.URL, "http://", "https://", 1)
 	get := write(t, dir, "get.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	noLogin := write(t, dir, "nologin.star", "def setup(user):\n    user.http.get('/nope', name='login')\ndef a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	cases := []struct {
@@ -242,23 +242,26 @@ func TestMeasuredNothingExits4(t *testing.T) {
 		why  string
 	}{
 		{"run, https to a plain port", []string{"run", get, "--target", tlsTarget, "--insecure", "--users", "2", "--duration", "1s"}, "requests in the measured window failed or timed out"},
-		{"step, no user past setup", []string{"step", noLogin, "--target", tb.URL, "--levels", "2", "--hold", "1s", "--setup-timeout", "1s"}, "no user finished setup: all "},
+		{"step, no user past setup", []string{"step", noLogin, "--target", target, "--levels", "2", "--hold", "1s", "--setup-timeout", "1s"}, "no user finished setup: all "},
 		{"ceiling, https to a plain port", []string{"ceiling", get, "--target", tlsTarget, "--insecure", "--start-users", "2", "--max-users", "4",
 			"--window", "2s", "--judge", "2s", "--max-duration", "8s", "--measure", "0"}, "requests in the whole search failed or timed out"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := filepath.Join(dir, strings.Fields(c.name)[0])
-			code, stdout, stderr := headroom(t, append(c.args, "--out", out, "--quiet", "--no-report")...)
-			if code != ExitNothing {
-				t.Errorf("exit %d, want %d\n%s\n%s", code, ExitNothing, stdout, stderr)
-			}
-			if !strings.Contains(stderr, "headroom: the run measured nothing: ") || !strings.Contains(stderr, c.why) {
-				t.Errorf("stderr does not say the run measured nothing (%q):\n%s", c.why, stderr)
-			}
-			if res, err := result.Read(out); err != nil || res.Status != result.Failed {
-				t.Errorf("result: %v, %+v", err, res)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				dial := memhttp.Dial(t, testbed.New(testbed.Config{}).Handler())
+				out := filepath.Join(dir, strings.Fields(c.name)[0])
+				code, stdout, stderr := headroomDialing(dial, append(c.args, "--out", out, "--quiet", "--no-report")...)
+				if code != ExitNothing {
+					t.Errorf("exit %d, want %d\n%s\n%s", code, ExitNothing, stdout, stderr)
+				}
+				if !strings.Contains(stderr, "headroom: the run measured nothing: ") || !strings.Contains(stderr, c.why) {
+					t.Errorf("stderr does not say the run measured nothing (%q):\n%s", c.why, stderr)
+				}
+				if res, err := result.Read(out); err != nil || res.Status != result.Failed {
+					t.Errorf("result: %v, %+v", err, res)
+				}
+			})
 		})
 	}
 }
