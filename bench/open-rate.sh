@@ -18,7 +18,11 @@
 #       SERVER_CPU=0     core nginx is pinned to
 #       CLIENT_CPU=1     core each client is pinned to, one at a time (GOMAXPROCS=1 for the Go ones)
 #       HEADROOM=path    use this binary instead of building ./cmd/headroom
-#       HEADROOM_ARGS=   more flags for headroom's trials, e.g. "--max-wait 10ms"
+#       HEADROOM_ARGS=   more flags for headroom's trials, e.g. "--max-wait 100ms": an arrival that finds no user
+#                        free waits that long before it is dropped (default 10 ms). wrk2 never drops: it sends late,
+#                        and its p99 judges it; with 100 ms headroom too sends a stall's backlog late, judged by its
+#                        lateness, as wrk2 is (0.74 and 0.81 of wrk2's rate against 0.55-0.70 with the default,
+#                        2026-11-30, BENCHMARKS-LOG.md)
 #       K6_BIN, VEGETA_BIN  use these instead of the pinned versions built once (bench/lib.sh)
 #       WRK2_BIN=path    wrk2's binary (no registry packages it: git clone https://github.com/giltene/wrk2,
 #                        make, ~1 minute; the binary is ./wrk); without it wrk2 is skipped with a note
