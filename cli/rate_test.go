@@ -197,14 +197,17 @@ func refusedBeforeTraffic(t *testing.T, cmd string, cases []refusal) {
 
 // TestRunAtARate: run --rate prints both latencies, each labelled, and
 // the arrivals table; result.json records the model, the rate, the
-// arrivals and the service times.
+// arrivals and the service times. In virtual time, the server in memory.
 func TestRunAtARate(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer srv.Close()
+	synctest.Test(t, runAtARate)
+}
+
+func runAtARate(t *testing.T) {
+	dial := memhttp.Dial(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	dir := t.TempDir()
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/', name='GET /')\nactions = [action('A', a)]\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroom(t, "run", sc, "--target", srv.URL, "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
+	code, stdout, stderr := headroomDialing(dial, "run", sc, "--target", "http://127.0.0.1:18065", "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
@@ -244,7 +247,7 @@ func TestRunAtARate(t *testing.T) {
 	if r.Config.Model != "open" || r.Config.Rate.PerSecond != 40 || r.Config.Rate.MaxUsers != 40 {
 		t.Errorf("config: %+v", r.Config)
 	}
-	if a := r.Arrivals; a.Intended < 79 || a.Intended > 81 || a.Started != a.Intended || a.Dropped != 0 {
+	if a := r.Arrivals; a.Intended != 80 || a.Started != a.Intended || a.Dropped != 0 {
 		t.Errorf("arrivals: %+v; want the 80 of 40/s for 2 s, all started", a)
 	}
 	if len(r.Service.Requests) != 1 || r.Service.Requests[0].Name != "GET /" {
