@@ -145,7 +145,7 @@ func (m *targetMetrics) serve(sec int) {
 		m.cpu.WithLabelValues(cpu, "idle").Add(0.3)
 		m.cpu.WithLabelValues(cpu, "user").Add(0.7)
 	}
-	m.avail.Set(float64(8<<30 - sec<<20))
+	m.avail.Set(float64(int64(8)<<30 - int64(sec)<<20))
 	m.totalMB.Set(16 << 30)
 }
 

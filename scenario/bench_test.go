@@ -49,7 +49,7 @@ func BenchmarkActionOverhead(b *testing.B) {
 // inside the event), 808 bytes: what a chat client receives most.
 var postedEvent = func() []byte {
 	id := func(c byte) string { return strings.Repeat(string(c), 26) }
-	post, _ := json.Marshal(map[string]any{"id": id('p'), "create_at": 1764000000000, "update_at": 1764000000000,
+	post, _ := json.Marshal(map[string]any{"id": id('p'), "create_at": int64(1764000000000), "update_at": int64(1764000000000),
 		"edit_at": 0, "delete_at": 0, "is_pinned": false, "user_id": id('u'), "channel_id": id('c'), "root_id": "",
 		"original_id": "", "message": "a message of a usual length, said in a channel of many members", "type": "",
 		"props": map[string]any{}, "hashtag": "", "pending_post_id": "", "reply_count": 0, "metadata": map[string]any{}})

@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix" // the system call numbers of every architecture: syscall names no recvfrom or recvmsg on 386, which reaches them through socketcall
 )
 
 var zero byte
@@ -37,7 +39,7 @@ func Write(fd uintptr, p []byte) (int, error) {
 // Peek is recv(2) with MSG_PEEK|MSG_DONTWAIT into p: what has arrived, left
 // in the socket; syscall.EAGAIN when nothing has.
 func Peek(fd uintptr, p []byte) (int, error) {
-	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, ptr(p), uintptr(len(p)),
+	n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, ptr(p), uintptr(len(p)),
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 	if e != 0 {
 		return 0, e
@@ -90,7 +92,7 @@ func (s *Stamps) Recv(p []byte) (int, error) {
 	}
 	s.iov.SetLen(len(p))
 	s.msg.SetControllen(len(s.oob))
-	n, _, e := syscall.RawSyscall(syscall.SYS_RECVMSG, s.fd, uintptr(unsafe.Pointer(&s.msg)), 0)
+	n, _, e := syscall.RawSyscall(unix.SYS_RECVMSG, s.fd, uintptr(unsafe.Pointer(&s.msg)), 0)
 	if e != 0 {
 		return 0, e
 	}
