@@ -78,7 +78,7 @@ func unreachableScrape(t *testing.T) {
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	checks := write(t, dir, "checks.star", `checks = [check("app cpu (%)", 'sum(rate(process_cpu_seconds_total{job="scrape"}[5s])) * 100', threshold=85)]`+"\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", "http://127.0.0.1:18065", "--scrape", "http://127.0.0.1:1/metrics", "--only-checks", checks,
+	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", memTarget, "--scrape", "http://127.0.0.1:1/metrics", "--only-checks", checks,
 		"--start-users", "1", "--max-users", "4", "--settle", "1s", "--judge", "3s", "--max-duration", "30s", "--out", out, "--quiet")
 	if code != ExitError {
 		t.Errorf("exit %d, want %d (no ceiling: unhealthy from the start)", code, ExitError)
@@ -115,7 +115,7 @@ func repeatsWarmed(t *testing.T) {
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	checks := write(t, dir, "checks.star", `checks = [check("users", "loadtest_users_ready", threshold=3)]`+"\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", "http://127.0.0.1:18065", "--only-checks", checks, "--window", "1s", "--settle", "1s", "--judge", "1s",
+	code, stdout, stderr := headroomDialing(dial, "ceiling", sc, "--target", memTarget, "--only-checks", checks, "--window", "1s", "--settle", "1s", "--judge", "1s",
 		"--start-users", "2", "--warm-up", "6", "--max-users", "8", "--measure", "0", "--max-duration", "1m", "--repeat", "2", "--out", out, "--quiet", "--no-report")
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)

@@ -25,6 +25,10 @@ func headroom(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return headroomDialing(nil, args...)
 }
 
+// memTarget is the target of the tests in virtual time: never dialled,
+// Env.Dial (memhttp.Dial) serves it from memory.
+const memTarget = "http://127.0.0.1:18065"
+
 // headroomDialing is headroom with Env.Dial: a test in virtual time gives
 // memhttp.Dial, the target in memory.
 func headroomDialing(dial func(ctx context.Context, network, addr string) (net.Conn, error), args ...string) (code int, stdout, stderr string) {
@@ -232,7 +236,7 @@ func TestOutHoldingAResultNeedsForce(t *testing.T) {
 // the terminal says so plainly. Each case in virtual time, the testbed in
 // memory: TLS spoken to it fails its handshake, as to any plain port.
 func TestMeasuredNothingExits4(t *testing.T) {
-	const target, tlsTarget = "http://127.0.0.1:18065", "https://127.0.0.1:18065"
+	const target, tlsTarget = memTarget, "https://127.0.0.1:18065"
 	dir := t.TempDir()
 	get := write(t, dir, "get.star", "def a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")
 	noLogin := write(t, dir, "nologin.star", "def setup(user):\n    user.http.get('/nope', name='login')\ndef a(user):\n    user.http.get('/healthz')\nactions = [action('A', a)]\nthink_time = think.constant('100ms')\n")

@@ -208,7 +208,7 @@ func runAtARate(t *testing.T) {
 	dir := t.TempDir()
 	sc := write(t, dir, "s.star", "def a(user):\n    user.http.get('/', name='GET /')\nactions = [action('A', a)]\n")
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := headroomDialing(dial, "run", sc, "--target", "http://127.0.0.1:18065", "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
+	code, stdout, stderr := headroomDialing(dial, "run", sc, "--target", memTarget, "--rate", "40/s", "--duration", "2s", "--out", out, "--no-report")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
@@ -288,7 +288,7 @@ func TestStepAtRatesOnTheExampleAPI(t *testing.T) {
 func stepAtRates(t *testing.T) {
 	dial := memhttp.Dial(t, testbed.New(testbed.Config{Workers: 8, Scale: 10}).Handler())
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := headroomDialing(dial, "step", filepath.Join("..", "examples", "api.star"), "--target", "http://127.0.0.1:18065",
+	code, stdout, stderr := headroomDialing(dial, "step", filepath.Join("..", "examples", "api.star"), "--target", memTarget,
 		"--rates", "40,120,360", "--hold", "2s", "--settle", "1s", "--max-users", "120", "--out", out, "--no-report", "--quiet")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -363,7 +363,7 @@ func sharedConnections(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	// As many users as the second's 100 arrivals: every queued arrival
 	// holds a user, so none is dropped while the backlog waits.
-	code, stdout, stderr := headroomDialing(dial, "run", sc, "--target", "http://127.0.0.1:18065", "--rate", "100/s", "--duration", "1s", "--max-users", "100",
+	code, stdout, stderr := headroomDialing(dial, "run", sc, "--target", memTarget, "--rate", "100/s", "--duration", "1s", "--max-users", "100",
 		"--connections", "2", "--out", out, "--no-report", "--quiet")
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)

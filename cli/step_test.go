@@ -25,7 +25,7 @@ func TestStepChatAgainstTestbed(t *testing.T) {
 // WebSockets and its scraped page too: every level's scrapes come back.
 func stepChat(t *testing.T) {
 	dial := memhttp.Dial(t, testbed.New(testbed.Config{}).Handler())
-	const target = "http://127.0.0.1:18065"
+	const target = memTarget
 	out := filepath.Join(t.TempDir(), "step")
 	code, stdout, stderr := headroomDialing(dial, "step", "../examples/chat.star", "--target", target,
 		"--levels", "20, 40", "--hold", "2s", "--out", out, "--scrape", target+"/metrics")
