@@ -18,6 +18,16 @@
 //
 //	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 15s -rate 21500
 //
+// time.Sleep is the runtime's timer: when the process is idle, Go's poller sleeps in whole
+// milliseconds, so at rates where the core idles between requests some leave up to a millisecond
+// late (internal/wakeup says why). With -grid 1ms each request waits for the first tick of a 1 ms grid
+// at or after its due time, near enough to wrk2's pacer (its wait rounded to whole milliseconds, its
+// event loop's timers in milliseconds): one wake-up sends a millisecond's requests, late by up to the
+// grid. So paced, gofloor costs what wrk2 costs a request; paced as asked, 1.37× (2026-11-30,
+// docs/BENCHMARKS.md). headroom's dispatcher does not pace on a grid.
+//
+//	GOMAXPROCS=1 taskset -c 1 /tmp/gofloor -addr 127.0.0.1:8080 -c 64 -d 10s -rate 70000 -grid 1ms
+//
 // It sends only to a loopback address, and prints "requests N rps R".
 package main
 
@@ -48,10 +58,11 @@ func main() {
 	h2 := flag.Bool("h2", false, "HTTP/2 over TLS (x/net/http2), one stream at a time a connection")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	rate := flag.Float64("rate", 0, "requests a second over all connections, paced from the start (0: each connection back to back)")
+	grid := flag.Duration("grid", 0, "with -rate: send each request at the first tick of this grid at or after its due time (wrk2's millisecond timers; 0: at its due time)")
 	flag.Parse()
 	ap, err := netip.ParseAddrPort(*addr)
-	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute || *rate < 0 || (*rate > 0 && *h2) {
-		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m, -rate 0 or more (HTTP/1.1 only)")
+	if err != nil || !ap.Addr().IsLoopback() || *conns < 1 || *dur <= 0 || *dur > 10*time.Minute || *rate < 0 || (*rate > 0 && *h2) || *grid < 0 || (*grid > 0 && *rate == 0) {
+		fmt.Fprintln(os.Stderr, "gofloor: want -addr 127.x.y.z:port, -c 1 or more, -d up to 10m, -rate 0 or more (HTTP/1.1 only), -grid only with -rate")
 		os.Exit(2)
 	}
 	if *profile != "" {
@@ -71,7 +82,7 @@ func main() {
 	}
 	start := time.Now()
 	if *rate > 0 {
-		p := &paced{start: start, rate: *rate, conns: *conns, late: make([][]time.Duration, *conns), took: make([][]time.Duration, *conns)}
+		p := &paced{start: start, rate: *rate, grid: *grid, conns: *conns, late: make([][]time.Duration, *conns), took: make([][]time.Duration, *conns)}
 		for i := range *conns {
 			wg.Go(func() { p.loop(i, *addr, stop, &done) })
 		}
@@ -92,6 +103,7 @@ func main() {
 type paced struct {
 	start      time.Time
 	rate       float64
+	grid       time.Duration // 0: none
 	conns      int
 	late, took [][]time.Duration
 }
@@ -108,7 +120,11 @@ func (p *paced) loop(i int, addr string, stop time.Time, done *atomic.Int64) {
 		if due.After(stop) {
 			return
 		}
-		time.Sleep(time.Until(due))
+		wake := due
+		if p.grid > 0 { // wrk2's pacer: the next millisecond tick, so that one wake-up sends a tick's worth
+			wake = p.start.Add((due.Sub(p.start) + p.grid - 1) / p.grid * p.grid)
+		}
+		time.Sleep(time.Until(wake))
 		sent := time.Now()
 		if _, err := c.Write(req); err != nil || !response(c, buf) {
 			return
