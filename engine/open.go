@@ -267,7 +267,7 @@ func (e *Engine) dispatch(o *openModel) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	guard := wakeup.New()
+	guard := newGuard()
 	defer guard.Close()
 	guardFrom := max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4) // the interrupts land on the dispatcher's core
 	var last, armed time.Time                                                         // the last wait's end, and the guard's
@@ -327,6 +327,15 @@ func (e *Engine) dispatch(o *openModel) {
 // runtime and its millisecond: at most ~10,000 guarded wake-ups a second a
 // core (2026-11-30, bench/arrival-precision.sh, docs/BENCHMARKS.md).
 const guardedGaps = 100 * time.Microsecond
+
+// waker is what the dispatcher needs of a wakeup.Guard.
+type waker interface {
+	Arm(time.Duration)
+	Close()
+}
+
+// newGuard is the dispatcher's wake-up guard (tests record its arms).
+var newGuard = func() waker { return wakeup.New() }
 
 // grow adds a user on demand, unless the engine was aborted meanwhile.
 func (e *Engine) grow(o *openModel) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -578,4 +579,64 @@ func TestOpenArrivalsStaySpreadThroughStalls(t *testing.T) {
 			t.Errorf("latest arrival %d µs late; want up to twice the 300 ms stall (handed out at its end, then replayed)", p)
 		}
 	})
+}
+
+// armsGuard records the dispatcher's guard: each Arm's duration, and
+// whether it was closed.
+type armsGuard struct {
+	mu     sync.Mutex
+	arms   []time.Duration
+	closed bool
+}
+
+func (g *armsGuard) Arm(d time.Duration) { g.mu.Lock(); g.arms = append(g.arms, d); g.mu.Unlock() }
+func (g *armsGuard) Close()              { g.mu.Lock(); g.closed = true; g.mu.Unlock() }
+
+// TestOpenGuardsWaitsOfWideGaps: the dispatcher has the kernel end its
+// wait (internal/wakeup) when arrivals are guardFrom apart or more, for
+// exactly the wait, so that Go's idle poller, which sleeps in whole
+// milliseconds, does not send them late and together; closer ones it
+// leaves to the runtime (a guarded wake-up costs ~35 µs of CPU on a VM).
+func TestOpenGuardsWaitsOfWideGaps(t *testing.T) {
+	from := max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4)
+	for _, c := range []struct {
+		gap     time.Duration
+		guarded bool
+	}{{4 * from, true}, {from, true}, {from / 2, false}} {
+		synctest.Test(t, func(t *testing.T) {
+			g := &armsGuard{}
+			defer func(f func() waker) { newGuard = f }(newGuard)
+			newGuard = func() waker { return g }
+			e, rec := openEngine(t, oneRequest, &fakeServer{service: 20 * time.Microsecond}, OpenModel{PreAllocated: 8, MaxUsers: 8}, time.Second)
+			const n = 400
+			pace(t, e, Constant(float64(time.Second)/float64(c.gap), n*c.gap), Even)
+			time.Sleep(n*c.gap + time.Millisecond)
+			e.Stop()
+			if a := arrivals(drain(rec)); a.Count != n || a.Dropped != 0 {
+				t.Fatalf("gap %v: %d arrivals started, %d dropped; want %d, none", c.gap, a.Count, a.Dropped, n)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if !g.closed {
+				t.Errorf("gap %v: the guard was not closed when the dispatcher ended", c.gap)
+			}
+			if !c.guarded {
+				// The first wait, from the schedule's start, is long.
+				if len(g.arms) > 1 {
+					t.Errorf("gap %v, under %v: %d waits guarded, want only the first (%v)", c.gap, from, len(g.arms), g.arms[:3])
+				}
+				return
+			}
+			// One wait an arrival (the first from the start, half a gap), each armed
+			// for all of it: the gap to the ns that evenly spaced due times round to.
+			if len(g.arms) != n {
+				t.Fatalf("gap %v: %d waits guarded, want %d", c.gap, len(g.arms), n)
+			}
+			for i, d := range g.arms[1:] {
+				if d < c.gap-time.Nanosecond || d > c.gap+time.Nanosecond {
+					t.Fatalf("gap %v: wait %d guarded for %v, want the gap", c.gap, i+1, d)
+				}
+			}
+		})
+	}
 }
