@@ -271,6 +271,7 @@ func (e *Engine) dispatch(o *openModel) {
 	defer guard.Close()
 	guardFrom := max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4) // the interrupts land on the dispatcher's core
 	var last, armed time.Time                                                         // the last wait's end, and the guard's
+	var gap time.Duration                                                             // the gaps between arrivals, a moving mean: Poisson's come under it as often as not
 	for {
 		now := time.Now()
 		next, grow := o.step(now)
@@ -291,11 +292,18 @@ func (e *Engine) dispatch(o *openModel) {
 			}
 		default:
 			timer.Reset(next.Sub(now))
-			if next.Sub(last) >= guardFrom && !next.Equal(armed) {
+			switch {
+			case last.IsZero() || next.Equal(last): // the first, or the same again (a user came free)
+			case gap == 0:
+				gap = next.Sub(last)
+			default:
+				gap += (next.Sub(last) - gap) / 16
+			}
+			last = next
+			if (gap == 0 || gap >= guardFrom) && !next.Equal(armed) {
 				guard.Arm(next.Sub(now))
 				armed = next
 			}
-			last = next
 			fired = timer.C
 		}
 		select {
@@ -316,16 +324,19 @@ func (e *Engine) dispatch(o *openModel) {
 	}
 }
 
-// guardedGaps is the shortest gap between arrivals, times GOMAXPROCS (up to
-// 4), whose wait the dispatcher has the kernel end on time (internal/wakeup).
-// When the process goes idle with the next arrival under a millisecond away,
-// Go's poller sleeps a whole millisecond, and that millisecond's arrivals
-// leave late and together: at 2,000/s on one core, late by p50 0.55 ms and
-// p99 1.10 ms; guarded, 0.04 and 0.06. A guarded wake-up costs ~35 µs of
-// CPU on the VM measured (its timer interrupt and the wake from idle: at
-// 10,000/s, 17% of a core became 54%), so closer arrivals are left to the
-// runtime and its millisecond: at most ~10,000 guarded wake-ups a second a
-// core (2026-11-30, bench/arrival-precision.sh, docs/BENCHMARKS.md).
+// guardedGaps is the shortest gap between arrivals (a moving mean), times
+// GOMAXPROCS (up to 4), at which the dispatcher has the kernel end its waits
+// on time (internal/wakeup). When the process goes idle with the next
+// arrival under a millisecond away, Go's poller sleeps a whole millisecond,
+// and that millisecond's arrivals leave late and together: at 2,000/s on one
+// core, late by p50 0.55 ms and p99 1.10 ms; guarded, 0.04 and 0.06. A
+// guarded wake-up costs ~35 µs of CPU on the VM measured (its timer
+// interrupt and the wake from idle: at 10,000/s, 17% of a core became 54%),
+// so at higher rates the waits are left to the runtime and its millisecond:
+// at most ~10,000 guarded wake-ups a second a core. The mean, not each gap:
+// a Poisson schedule at 5,000/s has 39% of its gaps under 100 µs, and left
+// them late by p99 1.1 ms when each gap decided (2026-11-30,
+// bench/arrival-precision.sh, docs/BENCHMARKS.md).
 const guardedGaps = 100 * time.Microsecond
 
 // waker is what the dispatcher needs of a wakeup.Guard.
