@@ -267,11 +267,8 @@ func (e *Engine) dispatch(o *openModel) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	guard := newGuard()
-	defer guard.Close()
-	guardFrom := max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4) // the interrupts land on the dispatcher's core
-	var last, armed time.Time                                                         // the last wait's end, and the guard's
-	var gap time.Duration                                                             // the gaps between arrivals, a moving mean: Poisson's come under it as often as not
+	guard := &guarded{w: newGuard(), from: max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4)}
+	defer guard.w.Close()
 	for {
 		now := time.Now()
 		next, grow := o.step(now)
@@ -292,18 +289,7 @@ func (e *Engine) dispatch(o *openModel) {
 			}
 		default:
 			timer.Reset(next.Sub(now))
-			switch {
-			case last.IsZero() || next.Equal(last): // the first, or the same again (a user came free)
-			case gap == 0:
-				gap = next.Sub(last)
-			default:
-				gap += (next.Sub(last) - gap) / 16
-			}
-			last = next
-			if (gap == 0 || gap >= guardFrom) && !next.Equal(armed) {
-				guard.Arm(next.Sub(now))
-				armed = next
-			}
+			guard.wait(now, next)
 			fired = timer.C
 		}
 		select {
@@ -338,6 +324,33 @@ func (e *Engine) dispatch(o *openModel) {
 // them late by p99 1.1 ms when each gap decided (2026-11-30,
 // bench/arrival-precision.sh, docs/BENCHMARKS.md).
 const guardedGaps = 100 * time.Microsecond
+
+// guarded is the dispatcher's guard and when it arms it: for each wait
+// while the gaps between waits are from or more on average.
+type guarded struct {
+	w           waker
+	from        time.Duration // guardedGaps for this many cores: the guard's interrupts land on the dispatcher's
+	last, armed time.Time     // the last wait's end, and the guard's
+	gap         time.Duration // between waits' ends (arrivals', when on time), a moving mean: it bounds the wake-ups a second
+}
+
+// wait is a wait from now until next: the guard is armed for it unless the
+// waits come closer than from, or it is armed for next already (a user
+// came free meanwhile, and the wait is the same again).
+func (g *guarded) wait(now, next time.Time) {
+	switch {
+	case g.last.IsZero() || next.Equal(g.last):
+	case g.gap == 0:
+		g.gap = next.Sub(g.last)
+	default:
+		g.gap += (next.Sub(g.last) - g.gap) / 16
+	}
+	g.last = next
+	if (g.gap == 0 || g.gap >= g.from) && !next.Equal(g.armed) {
+		g.w.Arm(next.Sub(now))
+		g.armed = next
+	}
+}
 
 // waker is what the dispatcher needs of a wakeup.Guard.
 type waker interface {
