@@ -25,7 +25,6 @@ func TestIdleUserMemory(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	t.Cleanup(srv.Close)
-	srv.Config.SetKeepAlivesEnabled(true)
 	scenario := filepath.Join(t.TempDir(), "idle.star")
 	if err := os.WriteFile(scenario, []byte(`
 def setup(user):
