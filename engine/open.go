@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -267,7 +266,7 @@ func (e *Engine) dispatch(o *openModel) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	guard := &guarded{w: newGuard(), from: max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4)}
+	guard := &guarded{w: newGuard(), from: guardedGaps}
 	defer guard.w.Close()
 	for {
 		now := time.Now()
@@ -310,16 +309,17 @@ func (e *Engine) dispatch(o *openModel) {
 	}
 }
 
-// guardedGaps is the shortest gap between arrivals (a moving mean), times
-// GOMAXPROCS (up to 4), at which the dispatcher has the kernel end its waits
-// on time (internal/wakeup). When the process goes idle with the next
+// guardedGaps is the shortest gap between arrivals (a moving mean) at which
+// the dispatcher has the kernel end its waits on time (internal/wakeup). When the process goes idle with the next
 // arrival under a millisecond away, Go's poller sleeps a whole millisecond,
 // and that millisecond's arrivals leave late and together: at 2,000/s on one
 // core, late by p50 0.55 ms and p99 1.10 ms; guarded, 0.04 and 0.06. A
 // guarded wake-up costs ~35 µs of CPU on the VM measured (its timer
 // interrupt and the wake from idle: at 10,000/s, 17% of a core became 54%),
 // so at higher rates the waits are left to the runtime and its millisecond:
-// at most ~10,000 guarded wake-ups a second a core. The mean, not each gap:
+// at most ~10,000 guarded wake-ups a second, ~35% of the dispatcher's core
+// there, however many cores the process has (the wake-ups are all the
+// dispatcher's, on the core it runs on). The mean, not each gap:
 // a Poisson schedule at 5,000/s has 39% of its gaps under 100 µs, and left
 // them late by p99 1.1 ms when each gap decided (2026-11-30,
 // bench/arrival-precision.sh, docs/BENCHMARKS.md).
@@ -329,7 +329,7 @@ const guardedGaps = 100 * time.Microsecond
 // while the gaps between waits are from or more on average.
 type guarded struct {
 	w           waker
-	from        time.Duration // guardedGaps for this many cores: the guard's interrupts land on the dispatcher's
+	from        time.Duration // guardedGaps
 	last, armed time.Time     // the last wait's end, and the guard's
 	gap         time.Duration // between waits' ends (arrivals', when on time), a moving mean: it bounds the wake-ups a second
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/url"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -599,7 +598,7 @@ func (g *armsGuard) Close()              { g.mu.Lock(); g.closed = true; g.mu.Un
 // closer ones it leaves to the runtime (a guarded wake-up costs ~35 µs of
 // CPU on a VM), but for the first wait, before any gap is known.
 func TestOpenGuardsWaitsOfWideGaps(t *testing.T) {
-	from := max(guardedGaps/time.Duration(runtime.GOMAXPROCS(0)), guardedGaps/4)
+	const from = guardedGaps
 	for _, c := range []struct {
 		gap     time.Duration
 		spacing Spacing
