@@ -310,19 +310,19 @@ func (e *Engine) dispatch(o *openModel) {
 }
 
 // guardedGaps is the shortest gap between arrivals (a moving mean) at which
-// the dispatcher has the kernel end its waits on time (internal/wakeup). When the process goes idle with the next
-// arrival under a millisecond away, Go's poller sleeps a whole millisecond,
-// and that millisecond's arrivals leave late and together: at 2,000/s on one
-// core, late by p50 0.55 ms and p99 1.10 ms; guarded, 0.04 and 0.06. A
-// guarded wake-up costs ~35 µs of CPU on the VM measured (its timer
-// interrupt and the wake from idle: at 10,000/s, 17% of a core became 54%),
-// so at higher rates the waits are left to the runtime and its millisecond:
-// at most ~10,000 guarded wake-ups a second, ~35% of the dispatcher's core
-// there, however many cores the process has (the wake-ups are all the
-// dispatcher's, on the core it runs on). The mean, not each gap:
-// a Poisson schedule at 5,000/s has 39% of its gaps under 100 µs, and left
-// them late by p99 1.1 ms when each gap decided (2026-11-30,
-// bench/arrival-precision.sh, docs/BENCHMARKS.md).
+// the dispatcher has the kernel end its waits on time (internal/wakeup).
+// When the process goes idle with the next arrival under a millisecond away,
+// Go's poller sleeps a whole millisecond, and that millisecond's arrivals
+// leave late and together: at 2,000/s on one core, late by p50 0.55 ms and
+// p99 1.10 ms; guarded, 0.04 and 0.06. A guarded wake-up costs ~35 µs of
+// CPU on the VM measured (its timer interrupt and the wake from idle: at
+// 10,000/s, 17% of a core became 54%), so at higher rates the waits are
+// left to the runtime and its millisecond: at most ~10,000 guarded
+// wake-ups a second, ~35% of a core there, however many cores the process
+// has (the wake-ups are all the dispatcher's, on the core it runs on). The
+// mean, not each gap: a Poisson schedule at 5,000/s has 39% of its gaps
+// under 100 µs, and left them late by p99 1.1 ms when each gap decided
+// (2026-11-30, bench/arrival-precision.sh, docs/BENCHMARKS.md).
 const guardedGaps = 100 * time.Microsecond
 
 // guarded is the dispatcher's guard and when it arms it: for each wait
