@@ -13,6 +13,7 @@
 #       HEADROOM=path  the binary measured (default: ./cmd/headroom built from this tree)
 #       BASE=path      a second binary, e.g. one built before internal/wakeup, measured beside it
 #       SERVER_CPU=0 CLIENT_CPU=1   cores nginx and headroom are pinned to (GOMAXPROCS=1)
+#       QUIET_WAIT=20  seconds to wait, before each trial, for the machine to be idle
 #       OUT=dir        keep the runs there (default: a temp dir, removed)
 #
 # One nginx (one worker, 13-byte body) on SERVER_CPU; headroom run --rate R/s with 64 users set up
@@ -27,6 +28,7 @@ TRIAL=${TRIAL:-5}
 ROUNDS=${ROUNDS:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
+QUIET_WAIT=${QUIET_WAIT:-20}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -56,6 +58,7 @@ for round in $(seq "$ROUNDS"); do
 	for rate in $RATES; do
 		for bin in "${bins[@]}"; do
 			out=$WORK/run-$round-$rate-$(basename "$bin")
+			wait_quiet "$QUIET_WAIT" 10
 			GOMAXPROCS=1 taskset -c "$CLIENT_CPU" "$bin" run "$WORK/hit.star" --target "http://127.0.0.1:$PORT" \
 				--rate "$rate/s" --duration "${TRIAL}s" --max-users 64 --pre-users 64 \
 				--out "$out" --quiet --no-report >"$out.log" 2>&1 || die "$bin at $rate/s failed: $(tail -3 "$out.log")"
