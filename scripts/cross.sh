@@ -3,7 +3,9 @@
 # machine: Go cross-compiles, nothing to install.
 #
 #   ./scripts/cross.sh        # the packages with code of their own per system (~1.5 min cold on 2 cores):
-#                             # those that import syscall or hold files for other systems (the test command)
+#                             # those whose code or tests import syscall, or that hold files for other
+#                             # systems, vetted for each (the test command): their test files too, which
+#                             # `go build` would not read
 #   ALL=1 ./scripts/cross.sh  # the whole binary for each (~4 min cold), into bin/headroom-GOOS-GOARCH
 #
 # Linux is where headroom is measured (its HTTP/1.1 client reads and writes
@@ -22,10 +24,10 @@ if [[ -n ${ALL:-} ]]; then
 fi
 # cmd/headroom imports every package; its own system calls (SIGTERM, Exec)
 # exist on every system, so it is left to ALL=1.
-pkgs=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{range .IgnoredGoFiles}} ignored:{{.}}{{end}}' ./... |
+pkgs=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .IgnoredGoFiles}} ignored:{{.}}{{end}}' ./... |
   awk '{ for (i = 2; i <= NF; i++) if ($i == "syscall" || ($i ~ /^ignored:/ && $i !~ /_test\.go$/)) { print $1; next } }' |
   grep -v '/cmd/headroom$\|/bench/\|/deploy/')
 for t in $targets; do
-  GOOS=${t%/*} GOARCH=${t#*/} go build $pkgs
-  echo "cross: $t builds:" $(echo "$pkgs" | sed 's|.*/headroom/||')
+  GOOS=${t%/*} GOARCH=${t#*/} go vet $pkgs
+  echo "cross: $t vets:" $(echo "$pkgs" | sed 's|.*/headroom/||')
 done

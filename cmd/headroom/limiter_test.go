@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // TestLimiterUnderContention shows that headroom's users keep independent

@@ -1,4 +1,10 @@
+//go:build linux
+
 package main
+
+// Every test file of this package is for Linux: the tests run the built
+// binary against real servers and tools (nginx, Synapse, MariaDB, perf,
+// chromium) and Linux's limits and signals (Pdeathsig, RLIMIT_FSIZE).
 
 import (
 	"errors"
