@@ -6,8 +6,8 @@
 # Matrix homeserver, from pinned PyPI packages into a venv; py-spy 0.4.3,
 # which headroom profiler runs beside a Python server, into another; Centrifugo, a
 # real WebSocket pub/sub server, built from its pinned Go module), then
-# vets, checks formatting, cross-compiles for Windows and macOS the packages
-# with code per system (scripts/cross.sh), decodes deploy/kubernetes's
+# vets, checks formatting, vets for Windows and macOS the packages with code
+# or tests per system (scripts/cross.sh), decodes deploy/kubernetes's
 # manifests strictly (a module of its own), runs every test (hostile
 # servers over HTTP/1.1 and HTTP/2 among them)
 # with a brief pass of every fuzz target beside them, and the concurrent
@@ -46,8 +46,8 @@ k8slog=$(mktemp)
 (cd deploy/kubernetes/check && export GOWORK=off && go mod download && go vet ./... && go test -count=1 ./...) >"$k8slog" 2>&1 &
 k8scheck=$!
 
-# Windows and macOS: the packages with code of their own per system,
-# cross-compiled (scripts/cross.sh; ~1 min cold), in the background too.
+# Windows and macOS: the packages with code or tests of their own per
+# system, vetted for each (scripts/cross.sh; ~1 min cold), in the background too.
 xlog=$(mktemp)
 ./scripts/cross.sh >"$xlog" 2>&1 &
 cross=$!
@@ -97,10 +97,10 @@ fi
 cat "$k8slog"
 rm -f "$k8slog"
 
-stage "Windows and macOS builds (begun in the background above)"
+stage "Windows and macOS vets (begun in the background above)"
 if ! wait "$cross"; then
   cat "$xlog"
-  echo "test: cross-compiling failed" >&2
+  echo "test: vetting for Windows or macOS failed" >&2
   exit 1
 fi
 cat "$xlog"
