@@ -4,7 +4,7 @@
 # (epoll_wait): with the next arrival under a millisecond away when the process goes idle, it wakes a
 # millisecond later, and sends that millisecond's arrivals together (golang/go#53824). The dispatcher
 # has the kernel end such a wait on time (internal/wakeup) for gaps between arrivals of 100 µs or more
-# (engine/open.go, guardedGaps): this script shows the lateness and the CPU either way.
+# (engine/guard.go, guardedGaps): this script shows the lateness and the CPU either way.
 #
 # Usage: bash bench/arrival-precision.sh
 #   env RATES="1000 2000 5000 10000 12000 20000"   arrivals a second, one trial each (a round)
