@@ -3,7 +3,7 @@
 # mostly idle, and what sending them on time costs. Go's poller sleeps in whole milliseconds
 # (epoll_wait): with the next arrival under a millisecond away when the process goes idle, it wakes a
 # millisecond later, and sends that millisecond's arrivals together (golang/go#53824). The dispatcher
-# has the kernel end such a wait on time (internal/wakeup) for gaps between arrivals of 100 µs or more
+# has the kernel end such a wait on time (internal/wakeup) while arrivals are 100 µs or more apart on average
 # (engine/guard.go, guardedGaps): this script shows the lateness and the CPU either way.
 #
 # Usage: bash bench/arrival-precision.sh
